@@ -1,0 +1,26 @@
+"""symgrad: a symbolic static-graph compiler for gradient programs.
+
+Build a program of typed Values, append its backward with ``ir_backward.grad``, compile the
+whole program to fused NumPy or CUDA source, run it, read it, save it.
+"""
+from . import ops as _ops
+from .errors import (ArtifactError, DTypeError, FeedError, FeedTypeError, GradError,
+                     ProgramMismatchError, ShapeError, SymgradError, VerificationError)
+from .ir import Block, Operation, Program, Value, default_main_program, program_guard
+from .ops import *  # noqa: F401,F403  (one front-end function per op)
+from .ops import REGISTRY, OpDef
+from .runtime import CompileOptions, CompiledProgram, Executor, compile
+
+__version__ = "0.1.0"
+
+from . import nn  # noqa: E402
+from . import autodiff  # noqa: E402
+from .autodiff import ir_backward  # noqa: E402
+from .autodiff.registry import custom_op, register_vjp, show_registry  # noqa: E402
+
+
+def load(path):
+    """Load an AOT artifact saved with ``CompiledProgram.save`` (hashes and format checked)."""
+    from .runtime.artifact import load as _load
+
+    return _load(path)

@@ -1,0 +1,2 @@
+"""Reverse-mode autodiff over the IR."""
+from . import ir_backward

@@ -1,0 +1,5 @@
+"""Placeholder: replaced by the grad issue's implementation."""
+
+
+def grad(*args, **kwargs):
+    raise NotImplementedError

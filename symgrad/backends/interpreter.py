@@ -1,0 +1,59 @@
+"""The reference interpreter: runs the IR op by op with each OpDef's NumPy ``impl``.
+
+It is the oracle every pass and backend is tested against, so it stays as simple as
+possible: no fusion, no buffer reuse, float64 where the program says float64.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import ancestors_of
+
+
+def needed_ops(program, fetches):
+    """The ops the fetches depend on, in program order."""
+    needed = ancestors_of(fetches)
+    return [op for op in program.ops if op in needed]
+
+
+def execute(ops, fetches, feeds):
+    """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays. Returns the fetches."""
+    env: dict = {}
+    for op in ops:
+        if op.opdef.feedable and op.results[0] in feeds:
+            outputs = (feeds[op.results[0]],)
+        else:
+            args = [env[v] for v in op.inputs]
+            result = op.opdef.impl(*args, **op.attrs)
+            outputs = result if isinstance(result, tuple) else (result,)
+        for value, array in zip(op.results, outputs):
+            array = np.asarray(array)
+            if array.dtype != value.dtype:  # keep the IR's types exactly (NumPy scalars drift)
+                array = array.astype(value.dtype)
+            env[value] = array
+    return [env[v] for v in fetches]
+
+
+class InterpreterExecutable:
+    """Backend executable: ``run(feeds_by_name) -> list of arrays``."""
+
+    backend = "interpreter"
+
+    def __init__(self, program, fetches, options):
+        self.program = program
+        self.fetches = list(fetches)
+        self.ops = needed_ops(program, self.fetches)
+        self.source = str(program)
+        self.kernels = {}
+        self.stats = {"ops": len(self.ops)}
+
+    def run(self, feeds):
+        by_value = {}
+        for op in self.ops:
+            if op.opdef.feedable and op.attrs["name"] in feeds:
+                by_value[op.results[0]] = feeds[op.attrs["name"]]
+        return execute(self.ops, self.fetches, by_value)
+
+
+def build(program, fetches, options):
+    return InterpreterExecutable(program, fetches, options)

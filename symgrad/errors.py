@@ -1,0 +1,41 @@
+"""Exceptions raised by symgrad.
+
+Every error a user can trigger is a subclass of :class:`SymgradError` *and* of the
+matching builtin (``ValueError`` or ``TypeError``), so ``except ValueError`` keeps working.
+"""
+
+
+class SymgradError(Exception):
+    """Base class of every symgrad error."""
+
+
+class ShapeError(SymgradError, ValueError):
+    """An op was built with incompatible shapes (raised when the op is built)."""
+
+
+class DTypeError(SymgradError, TypeError):
+    """An op was built with an unsupported or mismatched dtype."""
+
+
+class ProgramMismatchError(SymgradError, ValueError):
+    """Values of two different programs were mixed in one op or one call."""
+
+
+class FeedError(SymgradError, ValueError):
+    """A feed does not match the program's signature (missing, unknown, wrong rank or size)."""
+
+
+class FeedTypeError(SymgradError, TypeError):
+    """A feed has the wrong dtype kind for its input."""
+
+
+class VerificationError(SymgradError, ValueError):
+    """The IR verifier found a malformed program."""
+
+
+class GradError(SymgradError, ValueError):
+    """``ir_backward.grad`` was asked for something it cannot do (unused input, bad seed...)."""
+
+
+class ArtifactError(SymgradError, ValueError):
+    """An AOT artifact is missing, modified, malformed or of an unsupported format."""

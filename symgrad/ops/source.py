@@ -1,0 +1,136 @@
+"""Source ops: program inputs (``data``), trainable state (``parameter``), ``constant`` and
+filled tensors (``full``, ``zeros``, ``ones``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import ShapeError
+from ..ir.program import default_main_program
+from ..ir.value import format_shape
+from .core import SOURCE, OpDef, bind, register
+
+
+def _static_shape(shape, what, allow_unknown):
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    if not isinstance(shape, (list, tuple)):
+        raise TypeError(f"{what}: shape must be a list or tuple, got {type(shape).__name__}")
+    out = []
+    for d in shape:
+        if d is None or (isinstance(d, (int, np.integer)) and d == -1):
+            if not allow_unknown:
+                raise ShapeError(f"{what}: shape {list(shape)} must be fully known")
+            out.append(None)
+        elif isinstance(d, (int, np.integer)) and d >= 0:
+            out.append(int(d))
+        else:
+            raise ShapeError(f"{what}: invalid dim {d!r} in shape {list(shape)}")
+    return tuple(out)
+
+
+def _declared(types, attrs):
+    return attrs["shape"], attrs["dtype"]
+
+
+def _feed_only(**attrs):
+    raise RuntimeError(f"input {attrs['name']!r} must be fed")
+
+
+data_p = register(OpDef(
+    "data", SOURCE, infer=_declared, impl=_feed_only, feedable=True,
+    doc="A program input, fed at run time by name or position."))
+
+parameter_p = register(OpDef(
+    "parameter", SOURCE, infer=_declared, feedable=True,
+    impl=lambda name, shape, dtype, init: init,
+    doc="Trainable state: takes its ``init`` value unless fed."))
+
+constant_p = register(OpDef(
+    "constant", SOURCE, infer=lambda types, attrs: (attrs["value"].shape, attrs["value"].dtype),
+    impl=lambda value: value,
+    doc="A constant array (stop_gradient=True)."))
+
+full_p = register(OpDef(
+    "full", SOURCE, infer=_declared,
+    impl=lambda shape, dtype, fill_value: np.full(shape, fill_value, dtype=dtype),
+    doc="A tensor of static shape filled with ``fill_value``."))
+
+
+def _check_name(program, name):
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a name must be a non-empty string, got {name!r}")
+    for value in program.inputs + program.parameters:
+        if value.name == name:
+            raise ValueError(f"the program already has an input or parameter named {name!r}")
+
+
+def data(name, shape, dtype="float32", stop_gradient=False):
+    """A program input. Unknown dims are ``None`` or ``-1`` (known when the program runs)."""
+    program = default_main_program()
+    _check_name(program, name)
+    shape = _static_shape(shape, f"data {name!r}", allow_unknown=True)
+    value = bind(data_p, [], {"name": name, "shape": shape, "dtype": dtypes.as_dtype(dtype)},
+                 program=program)
+    value.name = name
+    value.stop_gradient = stop_gradient
+    program.inputs.append(value)
+    return value
+
+
+def parameter(name, shape, dtype="float32", init=None, stop_gradient=False):
+    """Trainable state with an initial value (``init``: array, scalar, callable
+    ``init(shape, dtype)`` or None for zeros). It takes ``init`` unless fed."""
+    program = default_main_program()
+    _check_name(program, name)
+    shape = _static_shape(shape, f"parameter {name!r}", allow_unknown=False)
+    dtype = dtypes.as_dtype(dtype)
+    if init is None:
+        value = np.zeros(shape, dtype)
+    elif callable(init):
+        value = np.asarray(init(shape, dtype), dtype=dtype)
+    else:
+        value = np.asarray(init, dtype=dtype)
+        if value.ndim == 0 and shape:
+            value = np.full(shape, value, dtype=dtype)
+    if value.shape != shape:
+        raise ShapeError(f"parameter {name!r}: init has shape {format_shape(value.shape)}, "
+                         f"declared {format_shape(shape)}")
+    value = np.array(value, order="C")
+    value.flags.writeable = False
+    result = bind(parameter_p, [], {"name": name, "shape": shape, "dtype": dtype, "init": value},
+                  program=program)
+    result.name = name
+    result.stop_gradient = stop_gradient
+    program.parameters.append(result)
+    return result
+
+
+def constant(value, dtype=None, name=None, program=None):
+    """A constant (``stop_gradient=True``). ``dtype`` defaults to NumPy's for arrays, and to
+    float32 for Python floats (int64 for ints, bool for bools)."""
+    if dtype is None and isinstance(value, float):
+        dtype = dtypes.DEFAULT_FLOAT
+    array = np.array(value, dtype=None if dtype is None else dtypes.as_dtype(dtype))
+    array = np.array(array, dtype=dtypes.as_dtype(array.dtype), order="C")
+    array.flags.writeable = False
+    result = bind(constant_p, [], {"value": array},
+                  program=program or default_main_program())
+    result.name = name
+    result.stop_gradient = True
+    return result
+
+
+def full(shape, fill_value, dtype="float32"):
+    shape = _static_shape(shape, "full", allow_unknown=False)
+    dtype = dtypes.as_dtype(dtype)
+    return bind(full_p, [], {"shape": shape, "dtype": dtype,
+                             "fill_value": dtype.type(fill_value).item()})
+
+
+def zeros(shape, dtype="float32"):
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype="float32"):
+    return full(shape, 1, dtype)

@@ -1,0 +1,87 @@
+"""``symgrad.compile`` and the Paddle-style ``Executor``."""
+from __future__ import annotations
+
+from ..backends import get_backend
+from ..errors import ProgramMismatchError
+from ..ir.graph import ancestors_of
+from ..ir.program import Program
+from ..ir.value import Value
+from .compiled import CompiledProgram, output_specs
+from .feeds import build_signature
+from .options import CompileOptions
+
+DEFAULT_PASSES = {"interpreter": ()}
+
+
+def normalize_fetch_list(program, fetch_list) -> list[Value]:
+    if isinstance(fetch_list, (Value, str)):
+        fetch_list = [fetch_list]
+    if not isinstance(fetch_list, (list, tuple)):
+        raise TypeError(f"fetch_list must be a Value or a list of Values, "
+                        f"got {type(fetch_list).__name__}")
+    fetches = []
+    for index, item in enumerate(fetch_list):
+        if isinstance(item, str):
+            item = program.find(item)
+        if not isinstance(item, Value):
+            raise TypeError(f"fetch_list[{index}] must be a Value, got {type(item).__name__}")
+        if item.program is not program:
+            raise ProgramMismatchError(f"fetch_list[{index}] {item!r} belongs to another program")
+        fetches.append(item)
+    return fetches
+
+
+def compile(program, fetch_list, backend="numpy", options=None, **option_changes):
+    """Compile ``program`` to compute ``fetch_list`` with ``backend`` ("numpy", "cuda" or
+    "interpreter"). Options are a :class:`CompileOptions` and/or its fields as keywords
+    (``passes=[...]``, ``fusion=False``...). The program is copied: appending more ops to it
+    later does not change the compiled callable."""
+    if not isinstance(program, Program):
+        raise TypeError(f"compile expects a symgrad.Program, got {type(program).__name__}")
+    options = options or CompileOptions()
+    if "passes" in option_changes and option_changes["passes"] is not None:
+        option_changes["passes"] = tuple(option_changes["passes"])
+    options = options.replace(**option_changes) if option_changes else options
+    module = get_backend(backend)
+    fetches = normalize_fetch_list(program, fetch_list)
+    needed = ancestors_of(fetches)
+    needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
+    signature = build_signature(program, needed_sources)
+
+    copy, value_map = program.clone()
+    fetches = [value_map[v] for v in fetches]
+    stats = {"ops_before": len(needed)}
+    passes = options.passes if options.passes is not None else DEFAULT_PASSES.get(backend)
+    ir = None
+    if passes is None or passes:
+        from ..passes import optimize
+
+        copy, fetches, report = optimize(copy, fetches, options, passes)
+        stats.update(report.stats)
+        ir = report.ir
+    executable = module.build(copy, fetches, options)
+    stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
+    return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
+                           stats=stats, ir=ir)
+
+
+class Executor:
+    """Paddle-style runner: ``Executor("numpy").run(prog, feed={...}, fetch_list=[...])``.
+    Compiled programs are cached per (program state, fetch list)."""
+
+    def __init__(self, backend="numpy", **options):
+        self.backend = backend
+        self.options = options
+        self._cache: dict = {}
+
+    def run(self, program, feed=None, fetch_list=None, return_numpy=True):
+        fetches = normalize_fetch_list(program, fetch_list or [])
+        key = (program.uid, program.num_ops, program._next_id, tuple(id(v) for v in fetches))
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = compile(program, fetches, backend=self.backend, **self.options)
+            self._cache[key] = compiled
+        results = compiled(**(feed or {}))
+        if return_numpy and self.backend == "cuda":
+            results = [r.get() if hasattr(r, "get") else r for r in results]
+        return results

@@ -1,0 +1,57 @@
+"""``CompiledProgram``: the callable that :func:`symgrad.compile` returns."""
+from __future__ import annotations
+
+from .feeds import OutputSpec, bind_feeds
+
+
+class CompiledProgram:
+    """A program compiled for one backend and one fetch list.
+
+    Call it with feeds by name or positionally (in ``data`` order); it returns a **list** with
+    one array per fetch. Attributes: ``source`` (the generated module, or the IR text for the
+    interpreter), ``kernels`` (CUDA kernels by name), ``ir`` (the optimized program's text,
+    fusion groups marked), ``stats`` (op counts before/after passes, fused groups, planned peak
+    bytes), ``signature`` and ``outputs`` (input/output specs), ``program`` (the optimized
+    program) and ``backend``.
+    """
+
+    def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None):
+        self._executable = executable
+        self.signature = signature
+        self.outputs = outputs
+        self.program = program
+        self.options = options
+        self.backend = executable.backend
+        self.stats = dict(stats or {})
+        self.stats.update(getattr(executable, "stats", {}))
+        self.ir = ir if ir is not None else str(program)
+
+    @property
+    def source(self) -> str:
+        return self._executable.source
+
+    @property
+    def kernels(self) -> dict:
+        return getattr(self._executable, "kernels", {})
+
+    @property
+    def input_names(self) -> list[str]:
+        return [s.name for s in self.signature if s.kind == "data"]
+
+    def __call__(self, *args, **feeds):
+        return self._executable.run(bind_feeds(self.signature, args, feeds))
+
+    def save(self, path):
+        """Write an AOT artifact directory at ``path`` and return the path."""
+        from .artifact import save
+
+        return save(self, path)
+
+    def __repr__(self):
+        names = ", ".join(self.input_names)
+        return (f"<CompiledProgram backend={self.backend} inputs=({names}) "
+                f"outputs={len(self.outputs)}>")
+
+
+def output_specs(fetches):
+    return [OutputSpec(v.name, v.shape, v.dtype) for v in fetches]

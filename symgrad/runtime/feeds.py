@@ -1,0 +1,123 @@
+"""Program signatures and feed checking.
+
+A compiled program's signature lists its ``data`` inputs (in creation order: the positional
+feed order) and its parameters. Feeds are checked against it at call time: a missing or
+unknown input, a wrong rank, a wrong size of a known dim or a wrong dtype kind is a clear
+error naming the input.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import FeedError, FeedTypeError
+from ..ir.value import format_shape
+
+_KIND_NAMES = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: tuple          # ints and None for unknown dims
+    dtype: np.dtype
+    kind: str             # "data" or "parameter"
+    required: bool        # the fetches need it (a parameter is never required: it has init)
+
+    def to_json(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
+                "kind": self.kind, "required": self.required}
+
+    @classmethod
+    def from_json(cls, obj):
+        return cls(obj["name"], tuple(obj["shape"]), np.dtype(obj["dtype"]), obj["kind"],
+                   obj["required"])
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    name: str | None
+    shape: tuple
+    dtype: np.dtype
+
+    def to_json(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name}
+
+    @classmethod
+    def from_json(cls, obj):
+        return cls(obj["name"], tuple(obj["shape"]), np.dtype(obj["dtype"]))
+
+
+def build_signature(program, needed_values):
+    """InputSpecs for the program's data inputs then parameters. ``needed_values`` is the set
+    of source Values the fetches depend on."""
+    specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in needed_values)
+             for v in program.inputs]
+    specs += [InputSpec(v.name, v.shape, v.dtype, "parameter", False)
+              for v in program.parameters]
+    return specs
+
+
+def _dtype_kind(dtype):
+    return "i" if dtype.kind == "u" else dtype.kind
+
+
+def check_feed(spec: InputSpec, value) -> np.ndarray:
+    """``value`` as an array of the input's dtype, or a clear error naming the input."""
+    is_array = isinstance(value, (np.ndarray, np.generic))
+    if not is_array:
+        try:
+            value = np.asarray(value)
+        except Exception as exc:
+            raise FeedTypeError(f"input {spec.name!r}: cannot convert {type(value).__name__} "
+                                f"to an array ({exc})") from None
+        if value.dtype.kind not in "biuf":
+            raise FeedTypeError(f"input {spec.name!r}: expected {spec.dtype} data, got "
+                                f"{type(value).__name__} of dtype {value.dtype}")
+    array = np.asarray(value)
+    expected_kind = _dtype_kind(spec.dtype)
+    got_kind = _dtype_kind(array.dtype)
+    if got_kind != expected_kind and (is_array or not _lossless_python(expected_kind, got_kind)):
+        raise FeedTypeError(
+            f"input {spec.name!r}: expected {_KIND_NAMES.get(expected_kind, expected_kind)} "
+            f"data ({spec.dtype}), got {array.dtype}")
+    if array.ndim != len(spec.shape):
+        raise FeedError(f"input {spec.name!r}: expected rank {len(spec.shape)} with shape "
+                        f"{format_shape(spec.shape)}, got shape {format_shape(array.shape)}")
+    for axis, (want, got) in enumerate(zip(spec.shape, array.shape)):
+        if want is not None and want != got:
+            raise FeedError(f"input {spec.name!r}: dim {axis} must be {want} (declared shape "
+                            f"{format_shape(spec.shape)}), got shape {format_shape(array.shape)}")
+    if array.dtype != spec.dtype:
+        array = array.astype(spec.dtype)
+    return array
+
+
+def _lossless_python(expected_kind, got_kind):
+    """Python ints are accepted where floats are expected, and bools where numbers are."""
+    return (expected_kind == "f" and got_kind in "ib") or (expected_kind == "i" and got_kind == "b")
+
+
+def bind_feeds(signature, args, kwargs) -> dict:
+    """Map positional (``data`` order) and keyword feeds to checked arrays by input name."""
+    data_specs = [s for s in signature if s.kind == "data"]
+    by_name = {s.name: s for s in signature}
+    if len(args) > len(data_specs):
+        raise TypeError(f"the program takes {len(data_specs)} positional inputs "
+                        f"({', '.join(s.name for s in data_specs)}), got {len(args)}")
+    feeds = {}
+    for spec, value in zip(data_specs, args):
+        feeds[spec.name] = value
+    for name, value in kwargs.items():
+        if name not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise FeedError(f"unknown input {name!r}; the program's inputs are: {known}")
+        if name in feeds:
+            raise TypeError(f"input {name!r} was given both by position and by name")
+        feeds[name] = value
+    missing = [s.name for s in signature if s.required and s.name not in feeds]
+    if missing:
+        raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
+                        + ", ".join(repr(m) for m in missing))
+    return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
