@@ -35,10 +35,10 @@ def binary_rule(types, attrs):
     return broadcast_shapes(*shapes), dtypes.promote(*[d for _, d in types])
 
 
-def _unbroadcast(g, value):
+def _unbroadcast(g, like):
     from .shape import unbroadcast
 
-    return unbroadcast(g, value.shape)
+    return unbroadcast(g, like)
 
 
 # --- declarations -----------------------------------------------------------------------------
