@@ -1,0 +1,187 @@
+"""Pure-NumPy kernels of the opaque ops (conv, pooling, softmax family, one_hot).
+
+They serve twice: as the interpreter's reference ``impl`` of each op, and as helpers whose
+source the NumPy code generator copies into the generated module (``OpDef.numpy_helpers``).
+So every function here is a self-contained top-level function that uses only ``np`` and the
+other helpers of this module; an op lists every helper its kernel calls.
+
+Layout is NCHW throughout. ``stride``, ``padding``, ``dilation``, ``kernel_size``,
+``input_hw`` and ``kernel_hw`` are ``(h, w)`` pairs (tuples or lists).
+
+Windows are read through a strided view (no copy until a contraction needs one) and written
+back by a loop over the kernel taps, never over pixels.
+"""
+import numpy as np
+
+
+# --- windows ----------------------------------------------------------------------------------
+def pad_hw(x, padding, value):
+    """``x`` [N, C, H, W] padded by ``padding`` on both sides of H and W with ``value``."""
+    ph, pw = padding
+    if ph == 0 and pw == 0:
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+
+
+def window_view(xp, kernel, stride, dilation):
+    """Strided view [N, C, Ho, Wo, kh, kw] of the windows of the padded ``xp``."""
+    kh, kw = kernel
+    dh, dw = dilation
+    span = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+    view = np.lib.stride_tricks.sliding_window_view(xp, span, axis=(2, 3))
+    return view[:, :, ::stride[0], ::stride[1], ::dh, ::dw]
+
+
+def window_scatter(cols, size, stride, dilation):
+    """Adjoint of :func:`window_view`: sum ``cols`` [N, C, kh, kw, Ho, Wo] into a zero array
+    [N, C, *size] at the window positions (overlapping windows accumulate)."""
+    n, c, kh, kw, ho, wo = cols.shape
+    sh, sw = stride
+    out = np.zeros((n, c, size[0], size[1]), cols.dtype)
+    for i in range(kh):
+        r = i * dilation[0]
+        for j in range(kw):
+            q = j * dilation[1]
+            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
+    return out
+
+
+def crop_hw(xp, padding, size):
+    """Remove ``padding`` from the H and W sides of ``xp`` so that [H, W] is ``size``."""
+    ph, pw = padding
+    return xp[:, :, ph:ph + size[0], pw:pw + size[1]]
+
+
+# --- convolution ------------------------------------------------------------------------------
+def conv2d_forward(x, w, stride, padding, dilation, groups):
+    """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
+    g the group of output channel o."""
+    n = x.shape[0]
+    out_ch, cg, kh, kw = w.shape
+    og = out_ch // groups
+    windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
+    out = np.empty((n, out_ch, windows.shape[2], windows.shape[3]), np.result_type(x, w))
+    for g in range(groups):
+        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
+                            axes=([1, 4, 5], [1, 2, 3]))
+        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)
+    return out
+
+
+def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
+    """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
+    output cotangent ``g``; linear in ``g`` and in ``w``."""
+    out_ch, cg, kh, kw = w.shape
+    og = out_ch // groups
+    ph, pw = padding
+    parts = []
+    for k in range(groups):
+        cols = np.tensordot(g[:, k * og:(k + 1) * og], w[k * og:(k + 1) * og], axes=([1], [0]))
+        parts.append(cols.transpose(0, 3, 4, 5, 1, 2))   # [N, Cg, kh, kw, Ho, Wo]
+    cols = parts[0] if groups == 1 else np.concatenate(parts, axis=1)
+    size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
+    return crop_hw(window_scatter(cols, size, stride, dilation), padding, input_hw)
+
+
+def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups):
+    """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
+    for the output cotangent ``g``; linear in ``x`` and in ``g``."""
+    out_ch = g.shape[1]
+    og = out_ch // groups
+    cg = x.shape[1] // groups
+    windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
+    parts = [np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
+                          axes=([0, 2, 3], [0, 2, 3]))
+             for k in range(groups)]
+    return parts[0] if groups == 1 else np.concatenate(parts, axis=0)
+
+
+# --- pooling ----------------------------------------------------------------------------------
+def max_pool2d_forward(x, kernel_size, stride, padding):
+    """Window maxima; padding is ``-inf`` so it never wins."""
+    windows = window_view(pad_hw(x, padding, -np.inf), kernel_size, stride, (1, 1))
+    return windows.max(axis=(4, 5))
+
+
+def max_pool2d_shares(x, kernel_size, stride, padding):
+    """Padded windows' [N, C, Ho, Wo, kh, kw] weights: 1/t at each of the t tied maxima of
+    a window, 0 elsewhere."""
+    windows = window_view(pad_hw(x, padding, -np.inf), kernel_size, stride, (1, 1))
+    mask = windows == windows.max(axis=(4, 5), keepdims=True)
+    count = np.maximum(mask.sum(axis=(4, 5), keepdims=True), 1)
+    return mask / count.astype(x.dtype)
+
+
+def max_pool2d_grad(x, g, kernel_size, stride, padding):
+    """Gradient of max pooling: each window's cotangent split evenly among its tied maxima,
+    overlapping windows accumulating. Linear in ``g``."""
+    shares = max_pool2d_shares(x, kernel_size, stride, padding)
+    cols = (shares * g[:, :, :, :, None, None]).transpose(0, 1, 4, 5, 2, 3)
+    ph, pw = padding
+    size = (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw)
+    return crop_hw(window_scatter(cols, size, stride, (1, 1)), padding, x.shape[2:])
+
+
+def max_pool2d_select(x, h, kernel_size, stride, padding):
+    """Adjoint of :func:`max_pool2d_grad` in ``g``: for each window of ``x``, the mean of
+    ``h`` over the window's tied maxima (shaped like the pooled output)."""
+    shares = max_pool2d_shares(x, kernel_size, stride, padding)
+    windows = window_view(pad_hw(h, padding, 0), kernel_size, stride, (1, 1))
+    return (shares * windows).sum(axis=(4, 5))
+
+
+def avg_pool2d_counts(input_hw, kernel_size, stride, padding, dtype):
+    """[Ho, Wo] number of real (non-padding) elements in each window."""
+    ones = np.ones((1, 1, input_hw[0], input_hw[1]), dtype)
+    windows = window_view(pad_hw(ones, padding, 0), kernel_size, stride, (1, 1))
+    return windows.sum(axis=(4, 5))[0, 0]
+
+
+def avg_pool2d_forward(x, kernel_size, stride, padding):
+    """Window means; padding is not counted in the mean."""
+    windows = window_view(pad_hw(x, padding, 0), kernel_size, stride, (1, 1))
+    counts = avg_pool2d_counts(x.shape[2:], kernel_size, stride, padding, x.dtype)
+    return windows.sum(axis=(4, 5)) / counts
+
+
+def avg_pool2d_grad(g, input_hw, kernel_size, stride, padding):
+    """Gradient of :func:`avg_pool2d_forward` with respect to its input [N, C, *input_hw]."""
+    counts = avg_pool2d_counts(input_hw, kernel_size, stride, padding, g.dtype)
+    n, c, ho, wo = g.shape
+    kh, kw = kernel_size
+    cols = np.broadcast_to((g / counts)[:, :, None, None], (n, c, kh, kw, ho, wo))
+    ph, pw = padding
+    size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
+    return crop_hw(window_scatter(cols, size, stride, (1, 1)), padding, input_hw)
+
+
+# --- softmax family ---------------------------------------------------------------------------
+def softmax_forward(x, axis):
+    """exp(x) / sum(exp(x)) along ``axis``, shifted by the max for stability."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax_forward(x, axis):
+    """x - logsumexp(x) along ``axis``, shifted by the max for stability."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def softmax_cross_entropy_forward(logits, labels, axis):
+    """Per-example loss ``-sum(p_label * log_softmax(logits))`` along ``axis``: ``labels``
+    are integer class indices (logits' shape without ``axis``) or float probabilities
+    shaped like ``logits``."""
+    logp = log_softmax_forward(logits, axis)
+    if labels.dtype.kind == "f":
+        return -(labels * logp).sum(axis=axis)
+    picked = np.take_along_axis(logp, np.expand_dims(labels, axis), axis=axis)
+    return -np.squeeze(picked, axis=axis)
+
+
+def one_hot_forward(indices, num_classes, dtype, axis):
+    """1 where the class equals the index, along a new axis ``axis`` of the result; an
+    index outside ``[0, num_classes)`` gives an all-zero row."""
+    hot = np.expand_dims(indices, axis) == np.arange(num_classes).reshape(
+        (num_classes,) + (1,) * (indices.ndim - axis))
+    return hot.astype(dtype)

@@ -1,0 +1,81 @@
+"""Linear algebra: ``matmul`` with NumPy semantics.
+
+1-D operands are promoted as ``np.matmul`` does (a row vector on the left, a column vector on
+the right, the added dim dropped from the result) and the batch dims broadcast.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..ir.value import format_shape
+from .core import OPAQUE, OpDef, as_values, bind, broadcast_shapes, expr, register
+
+__all__ = ["matmul"]
+
+
+def _ops():
+    import symgrad.ops as ops
+
+    return ops
+
+
+def matmul_rule(types, attrs):
+    (sa, da), (sb, db) = types
+    shapes = f"{format_shape(sa)} @ {format_shape(sb)}"
+    if not sa or not sb:
+        raise ShapeError(f"operands must have rank >= 1, got {shapes}")
+    if da.kind == "b" and db.kind == "b":
+        raise DTypeError("needs numeric operands, got bool @ bool")
+    a = sa if len(sa) > 1 else (1,) + sa
+    b = sb if len(sb) > 1 else sb + (1,)
+    if a[-1] is not None and b[-2] is not None and a[-1] != b[-2]:
+        raise ShapeError(f"inner dims differ: {shapes} ({a[-1]} != {b[-2]})")
+    try:
+        batch = broadcast_shapes(a[:-2], b[:-2])
+    except ShapeError:
+        raise ShapeError(f"batch dims cannot be broadcast: {shapes}") from None
+    rows = (a[-2],) if len(sa) > 1 else ()
+    cols = (b[-1],) if len(sb) > 1 else ()
+    return batch + rows + cols, dtypes.promote(da, db)
+
+
+def _swap_last(x):
+    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return _ops().transpose(x, perm)
+
+
+def matmul_vjp(op, cotangents):
+    """Promote 1-D operands (and the cotangent) to matrices, take ``g @ b.T`` and
+    ``a.T @ g``, drop the promoted dims again and sum away broadcast batch dims."""
+    ops = _ops()
+    a, b = op.inputs
+    g = cotangents[0]
+    a2 = ops.expand_dims(a, 0) if a.ndim == 1 else a
+    b2 = ops.expand_dims(b, -1) if b.ndim == 1 else b
+    if b.ndim == 1:
+        g = ops.expand_dims(g, -1)
+    if a.ndim == 1:
+        g = ops.expand_dims(g, -2)
+    ga = matmul(g, _swap_last(b2))
+    gb = matmul(_swap_last(a2), g)
+    if a.ndim == 1:
+        ga = ops.squeeze(ga, -2)
+    if b.ndim == 1:
+        gb = ops.squeeze(gb, -1)
+    from .shape import unbroadcast
+
+    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+
+
+matmul_p = register(OpDef(
+    "matmul", OPAQUE, matmul_rule, np.matmul, vjp=matmul_vjp,
+    emitters={"numpy": expr("np.matmul({0}, {1})", out_kw=True)},
+    doc="Matrix product with NumPy semantics (1-D promotion, broadcast batch dims)."))
+
+
+def matmul(a, b):
+    """``a @ b`` as ``np.matmul``: operands of rank >= 1; the last dim of ``a`` must equal
+    the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast."""
+    return bind(matmul_p, as_values(a, b))
