@@ -11,7 +11,7 @@ from .source import constant, data, full, ones, parameter, zeros
 
 __all__ = ["constant", "data", "full", "ones", "parameter", "zeros"]
 
-for _area in ("elementwise", "reduction", "shape", "linalg", "nn_ops"):
+for _area in ("elementwise", "activation", "reduction", "shape", "linalg", "nn_ops"):
     try:
         _module = _importlib.import_module(f"{__name__}.{_area}")
     except ModuleNotFoundError as _exc:  # TODO(foundation): drop once every area exists

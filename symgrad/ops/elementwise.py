@@ -1,7 +1,27 @@
 """Elementwise ops: arithmetic, transcendental, comparison, logical, cast, where, clip.
 
 Each op is an :class:`OpDef` followed by its front-end function. All follow NumPy
-broadcasting and NumPy 2 promotion with weak Python scalars.
+broadcasting and NumPy 2 promotion with weak Python scalars (``as_values`` gives a Python
+scalar the dtype NumPy would, so ``float32 * 2.0`` stays float32).
+
+dtype policy (checked when the op is built, ``DTypeError`` naming the op):
+
+- Arithmetic and math ops take the result dtype NumPy's own ufunc type resolution gives
+  (integers through ``exp``/``sqrt``/... become floats exactly as in NumPy: int32 and int64 give
+  float64). They reject inputs that are *all* bool (``sqrt(mask)``, ``mask - mask``): cast first.
+  A bool mixed with numbers is fine (``mask * x``).
+- Comparisons take any dtypes and give bool; logical ops take and give bool only.
+- ``cast`` converts to any supported dtype; ``where`` needs a bool condition.
+
+Gradients: integer and bool results carry none (comparisons and logical ops have no VJP, a cast
+to an integer dtype returns ``None``); the piecewise-constant float ops ``floor``, ``ceil``,
+``round`` and ``sign`` stay connected with a zero gradient. Ties: ``maximum``/``minimum`` split
+the gradient evenly at ``a == b``; ``clip`` passes it at its (inclusive) bounds; ``abs`` gives 0
+at 0. Every VJP is built from symgrad ops, so it is differentiable again.
+
+Emitters: ``"numpy"`` uses the exact ufunc where one exists (so fused code can write with
+``out=``); ``"cuda"`` is a C expression over ``{0}``, ``{1}``, ``{2}`` and ``{T}`` (the compute
+type) that compiles for ``float`` and ``double``.
 """
 from __future__ import annotations
 
@@ -9,73 +29,599 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError
-__all__ = ["add", "multiply", "negative", "tanh"]
+from .core import (ELEMENTWISE, OpDef, as_values, bind, broadcast_shapes, call, expr,
+                   format_attrs_for_code, register, ufunc)
 
-from .core import ELEMENTWISE, OpDef, as_values, bind, broadcast_shapes, register, ufunc
+__all__ = [
+    "add", "subtract", "multiply", "divide", "power", "negative",
+    "exp", "log", "log1p", "expm1", "sqrt", "square", "abs", "sign",
+    "sin", "cos", "tan", "tanh", "sinh", "cosh", "arcsin", "arccos", "arctan", "sigmoid",
+    "maximum", "minimum", "where", "clip", "floor", "ceil", "round",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_not", "cast", "zeros_like", "ones_like",
+]
 
 
 # --- shape/dtype rules ------------------------------------------------------------------------
-def same_rule(types, attrs):
-    """One input; the result has its shape and dtype."""
-    (shape, dtype), = types
-    return shape, dtype
+def _dtype_list(types):
+    return ", ".join(str(d) for _, d in types)
 
 
-def float_unary_rule(types, attrs):
-    """One floating input (integers are promoted as NumPy does: int -> float64)."""
-    (shape, dtype), = types
-    if dtype.kind == "b":
-        raise DTypeError(f"needs a numeric input, got {dtype}")
-    return shape, dtype if dtypes.is_float(dtype) else np.dtype("float64")
+def _resolve(np_ufunc, in_dtypes):
+    """The result dtype NumPy's ufunc ``np_ufunc`` gives for inputs of ``in_dtypes``."""
+    try:
+        return np.dtype(np_ufunc.resolve_dtypes(tuple(in_dtypes) + (None,))[-1])
+    except TypeError:
+        raise DTypeError(f"NumPy's {np_ufunc.__name__} has no loop for "
+                         f"{', '.join(map(str, in_dtypes))}") from None
 
 
-def binary_rule(types, attrs):
-    """Broadcast shapes; promote dtypes (weak scalars were already given a dtype)."""
-    shapes = [s for s, _ in types]
-    return broadcast_shapes(*shapes), dtypes.promote(*[d for _, d in types])
+def math_rule(np_ufunc):
+    """Rule of an arithmetic/math op computed like ``np_ufunc``: broadcast the shapes, take the
+    dtype NumPy's type resolution gives; reject inputs that are all bool."""
+    def rule(types, attrs):
+        if all(d.kind == "b" for _, d in types):
+            raise DTypeError(f"needs numeric inputs, got {_dtype_list(types)} "
+                             f"(cast bool to a number first)")
+        shape = broadcast_shapes(*[s for s, _ in types])
+        return shape, _resolve(np_ufunc, [d for _, d in types])
+    rule.__doc__ = f"Broadcast; dtype as np.{np_ufunc.__name__}; not all-bool."
+    return rule
 
 
+same_rule = math_rule(np.negative)        # one numeric input; same shape and dtype
+float_unary_rule = math_rule(np.tanh)     # one numeric input; integers become NumPy's float
+binary_rule = math_rule(np.add)           # broadcast and promote two numeric inputs
+
+
+def compare_rule(types, attrs):
+    """Broadcast any two inputs; the result is bool."""
+    return broadcast_shapes(*[s for s, _ in types]), np.dtype(bool)
+
+
+def logical_rule(types, attrs):
+    """Broadcast bool inputs; the result is bool."""
+    if any(d.kind != "b" for _, d in types):
+        raise DTypeError(f"needs bool inputs, got {_dtype_list(types)} "
+                         f"(compare or cast to bool first)")
+    return broadcast_shapes(*[s for s, _ in types]), np.dtype(bool)
+
+
+def where_rule(types, attrs):
+    """``where(cond, x, y)``: cond bool; broadcast all three; promote x and y."""
+    (_, cond), (_, x), (_, y) = types
+    if cond.kind != "b":
+        raise DTypeError(f"needs a bool condition, got {cond}")
+    return broadcast_shapes(*[s for s, _ in types]), dtypes.promote(x, y)
+
+
+def clip_rule(types, attrs):
+    """``clip(x, lo, hi)``: broadcast all three; promote; not all-bool."""
+    if all(d.kind == "b" for _, d in types):
+        raise DTypeError(f"needs numeric inputs, got {_dtype_list(types)}")
+    return broadcast_shapes(*[s for s, _ in types]), dtypes.promote(*[d for _, d in types])
+
+
+def cast_rule(types, attrs):
+    """The input's shape with the dtype attr (``cast``, ``zeros_like``, ``ones_like``)."""
+    (shape, _), = types
+    return shape, attrs["dtype"]
+
+
+# --- VJP helpers ------------------------------------------------------------------------------
 def _unbroadcast(g, like):
     from .shape import unbroadcast
 
     return unbroadcast(g, like)
 
 
-# --- declarations -----------------------------------------------------------------------------
+def _both(op, ga, gb):
+    """Cotangents of a binary op's two inputs, each summed back to its input's shape."""
+    return [_unbroadcast(ga, op.inputs[0]), _unbroadcast(gb, op.inputs[1])]
+
+
+def _zero_vjp(op, g):
+    """Piecewise-constant ops: connected, with a zero gradient."""
+    return [zeros_like(g[0])]
+
+
+def _divide_vjp(op, g):
+    ga = g[0] / op.inputs[1]
+    return _both(op, ga, -(ga * op.results[0]))
+
+
+def _power_vjp(op, g):
+    x, y = op.inputs
+    positive = x > 0
+    # log(x) only where it is finite, so gy is never 0 * NaN (x ** y at x == 0 is constant in y
+    # from the right); the inner where keeps log's own derivative finite too.
+    log_x = where(positive, log(where(positive, x, 1)), 0)
+    return _both(op, g[0] * y * x ** (y - 1), g[0] * op.results[0] * log_x)
+
+
+def _extremum_vjp(wins):
+    """VJP of maximum/minimum: ``wins(a, b)`` is where a is picked; ties split evenly."""
+    def vjp(op, g):
+        a, b = op.inputs
+        share = where(equal(a, b), 0.5, cast(wins(a, b), g[0].dtype))
+        ga = g[0] * share
+        return _both(op, ga, g[0] - ga)
+    return vjp
+
+
+def _where_vjp(op, g):
+    cond = op.inputs[0]
+    return [None, _unbroadcast(where(cond, g[0], 0), op.inputs[1]),
+            _unbroadcast(where(cond, 0, g[0]), op.inputs[2])]
+
+
+def _clip_vjp(op, g):
+    x, lo, hi = op.inputs
+    ordered = lo <= hi
+    inside = (x >= lo) & (x <= hi)
+    return [_unbroadcast(where(inside, g[0], 0), x),
+            _unbroadcast(where((x < lo) & ordered, g[0], 0), lo),
+            _unbroadcast(where((x > hi) | ~ordered, g[0], 0), hi)]
+
+
+def _cast_vjp(op, g):
+    source = op.inputs[0].dtype
+    if not (dtypes.is_float(source) and dtypes.is_float(op.attrs["dtype"])):
+        return [None]
+    return [cast(g[0], source)]
+
+
+# --- NumPy emitters and helpers ---------------------------------------------------------------
+def sigmoid_ref(x):
+    """Logistic function without overflow: exp is only taken of -|x|."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1, e) / (1 + e)
+
+
+def _emit_cast(args, attrs, out=None):
+    dtype = format_attrs_for_code(attrs)["dtype"]
+    if out is None:
+        return f"{args[0]}.astype({dtype})"
+    return f"np.copyto({out}, {args[0]}, casting='unsafe')"
+
+
+def _fill_emitter(fill):
+    def emit(args, attrs, out=None):
+        if out is not None:
+            return f"{out}.fill({fill})"
+        dtype = format_attrs_for_code(attrs)["dtype"]
+        return f"np.full_like({args[0]}, {fill}, dtype={dtype})"
+    return emit
+
+
+def _numpy_fill(fill):
+    def impl(x, dtype):
+        return np.full(np.shape(x), fill, dtype=dtype)
+    return impl
+
+
+# NaN-propagating, like np.maximum/np.minimum (a NaN in either operand gives NaN)
+_CUDA_MAXIMUM = "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
+_CUDA_MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
+
+
+# --- arithmetic -------------------------------------------------------------------------------
 add_p = register(OpDef(
     "add", ELEMENTWISE, binary_rule, np.add,
-    vjp=lambda op, g: [_unbroadcast(g[0], op.inputs[0]), _unbroadcast(g[0], op.inputs[1])],
-    emitters={"numpy": ufunc("np.add"), "cuda": "({0} + {1})"}))
+    vjp=lambda op, g: _both(op, g[0], g[0]),
+    emitters={"numpy": ufunc("np.add"), "cuda": "(({0}) + ({1}))"}))
+
+subtract_p = register(OpDef(
+    "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
+    vjp=lambda op, g: _both(op, g[0], -g[0]),
+    emitters={"numpy": ufunc("np.subtract"), "cuda": "(({0}) - ({1}))"}))
 
 multiply_p = register(OpDef(
-    "multiply", ELEMENTWISE, binary_rule, np.multiply,
-    vjp=lambda op, g: [_unbroadcast(g[0] * op.inputs[1], op.inputs[0]),
-                       _unbroadcast(g[0] * op.inputs[0], op.inputs[1])],
-    emitters={"numpy": ufunc("np.multiply"), "cuda": "({0} * {1})"}))
+    "multiply", ELEMENTWISE, math_rule(np.multiply), np.multiply,
+    vjp=lambda op, g: _both(op, g[0] * op.inputs[1], g[0] * op.inputs[0]),
+    emitters={"numpy": ufunc("np.multiply"), "cuda": "(({0}) * ({1}))"}))
+
+divide_p = register(OpDef(
+    "divide", ELEMENTWISE, math_rule(np.divide), np.divide, vjp=_divide_vjp,
+    emitters={"numpy": ufunc("np.divide"), "cuda": "(({T})({0}) / ({T})({1}))"}))
+
+power_p = register(OpDef(
+    "power", ELEMENTWISE, math_rule(np.power), np.power, vjp=_power_vjp,
+    emitters={"numpy": ufunc("np.power"), "cuda": "pow(({T})({0}), ({T})({1}))"}))
 
 negative_p = register(OpDef(
     "negative", ELEMENTWISE, same_rule, np.negative,
     vjp=lambda op, g: [-g[0]],
-    emitters={"numpy": ufunc("np.negative"), "cuda": "(-{0})"}))
+    emitters={"numpy": ufunc("np.negative"), "cuda": "(-({0}))"}))
+
+square_p = register(OpDef(
+    "square", ELEMENTWISE, math_rule(np.square), np.square,
+    vjp=lambda op, g: [g[0] * (op.inputs[0] * 2)],
+    emitters={"numpy": ufunc("np.square"), "cuda": "(({0}) * ({0}))"}))
+
+abs_p = register(OpDef(
+    "abs", ELEMENTWISE, math_rule(np.absolute), np.absolute,
+    vjp=lambda op, g: [g[0] * sign(op.inputs[0])],
+    emitters={"numpy": ufunc("np.absolute"), "cuda": "(({0}) < ({T})0 ? -({0}) : ({0}))"}))
+
+sign_p = register(OpDef(
+    "sign", ELEMENTWISE, math_rule(np.sign), np.sign, vjp=_zero_vjp,
+    emitters={"numpy": ufunc("np.sign"),
+              "cuda": "(({0}) != ({0}) ? ({0}) : ({T})((({0}) > ({T})0) - (({0}) < ({T})0)))"}))
+
+maximum_p = register(OpDef(
+    "maximum", ELEMENTWISE, math_rule(np.maximum), np.maximum,
+    vjp=_extremum_vjp(lambda a, b: a > b),
+    emitters={"numpy": ufunc("np.maximum"), "cuda": _CUDA_MAXIMUM}))
+
+minimum_p = register(OpDef(
+    "minimum", ELEMENTWISE, math_rule(np.minimum), np.minimum,
+    vjp=_extremum_vjp(lambda a, b: a < b),
+    emitters={"numpy": ufunc("np.minimum"), "cuda": _CUDA_MINIMUM}))
+
+# --- transcendental ---------------------------------------------------------------------------
+exp_p = register(OpDef(
+    "exp", ELEMENTWISE, math_rule(np.exp), np.exp,
+    vjp=lambda op, g: [g[0] * op.results[0]],
+    emitters={"numpy": ufunc("np.exp"), "cuda": "exp({0})"}))
+
+log_p = register(OpDef(
+    "log", ELEMENTWISE, math_rule(np.log), np.log,
+    vjp=lambda op, g: [g[0] / op.inputs[0]],
+    emitters={"numpy": ufunc("np.log"), "cuda": "log({0})"}))
+
+log1p_p = register(OpDef(
+    "log1p", ELEMENTWISE, math_rule(np.log1p), np.log1p,
+    vjp=lambda op, g: [g[0] / (op.inputs[0] + 1)],
+    emitters={"numpy": ufunc("np.log1p"), "cuda": "log1p({0})"}))
+
+expm1_p = register(OpDef(
+    "expm1", ELEMENTWISE, math_rule(np.expm1), np.expm1,
+    vjp=lambda op, g: [g[0] * (op.results[0] + 1)],
+    emitters={"numpy": ufunc("np.expm1"), "cuda": "expm1({0})"}))
+
+sqrt_p = register(OpDef(
+    "sqrt", ELEMENTWISE, math_rule(np.sqrt), np.sqrt,
+    vjp=lambda op, g: [g[0] / (op.results[0] * 2)],
+    emitters={"numpy": ufunc("np.sqrt"), "cuda": "sqrt({0})"}))
+
+sin_p = register(OpDef(
+    "sin", ELEMENTWISE, math_rule(np.sin), np.sin,
+    vjp=lambda op, g: [g[0] * cos(op.inputs[0])],
+    emitters={"numpy": ufunc("np.sin"), "cuda": "sin({0})"}))
+
+cos_p = register(OpDef(
+    "cos", ELEMENTWISE, math_rule(np.cos), np.cos,
+    vjp=lambda op, g: [-(g[0] * sin(op.inputs[0]))],
+    emitters={"numpy": ufunc("np.cos"), "cuda": "cos({0})"}))
+
+tan_p = register(OpDef(
+    "tan", ELEMENTWISE, math_rule(np.tan), np.tan,
+    vjp=lambda op, g: [g[0] * (op.results[0] * op.results[0] + 1)],
+    emitters={"numpy": ufunc("np.tan"), "cuda": "tan({0})"}))
 
 tanh_p = register(OpDef(
     "tanh", ELEMENTWISE, float_unary_rule, np.tanh,
-    vjp=lambda op, g: [g[0] * (1.0 - op.results[0] * op.results[0])],
+    vjp=lambda op, g: [g[0] * (1 - op.results[0] * op.results[0])],
     emitters={"numpy": ufunc("np.tanh"), "cuda": "tanh({0})"}))
+
+sinh_p = register(OpDef(
+    "sinh", ELEMENTWISE, math_rule(np.sinh), np.sinh,
+    vjp=lambda op, g: [g[0] * cosh(op.inputs[0])],
+    emitters={"numpy": ufunc("np.sinh"), "cuda": "sinh({0})"}))
+
+cosh_p = register(OpDef(
+    "cosh", ELEMENTWISE, math_rule(np.cosh), np.cosh,
+    vjp=lambda op, g: [g[0] * sinh(op.inputs[0])],
+    emitters={"numpy": ufunc("np.cosh"), "cuda": "cosh({0})"}))
+
+arcsin_p = register(OpDef(
+    "arcsin", ELEMENTWISE, math_rule(np.arcsin), np.arcsin,
+    vjp=lambda op, g: [g[0] / sqrt(1 - op.inputs[0] * op.inputs[0])],
+    emitters={"numpy": ufunc("np.arcsin"), "cuda": "asin({0})"}))
+
+arccos_p = register(OpDef(
+    "arccos", ELEMENTWISE, math_rule(np.arccos), np.arccos,
+    vjp=lambda op, g: [-(g[0] / sqrt(1 - op.inputs[0] * op.inputs[0]))],
+    emitters={"numpy": ufunc("np.arccos"), "cuda": "acos({0})"}))
+
+arctan_p = register(OpDef(
+    "arctan", ELEMENTWISE, math_rule(np.arctan), np.arctan,
+    vjp=lambda op, g: [g[0] / (op.inputs[0] * op.inputs[0] + 1)],
+    emitters={"numpy": ufunc("np.arctan"), "cuda": "atan({0})"}))
+
+sigmoid_p = register(OpDef(
+    "sigmoid", ELEMENTWISE, float_unary_rule, sigmoid_ref,
+    vjp=lambda op, g: [g[0] * (op.results[0] * (1 - op.results[0]))],
+    emitters={"numpy": call("sigmoid_ref"),
+              "cuda": "(({0}) >= ({T})0 ? ({T})1 / (({T})1 + exp(-({0})))"
+                      " : exp({0}) / (({T})1 + exp({0})))"},
+    numpy_helpers=(sigmoid_ref,)))
+
+# --- rounding (zero gradient) -----------------------------------------------------------------
+floor_p = register(OpDef(
+    "floor", ELEMENTWISE, math_rule(np.floor), np.floor, vjp=_zero_vjp,
+    emitters={"numpy": ufunc("np.floor"), "cuda": "floor({0})"}))
+
+ceil_p = register(OpDef(
+    "ceil", ELEMENTWISE, math_rule(np.ceil), np.ceil, vjp=_zero_vjp,
+    emitters={"numpy": ufunc("np.ceil"), "cuda": "ceil({0})"}))
+
+round_p = register(OpDef(   # np.round: half to even, integers kept as they are
+    "round", ELEMENTWISE, math_rule(np.floor), np.round, vjp=_zero_vjp,
+    emitters={"numpy": expr("np.round({0})", out_kw=True), "cuda": "rint({0})"}))
+
+# --- selection --------------------------------------------------------------------------------
+where_p = register(OpDef(
+    "where", ELEMENTWISE, where_rule, np.where, vjp=_where_vjp,
+    emitters={"numpy": expr("np.where({0}, {1}, {2})"), "cuda": "(({0}) ? ({1}) : ({2}))"}))
+
+clip_p = register(OpDef(   # np.clip: minimum(maximum(x, lo), hi)
+    "clip", ELEMENTWISE, clip_rule, np.clip, vjp=_clip_vjp,
+    emitters={"numpy": expr("np.clip({0}, {1}, {2})", out_kw=True),
+              "cuda": _CUDA_MINIMUM.format(_CUDA_MAXIMUM, "{2}")}))
+
+# --- comparisons and logic (bool results: no gradient) ----------------------------------------
+equal_p = register(OpDef(
+    "equal", ELEMENTWISE, compare_rule, np.equal,
+    emitters={"numpy": ufunc("np.equal"), "cuda": "(({0}) == ({1}))"}))
+
+not_equal_p = register(OpDef(
+    "not_equal", ELEMENTWISE, compare_rule, np.not_equal,
+    emitters={"numpy": ufunc("np.not_equal"), "cuda": "(({0}) != ({1}))"}))
+
+less_p = register(OpDef(
+    "less", ELEMENTWISE, compare_rule, np.less,
+    emitters={"numpy": ufunc("np.less"), "cuda": "(({0}) < ({1}))"}))
+
+less_equal_p = register(OpDef(
+    "less_equal", ELEMENTWISE, compare_rule, np.less_equal,
+    emitters={"numpy": ufunc("np.less_equal"), "cuda": "(({0}) <= ({1}))"}))
+
+greater_p = register(OpDef(
+    "greater", ELEMENTWISE, compare_rule, np.greater,
+    emitters={"numpy": ufunc("np.greater"), "cuda": "(({0}) > ({1}))"}))
+
+greater_equal_p = register(OpDef(
+    "greater_equal", ELEMENTWISE, compare_rule, np.greater_equal,
+    emitters={"numpy": ufunc("np.greater_equal"), "cuda": "(({0}) >= ({1}))"}))
+
+logical_and_p = register(OpDef(
+    "logical_and", ELEMENTWISE, logical_rule, np.logical_and,
+    emitters={"numpy": ufunc("np.logical_and"), "cuda": "(({0}) && ({1}))"}))
+
+logical_or_p = register(OpDef(
+    "logical_or", ELEMENTWISE, logical_rule, np.logical_or,
+    emitters={"numpy": ufunc("np.logical_or"), "cuda": "(({0}) || ({1}))"}))
+
+logical_not_p = register(OpDef(
+    "logical_not", ELEMENTWISE, logical_rule, np.logical_not,
+    emitters={"numpy": ufunc("np.logical_not"), "cuda": "(!({0}))"}))
+
+# --- dtype and constants ----------------------------------------------------------------------
+cast_p = register(OpDef(
+    "cast", ELEMENTWISE, cast_rule, lambda x, dtype: x.astype(dtype), vjp=_cast_vjp,
+    emitters={"numpy": _emit_cast, "cuda": "(({T})({0}))"}))
+
+zeros_like_p = register(OpDef(
+    "zeros_like", ELEMENTWISE, cast_rule, _numpy_fill(0), vjp=lambda op, g: [None],
+    emitters={"numpy": _fill_emitter(0), "cuda": "(({T})0)"}))
+
+ones_like_p = register(OpDef(
+    "ones_like", ELEMENTWISE, cast_rule, _numpy_fill(1), vjp=lambda op, g: [None],
+    emitters={"numpy": _fill_emitter(1), "cuda": "(({T})1)"}))
 
 
 # --- front end --------------------------------------------------------------------------------
 def add(x, y):
+    """``x + y`` with broadcasting."""
     return bind(add_p, as_values(x, y))
 
 
+def subtract(x, y):
+    """``x - y`` with broadcasting."""
+    return bind(subtract_p, as_values(x, y))
+
+
 def multiply(x, y):
+    """``x * y`` with broadcasting."""
     return bind(multiply_p, as_values(x, y))
 
 
+def divide(x, y):
+    """True division ``x / y`` (integers give float64, as in NumPy)."""
+    return bind(divide_p, as_values(x, y))
+
+
+def power(x, y):
+    """``x ** y``; either may be a Value or a scalar."""
+    return bind(power_p, as_values(x, y))
+
+
 def negative(x):
+    """``-x``."""
     return bind(negative_p, as_values(x))
+
+
+def square(x):
+    """``x * x``."""
+    return bind(square_p, as_values(x))
+
+
+def abs(x):  # noqa: A001  (NumPy's name)
+    """``|x|`` (gradient 0 at 0)."""
+    return bind(abs_p, as_values(x))
+
+
+def sign(x):
+    """-1, 0 or 1 (NaN stays NaN); zero gradient."""
+    return bind(sign_p, as_values(x))
+
+
+def maximum(x, y):
+    """Elementwise maximum (NaN propagates); ties split the gradient evenly."""
+    return bind(maximum_p, as_values(x, y))
+
+
+def minimum(x, y):
+    """Elementwise minimum (NaN propagates); ties split the gradient evenly."""
+    return bind(minimum_p, as_values(x, y))
+
+
+def exp(x):
+    return bind(exp_p, as_values(x))
+
+
+def log(x):
+    return bind(log_p, as_values(x))
+
+
+def log1p(x):
+    """``log(1 + x)``, accurate for small x."""
+    return bind(log1p_p, as_values(x))
+
+
+def expm1(x):
+    """``exp(x) - 1``, accurate for small x."""
+    return bind(expm1_p, as_values(x))
+
+
+def sqrt(x):
+    return bind(sqrt_p, as_values(x))
+
+
+def sin(x):
+    return bind(sin_p, as_values(x))
+
+
+def cos(x):
+    return bind(cos_p, as_values(x))
+
+
+def tan(x):
+    return bind(tan_p, as_values(x))
 
 
 def tanh(x):
     return bind(tanh_p, as_values(x))
+
+
+def sinh(x):
+    return bind(sinh_p, as_values(x))
+
+
+def cosh(x):
+    return bind(cosh_p, as_values(x))
+
+
+def arcsin(x):
+    return bind(arcsin_p, as_values(x))
+
+
+def arccos(x):
+    return bind(arccos_p, as_values(x))
+
+
+def arctan(x):
+    return bind(arctan_p, as_values(x))
+
+
+def sigmoid(x):
+    """The logistic function ``1 / (1 + exp(-x))``, computed without overflow."""
+    return bind(sigmoid_p, as_values(x))
+
+
+def floor(x):
+    """Round down; zero gradient."""
+    return bind(floor_p, as_values(x))
+
+
+def ceil(x):
+    """Round up; zero gradient."""
+    return bind(ceil_p, as_values(x))
+
+
+def round(x):  # noqa: A001  (NumPy's name)
+    """Round half to even, like ``np.round``; zero gradient."""
+    return bind(round_p, as_values(x))
+
+
+def where(cond, x, y):
+    """``x`` where the bool ``cond`` holds, else ``y`` (all three broadcast)."""
+    return bind(where_p, as_values(cond, x, y))
+
+
+def _no_bound(dtype, upper):
+    """The bound that never clips a value of ``dtype``."""
+    if dtype.kind == "f":
+        return float("inf") if upper else float("-inf")
+    if dtype.kind == "b":
+        return upper
+    info = np.iinfo(dtype)
+    return int(info.max if upper else info.min)
+
+
+def clip(x, min=None, max=None):  # noqa: A002  (NumPy's names)
+    """``minimum(maximum(x, min), max)``; bounds are scalars, Values or None (no bound).
+    The gradient passes to x where ``min <= x <= max`` (inclusive), else to the bound."""
+    x, = as_values(x)
+    lo = _no_bound(x.dtype, upper=False) if min is None else min
+    hi = _no_bound(x.dtype, upper=True) if max is None else max
+    return bind(clip_p, as_values(x, lo, hi))
+
+
+def equal(x, y):
+    return bind(equal_p, as_values(x, y))
+
+
+def not_equal(x, y):
+    return bind(not_equal_p, as_values(x, y))
+
+
+def less(x, y):
+    return bind(less_p, as_values(x, y))
+
+
+def less_equal(x, y):
+    return bind(less_equal_p, as_values(x, y))
+
+
+def greater(x, y):
+    return bind(greater_p, as_values(x, y))
+
+
+def greater_equal(x, y):
+    return bind(greater_equal_p, as_values(x, y))
+
+
+def logical_and(x, y):
+    """Elementwise AND of bool inputs."""
+    return bind(logical_and_p, as_values(x, y))
+
+
+def logical_or(x, y):
+    """Elementwise OR of bool inputs."""
+    return bind(logical_or_p, as_values(x, y))
+
+
+def logical_not(x):
+    """Elementwise NOT of a bool input."""
+    return bind(logical_not_p, as_values(x))
+
+
+def cast(x, dtype):
+    """``x.astype(dtype)``. A float-to-float cast passes the gradient back (cast to the source
+    dtype); a cast from or to an integer or bool dtype carries none."""
+    return bind(cast_p, as_values(x), {"dtype": dtypes.as_dtype(dtype)})
+
+
+def zeros_like(x, dtype=None):
+    """Zeros shaped like ``x`` at run time (``x``'s dtype unless given); no gradient."""
+    x, = as_values(x)
+    return bind(zeros_like_p, [x], {"dtype": dtypes.as_dtype(x.dtype if dtype is None else dtype)})
+
+
+def ones_like(x, dtype=None):
+    """Ones shaped like ``x`` at run time (``x``'s dtype unless given); no gradient."""
+    x, = as_values(x)
+    return bind(ones_like_p, [x], {"dtype": dtypes.as_dtype(x.dtype if dtype is None else dtype)})

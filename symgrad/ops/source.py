@@ -109,7 +109,7 @@ def parameter(name, shape, dtype="float32", init=None, stop_gradient=False):
 def constant(value, dtype=None, name=None, program=None):
     """A constant (``stop_gradient=True``). ``dtype`` defaults to NumPy's for arrays, and to
     float32 for Python floats (int64 for ints, bool for bools)."""
-    if dtype is None and isinstance(value, float):
+    if dtype is None and isinstance(value, float) and not isinstance(value, np.generic):
         dtype = dtypes.DEFAULT_FLOAT
     array = np.array(value, dtype=None if dtype is None else dtypes.as_dtype(dtype))
     array = np.array(array, dtype=dtypes.as_dtype(array.dtype), order="C")

@@ -62,7 +62,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     executable = module.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
     return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
-                           stats=stats, ir=ir)
+                           stats=stats, ir=ir, fetches=fetches)
 
 
 class Executor:

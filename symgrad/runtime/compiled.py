@@ -12,11 +12,13 @@ class CompiledProgram:
     interpreter), ``kernels`` (CUDA kernels by name), ``ir`` (the optimized program's text,
     fusion groups marked), ``stats`` (op counts before/after passes, fused groups, planned peak
     bytes), ``signature`` and ``outputs`` (input/output specs), ``program`` (the optimized
-    program) and ``backend``.
+    program), ``fetches`` (the fetched Values of ``program``) and ``backend``.
     """
 
-    def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None):
+    def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
+                 fetches=()):
         self._executable = executable
+        self.fetches = list(fetches)
         self.signature = signature
         self.outputs = outputs
         self.program = program

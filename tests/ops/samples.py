@@ -58,8 +58,16 @@ def _load(area):
         return []
 
 
-ALL_SAMPLES: list[OpSample] = [s for area in ("elementwise", "structure", "nn") for s in _load(area)]
-
-
 def rng(seed=0):
     return np.random.default_rng(seed)
+
+
+AREAS = ("elementwise", "structure", "nn")
+
+
+def __getattr__(name):
+    """``ALL_SAMPLES`` is joined on first use, so an area module may import this one first."""
+    if name == "ALL_SAMPLES":
+        globals()["ALL_SAMPLES"] = [s for area in AREAS for s in _load(area)]
+        return globals()["ALL_SAMPLES"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,138 @@
+"""The reverse sweep: seed the outputs, call each live op's VJP in reverse program order,
+sum cotangents, and keep only the backward ops that feed a needed gradient.
+
+Every op built here records the forward op it differentiates (``Program.backward_of``): a
+VJP's ops record the op whose VJP built them; seeds, cotangent sums and zeros record the op
+that produced the Value they belong to.
+"""
+from __future__ import annotations
+
+from ..errors import GradError
+from ..ir.printer import format_op_head
+from ..ir.value import Value
+from ..ops.elementwise import add, multiply, ones_like
+from ..ops.shape import zeros_for
+from ..ops.source import full
+
+
+def shapes_match(shape, expected) -> bool:
+    """Same rank, and equal dims wherever both are known."""
+    return len(shape) == len(expected) and all(
+        a is None or b is None or a == b for a, b in zip(shape, expected))
+
+
+def sweep_unused(program, start, first_id, keep):
+    """Remove the ops appended to ``program`` since position ``start`` (their results numbered
+    from ``first_id`` on) that do not feed any Value in ``keep``, and renumber the results of
+    the ops kept so that numbering stays dense. Linear in the appended ops."""
+    block = program.global_block()
+    appended = block.ops[start:]
+    if not appended:
+        return
+    marked = set()
+    stack = [v.op for v in keep if v.id >= first_id]
+    while stack:
+        op = stack.pop()
+        if op in marked:
+            continue
+        marked.add(op)
+        stack.extend(u.op for u in op.inputs if u.id >= first_id and u.op not in marked)
+    if len(marked) == len(appended):
+        return
+    kept = [op for op in appended if op in marked]
+    block.ops[start:] = kept
+    next_id = first_id
+    for op in kept:
+        for value in op.results:
+            value.id = next_id
+            next_id += 1
+    program._next_id = next_id
+
+
+def filled_like(value, fill):
+    """A Value shaped like ``value`` (its run-time shape if a dim is unknown) holding ``fill``."""
+    if None not in value.shape:
+        return full(value.shape, fill, value.dtype)
+    ones = ones_like(value)
+    return ones if fill == 1 else multiply(ones, fill)
+
+
+class Backward:
+    """Cotangents of one grad call. ``live`` is the set of Values that receive one."""
+
+    def __init__(self, program, policy, live):
+        self.program = program
+        self.block = program.global_block()
+        self.policy = policy
+        self.live = live
+        self.cotangent: dict = {}
+
+    def accumulate(self, value, contribution):
+        """Add ``contribution`` to the cotangent of ``value``."""
+        current = self.cotangent.get(value)
+        if current is None:
+            self.cotangent[value] = contribution
+            return
+        with self.program.backward_of(value.op):
+            self.cotangent[value] = add(current, contribution)
+
+    def seed(self, outputs, seeds, loss_scale):
+        """Seed every live output with the sum of its seeds (``None``: ones; a number: that
+        number everywhere; a Value), times ``loss_scale``. Duplicated outputs sum their seeds."""
+        grouped: dict = {}
+        for y, s in zip(outputs, seeds):
+            if y in self.live:
+                grouped.setdefault(y, []).append(s)
+        for y, group in grouped.items():
+            constant = sum(1 if s is None else s for s in group if not isinstance(s, Value))
+            given = [s for s in group if isinstance(s, Value)]
+            with self.program.backward_of(y.op):
+                if not given:
+                    seed = filled_like(y, constant * loss_scale)
+                else:
+                    seed = given[0]
+                    for s in given[1:]:
+                        seed = add(seed, s)
+                    if constant:
+                        seed = add(seed, constant)
+                    if loss_scale != 1:
+                        seed = multiply(seed, loss_scale)
+            self.accumulate(y, seed)
+
+    def run(self, ops):
+        """Differentiate ``ops`` (live ops in program order), last to first."""
+        through = self.policy.through_block
+        for op in reversed(ops):
+            cotangents = [self.cotangent.get(r) if through(r) is None else None
+                          for r in op.results]
+            if all(c is None for c in cotangents):
+                continue
+            wanted = [u in self.live for u in op.inputs]
+            grads = self._call_vjp(op, cotangents, wanted)
+            for u, g, w in zip(op.inputs, grads, wanted):
+                if w and g is not None:
+                    self.accumulate(u, g)
+
+    def _call_vjp(self, op, cotangents, wanted):
+        start, first_id = len(self.block.ops), self.program._next_id
+        with self.program.backward_of(op):
+            grads = op.opdef.vjp(op, cotangents)
+        grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+        if len(grads) != len(op.inputs):
+            raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "
+                            f"gradients for {len(op.inputs)} inputs")
+        keep = []
+        for index, (u, g, w) in enumerate(zip(op.inputs, grads, wanted)):
+            if not w or g is None:
+                continue
+            if not isinstance(g, Value) or g.dtype != u.dtype or not shapes_match(g.shape, u.shape):
+                got = g.type_str if isinstance(g, Value) else type(g).__name__
+                raise GradError(f"the VJP of `{format_op_head(op)}` returned {got} as the "
+                                f"gradient of input {index}, which is {u.type_str}")
+            keep.append(g)
+        sweep_unused(self.program, start, first_id, keep)
+        return grads
+
+    def zeros_for(self, value):
+        with self.program.backward_of(value.op):
+            return zeros_for(value)

@@ -1,0 +1,116 @@
+"""Derivative helpers built on ``grad``: ``vjp``, ``jvp``, ``jacobian``, ``hessian``.
+
+Each appends ops to the program of its arguments and returns Values that stay differentiable
+(they are built with ``create_graph=True``), so the helpers compose: ``hessian`` is the
+``jacobian`` of a gradient. An input that the outputs do not depend on gets zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ir.program import program_guard
+from ..ir.value import Value, format_shape
+from ..ops.shape import reshape, stack, zeros_for
+from ..ops.source import constant
+from .backward import sweep_unused
+from .ir_backward import grad
+
+__all__ = ["vjp", "jvp", "jacobian", "hessian"]
+
+
+def _listed(arg, what):
+    """``(list, was_single)`` for a Value or a list/tuple of Values."""
+    if isinstance(arg, Value):
+        return [arg], True
+    if isinstance(arg, (list, tuple)):
+        return list(arg), False
+    raise TypeError(f"{what} must be a Value or a list/tuple of Values, got {type(arg).__name__}")
+
+
+def _differentiable_grad(ys, xs, seeds=None):
+    return grad(ys, xs, grad_outputs=seeds, create_graph=True, allow_unused=True,
+                unused="zeros")
+
+
+def vjp(y, x, v=None):
+    """Vector-Jacobian product: ``sum_j v_j^T dy_j/dx`` for each ``x`` (``v``: one cotangent
+    per ``y``, shaped like it; None means ones). Returns a Value for a single ``x``, else a
+    list."""
+    ys, _ = _listed(y, "vjp: y")
+    xs, single = _listed(x, "vjp: x")
+    if v is None or isinstance(v, (list, tuple)):
+        seeds = v
+    else:
+        seeds = [v]
+    result = _differentiable_grad(ys, xs, seeds)
+    return result[0] if single else result
+
+
+def jvp(y, x, v):
+    """Jacobian-vector product ``sum_i dy/dx_i v_i`` for each ``y`` (``v``: one tangent per
+    ``x``, shaped like it), by the double-VJP trick: the VJP ``g(u) = J^T u`` is linear in the
+    dummy cotangent ``u``, so the VJP of ``g`` with seed ``v`` is ``J v``. Ops of the trick that
+    do not feed the result are removed. Returns a Value for a single ``y``, else a list."""
+    ys, single = _listed(y, "jvp: y")
+    xs, _ = _listed(x, "jvp: x")
+    vs, _ = _listed(v, "jvp: v")
+    if not ys:
+        raise ValueError("jvp: y is empty")
+    program = ys[0].program
+    start, first_id = len(program.ops), program._next_id
+    with program.transaction(), program_guard(program):
+        dummies = [zeros_for(y) for y in ys]
+        pulled = _differentiable_grad(ys, xs, dummies)
+        result = _differentiable_grad(pulled, dummies, vs)
+        sweep_unused(program, start, first_id, result)
+    return result[0] if single else result
+
+
+def _jacobian_of(y, x_list):
+    """``[dy/dx for x in x_list]``, each shaped ``y.shape + x.shape``."""
+    if y.size is None:
+        raise ShapeError(f"jacobian: y must have a static shape, got {format_shape(y.shape)}")
+    if y.ndim == 0:
+        return _differentiable_grad(y, x_list)
+    rows = []
+    with program_guard(y.program):
+        for i in range(y.size):
+            basis = np.zeros(y.size, dtype=y.dtype)
+            basis[i] = 1
+            rows.append(_differentiable_grad(y, x_list, [constant(basis.reshape(y.shape))]))
+    jacobians = []
+    for k, x in enumerate(x_list):
+        stacked = stack([row[k] for row in rows])
+        if y.ndim > 1:
+            if x.shape.count(None) > 1:
+                raise ShapeError(f"jacobian: cannot shape the result for x of shape "
+                                 f"{format_shape(x.shape)} (more than one unknown dim)")
+            stacked = reshape(stacked, list(y.shape) + [-1 if d is None else d for d in x.shape])
+        jacobians.append(stacked)
+    return jacobians
+
+
+def jacobian(y, x):
+    """The Jacobian of ``y`` (static shape) with respect to ``x``, shaped ``y.shape +
+    x.shape`` (a list of them for a list ``x``). Built from one VJP per element of ``y``."""
+    if not isinstance(y, Value):
+        raise TypeError(f"jacobian: y must be a Value, got {type(y).__name__}")
+    xs, single = _listed(x, "jacobian: x")
+    result = _jacobian_of(y, xs)
+    return result[0] if single else result
+
+
+def hessian(y, x):
+    """The Hessian of a scalar ``y`` (one element) with respect to ``x``, shaped ``x.shape +
+    x.shape``; for a list ``x``, the nested list of blocks ``H[i][j] = d2y / dx_i dx_j``."""
+    if not isinstance(y, Value):
+        raise TypeError(f"hessian: y must be a Value, got {type(y).__name__}")
+    if y.size != 1:
+        raise ShapeError(f"hessian: y must hold one element, got shape {format_shape(y.shape)}")
+    xs, single = _listed(x, "hessian: x")
+    if y.ndim:
+        y = reshape(y, [])
+    gradients = _differentiable_grad(y, xs)
+    blocks = [_jacobian_of(g, xs) for g in gradients]
+    return blocks[0][0] if single else blocks

@@ -1,0 +1,160 @@
+"""Which Values a ``grad`` call differentiates (smallest-path pruning), and why an input is
+left out when it is.
+
+A cotangent flows from an output back to an input along the edges of the program. Two rules
+cut those edges (the :class:`Policy`):
+
+* a Value cannot *carry* a cotangent at all when it is listed in ``no_grad_vars`` or has an
+  integer or bool dtype;
+* a Value cannot pass its cotangent *through* to its producer's inputs when it has
+  ``stop_gradient=True`` (gradients returned with ``create_graph=False`` are such Values) or
+  its producer has no VJP rule.
+
+The backward pass differentiates only the ops that lie on a path from some input to some
+output: the *cone* (Values the outputs reach backwards, :func:`search`) intersected with what
+the inputs reach forwards (:func:`live_ops`). Both walks are iterative and linear in the size of
+the part of the program they visit.
+"""
+from __future__ import annotations
+
+import weakref
+
+from .. import dtypes
+from ..ir.printer import value_label
+
+# Gradients returned by ``grad(..., create_graph=False)`` (kept weakly, by identity): they carry
+# ``stop_gradient=True``, and an error message tells the user when a path needed them.
+FROZEN_GRADIENTS: "weakref.WeakSet" = weakref.WeakSet()
+
+# Reasons that cut a path, in the order the diagnosis tries relaxing them one at a time.
+NO_GRAD_VARS = "no_grad_vars"
+FROZEN = "create_graph=False"
+STOP_GRADIENT = "stop_gradient"
+INTEGER = "integer"
+NO_VJP = "no VJP"
+REASONS = (NO_GRAD_VARS, FROZEN, STOP_GRADIENT, INTEGER, NO_VJP)
+
+
+class Policy:
+    """The edge-cutting rules of one ``grad`` call; ``no_grad`` is a set of Values."""
+
+    def __init__(self, no_grad):
+        self.no_grad = no_grad
+
+    def carry_block(self, value):
+        """Why ``value`` can receive no cotangent at all, or None if it can."""
+        if value in self.no_grad:
+            return NO_GRAD_VARS
+        if not dtypes.is_float(value.dtype):
+            return INTEGER
+        return None
+
+    def through_block(self, value):
+        """Why ``value`` (which can carry a cotangent) does not pass it on to its producer's
+        inputs, or None if it does."""
+        if value.stop_gradient:
+            return FROZEN if value in FROZEN_GRADIENTS else STOP_GRADIENT
+        if value.op.opdef.vjp is None:
+            return NO_VJP
+        return None
+
+
+def search(outputs, policy, relaxed=frozenset()):
+    """Walk backwards from ``outputs``, ignoring the cuts whose reason is in ``relaxed``.
+
+    Returns ``(parent, ops)``: ``parent`` maps every reached Value to the Value whose
+    producer consumed it on the walk (None for an output), in visiting order; ``ops`` is the
+    set of ops whose results pass their cotangent through.
+    """
+    parent: dict = {}
+    ops: set = set()
+    stack = [(y, None) for y in reversed(outputs)]
+    while stack:
+        value, child = stack.pop()
+        if value in parent:
+            continue
+        reason = policy.carry_block(value)
+        if reason is not None and reason not in relaxed:
+            continue
+        parent[value] = child
+        reason = policy.through_block(value)
+        if reason is not None and reason not in relaxed:
+            continue
+        op = value.op
+        if op in ops:
+            continue
+        ops.add(op)
+        stack.extend((u, value) for u in op.inputs if u not in parent)
+    return parent, ops
+
+
+def live_ops(targets, cone, cone_ops, policy):
+    """The ops of ``cone_ops`` that some target reaches forwards, in program order, and the
+    set of *live* Values (targets in the cone plus results that pass a cotangent on): exactly
+    the Values that receive a cotangent."""
+    live = {x for x in targets if x in cone}
+    order = sorted(cone_ops, key=lambda op: op.results[0].id)  # ids follow program order
+    ops = []
+    for op in order:
+        if not any(u in live for u in op.inputs):
+            continue
+        ops.append(op)
+        for r in op.results:
+            if r in cone and policy.through_block(r) is None:
+                live.add(r)
+    return ops, live
+
+
+# --- diagnosis of an unreachable input ----------------------------------------------------------
+def _blockers_on_path(value, parent, policy, reasons):
+    """Values on the walk from ``value`` up to an output whose cut has a reason in ``reasons``."""
+    found = []
+    child = parent.get(value)
+    while child is not None:
+        reason = policy.carry_block(child) or policy.through_block(child)
+        if reason in reasons:
+            found.append(child)
+        child = parent[child]
+    return found
+
+
+def _describe(values, limit=3):
+    shown = ", ".join(f"{value_label(v)} = {v.op.name}(...)" for v in values[:limit])
+    return shown + (", ..." if len(values) > limit else "")
+
+
+_WHY = {
+    NO_GRAD_VARS: "every path from the outputs to it passes through a Value listed in "
+                  "no_grad_vars ({})",
+    FROZEN: "it is reached only through gradients built with create_graph=False ({}); pass "
+            "create_graph=True to the grad call that built them to differentiate through them",
+    STOP_GRADIENT: "every path from the outputs to it is blocked by stop_gradient=True on {}",
+    INTEGER: "every path from the outputs to it passes through integer or bool Values "
+             "(comparisons, argmax/argmin, casts to integers), which carry no gradient ({})",
+    NO_VJP: "every path from the outputs to it passes through ops without a VJP rule ({})",
+}
+
+
+def explain_unreachable(value, outputs, policy) -> str:
+    """Why no cotangent reaches ``value`` from ``outputs`` under ``policy``: one sentence."""
+    reason = policy.carry_block(value)
+    if reason == NO_GRAD_VARS:
+        return "it is listed in no_grad_vars"
+    if reason == INTEGER:
+        return f"it has dtype {value.dtype}; integer and bool Values carry no gradient"
+    everything, _ = search(outputs, policy, relaxed=frozenset(REASONS))
+    if value not in everything:
+        return "no output depends on it (there is no path from it to the outputs)"
+    normal, _ = search(outputs, policy)
+    if value in normal:
+        return "the VJP rules on every path from the outputs return no gradient for it"
+    for reason in REASONS:
+        parent, _ = search(outputs, policy, relaxed=frozenset([reason]))
+        if value in parent:
+            return _WHY[reason].format(_describe(
+                _blockers_on_path(value, parent, policy, (reason,))))
+    reasons = sorted({policy.carry_block(v) or policy.through_block(v)
+                      for v in _blockers_on_path(value, everything, policy, REASONS)},
+                     key=REASONS.index)
+    return ("every path from the outputs to it is cut, by a combination of: "
+            + ", ".join(reasons))

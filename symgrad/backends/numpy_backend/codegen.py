@@ -1,0 +1,227 @@
+"""Render one NumPy module per program.
+
+Module contract (the AOT artifact relies on it): the module imports only NumPy; it defines
+``run(**feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
+``CONSTANTS[name]``), the dict ``CONSTANTS`` (parameter values and non-scalar constants,
+filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
+name, shape with ``None`` for run-time dims, dtype). Scalar constants are inlined.
+
+Each top-level op becomes one statement preceded by a provenance comment (``# %5 = tanh(%4)``,
+plus ``# backward of ...`` for backward ops); fused groups are lowered by :mod:`.group`.
+Values are deleted after their last use; buffers planned by the memory pass (hidden attr
+``_buffers``) are allocated once and reused through ``out=``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import textwrap
+
+import jinja2
+import numpy as np
+
+from ...ir.printer import format_op_head
+from ...ops.core import SOURCE
+from ...passes.fusion import is_fusion
+from . import group as group_lowering
+from .literals import dtype_code, scalar_for, shape_code, typed_scalar
+from .names import Namer, comment
+from .ops_text import numpy_emitter, provenance, visible_attrs
+
+TEMPLATE_VERSION = "1"
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "numpy"),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def template_sources() -> str:
+    """The text of every template (part of the cache key)."""
+    env = environment()
+    return "".join(env.loader.get_source(env, name)[0] for name in sorted(env.list_templates()))
+
+
+@dataclasses.dataclass
+class GeneratedModule:
+    source: str
+    constants: dict          # name -> ndarray, for the module's CONSTANTS
+    inputs: list
+    outputs: list
+
+
+def _helpers_of(ops):
+    found = {}
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        for helper in op.opdef.numpy_helpers:
+            found.setdefault(helper.__name__, helper)
+        for block in op.blocks:
+            stack.extend(block.ops)
+    return found
+
+
+class Generator:
+    """Builds the body of ``run`` statement by statement."""
+
+    def __init__(self, program, fetches, options):
+        self.program = program
+        self.fetches = list(fetches)
+        self.options = options
+        self.helpers = _helpers_of(program.ops)
+        self.namer = Namer(reserved=self.helpers)
+        self.scalars: dict = {}        # Value -> 0-d array inlined as a literal
+        self.constants: dict = {}      # CONSTANTS key -> array
+        self.slot_names: dict = {}     # slot number -> buffer variable
+        self.parameters = set(program.parameters)
+        self.units: list = []          # (lines, values read, values defined)
+
+    # --- expressions ---------------------------------------------------------------------------
+    def expr(self, value, consumer=None, position=0) -> str:
+        """Source for reading ``value`` as argument ``position`` of ``consumer``."""
+        array = self.scalars.get(value)
+        if array is not None:
+            return scalar_for(array, consumer, position) if consumer is not None \
+                else typed_scalar(array)
+        return self.namer.value(value)
+
+    def args(self, op, local=None) -> list[str]:
+        local = local or {}
+        return [local[v] if v in local else self.expr(v, op, i)
+                for i, v in enumerate(op.inputs)]
+
+    def constant_key(self, value) -> str:
+        key = f"%{value.id}"
+        names = {v.name for v in self.parameters}
+        while key in names or key in self.constants:
+            key += "'"
+        return key
+
+    def slot(self, number, value, lines) -> str:
+        """The variable of buffer slot ``number``, allocating it (into ``lines``) on first use."""
+        name = self.slot_names.get(number)
+        if name is None:
+            name = self.namer.fresh(f"_b{number}")
+            self.slot_names[number] = name
+            lines.append(f"{name} = np.empty({shape_code(map(str, value.shape))}, "
+                         f"{dtype_code(value.dtype)})")
+        return name
+
+    # --- statements ------------------------------------------------------------------------------
+    def simple(self, op, local=None) -> list[str]:
+        """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``)."""
+        emitter = numpy_emitter(op)
+        attrs = visible_attrs(op)
+        args = self.args(op, local)
+        names = [self.namer.value(v) for v in op.results]
+        lines = []
+        slots = op.attrs.get("_buffers") or (None,)
+        if len(names) == 1 and slots[0] is not None:
+            buffer = self.slot(slots[0], op.results[0], lines)
+            lines.append(f"{names[0]} = {emitter(args, attrs, out=buffer)}{provenance(op)}")
+            return lines
+        target = names[0] if len(names) == 1 else ", ".join(names)
+        lines.append(f"{target} = {emitter(args, attrs)}{provenance(op)}")
+        return lines
+
+    def source_op(self, op) -> list[str]:
+        value = op.results[0]
+        name = self.namer.value(value) if op.opdef.feedable else None
+        if op.opdef.feedable:
+            key = ascii(op.attrs["name"])
+            if value in self.parameters:
+                return [f"{name} = feeds[{key}] if {key} in feeds else CONSTANTS[{key}]"]
+            return [f"{name} = feeds[{key}]"]
+        array = op.attrs["value"] if "value" in op.attrs else op.opdef.impl(**op.attrs)
+        array = np.asarray(array, dtype=value.dtype)
+        if array.ndim == 0:
+            self.scalars[value] = array
+            return []
+        key = self.constant_key(value)
+        self.constants[key] = array
+        return [f"{self.namer.value(value)} = CONSTANTS[{ascii(key)}]"]
+
+    def add_unit(self, op, lines, reads):
+        head = [f"# {comment(format_op_head(op))}"] if lines and not is_fusion(op) else []
+        self.units.append((head + lines, list(reads), list(op.results)))
+
+    def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
+        for op in self.program.ops:
+            if op.opdef.category == SOURCE:
+                lines = self.source_op(op)
+                reads = []
+            elif is_fusion(op):
+                lines = group_lowering.lower(self, op)
+                reads = op.inputs
+            else:
+                lines = self.simple(op)
+                reads = op.inputs
+            self.add_unit(op, lines, reads)
+        body = self.with_deletes()
+        outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
+                            for v in self.fetches)
+        body.append(f"return [{outputs}]")
+        for param in self.program.parameters:
+            self.constants.setdefault(param.name, param.op.attrs["init"])
+        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
+                   for _, fn in sorted(self.helpers.items())]
+        source = render(
+            "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
+            summary=comment(f"{len(self.program.ops)} top-level ops, "
+                            f"{len(self.fetches)} outputs"),
+            docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
+            inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
+            chunk=int(self.options.chunk_size))
+        return GeneratedModule(source, self.constants, signature_inputs, signature_outputs)
+
+    def with_deletes(self) -> list[str]:
+        """The units' lines with ``del`` after the last use of each variable."""
+        fetched = set(self.fetches)
+        last: dict = {}
+        slot_last: dict = {}
+        for index, (_, reads, defined) in enumerate(self.units):
+            for value in defined:
+                last.setdefault(value, index)
+            for value in reads:
+                last[value] = index
+        for index, (_, _, defined) in enumerate(self.units):
+            for value in defined:
+                slots = value.op.attrs.get("_buffers")
+                if slots and slots[value.index] is not None:
+                    number = slots[value.index]
+                    slot_last[number] = max(slot_last.get(number, -1), last[value])
+        dying: dict = {}
+        for value, index in last.items():
+            if value not in fetched and value not in self.scalars:
+                dying.setdefault(index, []).append(self.namer.value(value))
+        for number, index in slot_last.items():
+            if number in self.slot_names:
+                dying.setdefault(index, []).append(self.slot_names[number])
+        body = []
+        for index, (lines, _, _) in enumerate(self.units):
+            body.extend(lines)
+            names = sorted(set(dying.get(index, ())))
+            if names:
+                body.append(f"del {', '.join(names)}")
+        return body
+
+
+@functools.lru_cache(maxsize=None)
+def _version():
+    import symgrad
+
+    return symgrad.__version__
+
+
+def generate(program, fetches, options, inputs, outputs) -> GeneratedModule:
+    """The module computing ``fetches`` of ``program`` (see the module docstring)."""
+    return Generator(program, fetches, options).generate(inputs, outputs)

@@ -1,0 +1,58 @@
+"""Python source text for scalar constants and dtypes in generated code."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def dtype_code(dtype) -> str:
+    """``np.float32`` for a dtype (``np.bool_`` for bool)."""
+    dtype = np.dtype(dtype)
+    return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
+
+
+def python_literal(array: np.ndarray) -> str:
+    """Source of a 0-d array's value as a Python literal that converts back to it exactly
+    (shortest round-trip digits of its own precision; ``np.nan``/``np.inf`` when not finite)."""
+    value = array[()]
+    if array.dtype.kind == "b":
+        return repr(bool(value))
+    if array.dtype.kind in "iu":
+        return repr(int(value))
+    if math.isnan(value):
+        return "np.nan"
+    if math.isinf(value):
+        return "np.inf" if value > 0 else "-np.inf"
+    text = str(value)
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def typed_scalar(array: np.ndarray) -> str:
+    """A NumPy scalar of the array's dtype: strongly typed, like the 0-d array it stands for."""
+    return f"{dtype_code(array.dtype)}({python_literal(array)})"
+
+
+def scalar_for(array: np.ndarray, consumer, position: int) -> str:
+    """Source of the 0-d constant ``array`` as argument ``position`` of op ``consumer``: a bare
+    (weak) Python literal when NumPy gives the same result dtype that way, else a typed scalar."""
+    emitter = consumer.opdef.emitters.get("numpy")
+    if getattr(emitter, "ufunc", None) is None:
+        return typed_scalar(array)
+    others = [v.dtype for i, v in enumerate(consumer.inputs) if i != position]
+    if not others:
+        return typed_scalar(array)
+    try:
+        weak = np.result_type(*others, array.item())
+        strong = np.result_type(*others, array.dtype)
+    except TypeError:
+        return typed_scalar(array)
+    return python_literal(array) if weak == strong else typed_scalar(array)
+
+
+def shape_code(dims) -> str:
+    """A tuple expression from dim expressions (strings)."""
+    dims = list(dims)
+    if len(dims) == 1:
+        return f"({dims[0]},)"
+    return "(" + ", ".join(dims) + ")"

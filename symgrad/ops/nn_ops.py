@@ -1,0 +1,551 @@
+"""Neural-network ops: conv2d, pooling, the softmax family, softmax cross-entropy, one_hot.
+
+Every op is opaque: its NumPy kernel lives in :mod:`symgrad.ops.kernels` (copied into generated
+modules as a helper). Gradients are primitive ops of their own whose VJPs are built from the
+forward ops and each other, so any order of derivative works:
+
+- ``conv2d(x, w)`` -> ``conv2d_input_grad(g, w)``, ``conv2d_weight_grad(x, g)``; the three are
+  bilinear and each one's VJP is a pair of the others.
+- ``max_pool2d(x)`` -> ``max_pool2d_grad(x, g)`` (the cotangent split evenly among tied window
+  maxima) whose adjoint in ``g`` is ``max_pool2d_select(x, h)`` and back; both are piecewise
+  constant in ``x`` (zero gradient).
+- ``avg_pool2d(x)`` -> ``avg_pool2d_grad(g)``, each the other's adjoint.
+
+Layout is NCHW. Only the batch dim may be unknown for conv2d and avg_pool2d (their gradients
+need the static spatial size); max_pool2d also accepts unknown spatial dims. Attributes are
+plain JSON-able values: ints, tuples of ints, strings.
+
+The public front end of these ops is :mod:`symgrad.nn`; only ``one_hot`` is exported at the
+top level.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..ir.value import format_shape
+from . import kernels
+from .core import OPAQUE, OpDef, as_value, as_values, bind, call, normalize_axis, register
+
+__all__ = ["one_hot"]
+
+
+def _ops():
+    import symgrad.ops as ops
+
+    return ops
+
+
+# --- shared shape rules -----------------------------------------------------------------------
+def _same_dims(a, b) -> bool:
+    """Shapes equal, an unknown dim matching anything."""
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def _float_operands(types, what):
+    """All operands of one floating dtype; returns it."""
+    kinds = {np.dtype(d) for _, d in types}
+    if len(kinds) != 1 or not dtypes.is_float(next(iter(kinds))):
+        shown = ", ".join(str(np.dtype(d)) for _, d in types)
+        raise DTypeError(f"{what} need operands of one floating dtype, got {shown}")
+    return next(iter(kinds))
+
+
+def _nchw(shape, what):
+    if len(shape) != 4:
+        raise ShapeError(f"{what} must be 4-D NCHW, got shape {format_shape(shape)}")
+
+
+def _window_count(size, kernel, stride, padding, dilation, where):
+    """Number of windows along one spatial axis (``None`` for an unknown size)."""
+    if size is None:
+        return None
+    span = dilation * (kernel - 1) + 1
+    if size + 2 * padding < span:
+        raise ShapeError(f"kernel {kernel} (dilated span {span}) is larger than the padded "
+                         f"input {size} + 2*{padding} {where}")
+    return (size + 2 * padding - span) // stride + 1
+
+
+def _windows_hw(hw, kernel, stride, padding, dilation, where):
+    return tuple(_window_count(hw[i], kernel[i], stride[i], padding[i], dilation[i], where)
+                 for i in range(2))
+
+
+# --- conv2d -----------------------------------------------------------------------------------
+_CONV_ATTRS = ("stride", "padding", "dilation", "groups")
+
+
+def _check_weight(w_shape):
+    if len(w_shape) != 4 or None in w_shape:
+        raise ShapeError(f"weight must be a static 4-D [out, in/groups, kh, kw], "
+                         f"got {format_shape(w_shape)}")
+
+
+def conv2d_shape(x_shape, w_shape, attrs):
+    """Output shape of conv2d, checking channels, groups and the kernel against the input."""
+    _nchw(x_shape, "conv2d input")
+    _check_weight(w_shape)
+    n, c, h, w = x_shape
+    out_ch, cg, kh, kw = w_shape
+    groups = attrs["groups"]
+    if None in (c, h, w):
+        raise ShapeError(f"needs static channel and spatial dims (only the batch dim may be "
+                         f"unknown), got input {format_shape(x_shape)}")
+    if out_ch % groups:
+        raise ShapeError(f"groups={groups} does not divide the {out_ch} output channels of "
+                         f"weight {format_shape(w_shape)}")
+    if c % groups:
+        raise ShapeError(f"groups={groups} does not divide the {c} channels of input "
+                         f"{format_shape(x_shape)}")
+    if c != cg * groups:
+        raise ShapeError(f"input {format_shape(x_shape)} has {c} channels but weight "
+                         f"{format_shape(w_shape)} with groups={groups} expects {cg * groups}")
+    where = (f"(input {format_shape(x_shape)}, weight {format_shape(w_shape)}, "
+             f"padding {tuple(attrs['padding'])}, dilation {tuple(attrs['dilation'])})")
+    ho, wo = _windows_hw((h, w), (kh, kw), attrs["stride"], attrs["padding"],
+                         attrs["dilation"], where)
+    return (n, out_ch, ho, wo)
+
+
+def _check_cotangent(g_shape, expected, what):
+    if not _same_dims(g_shape, expected):
+        raise ShapeError(f"{what} {format_shape(g_shape)} does not match the conv output "
+                         f"{format_shape(expected)}")
+
+
+def conv2d_rule(types, attrs):
+    (xs, _), (ws, _) = types
+    dtype = _float_operands(types, "conv2d input and weight")
+    return conv2d_shape(xs, ws, attrs), dtype
+
+
+def conv2d_input_grad_rule(types, attrs):
+    (gs, _), (ws, _) = types
+    dtype = _float_operands(types, "cotangent and weight")
+    _nchw(gs, "cotangent")
+    _check_weight(ws)
+    x_shape = (gs[0], ws[1] * attrs["groups"]) + tuple(attrs["input_hw"])
+    _check_cotangent(gs, conv2d_shape(x_shape, ws, attrs), "cotangent")
+    return x_shape, dtype
+
+
+def conv2d_weight_grad_rule(types, attrs):
+    (xs, _), (gs, _) = types
+    dtype = _float_operands(types, "input and cotangent")
+    _nchw(xs, "input")
+    _nchw(gs, "cotangent")
+    if xs[1] is None or gs[1] is None:
+        raise ShapeError(f"channel dims must be static, got input {format_shape(xs)} and "
+                         f"cotangent {format_shape(gs)}")
+    groups = attrs["groups"]
+    if xs[1] % groups:
+        raise ShapeError(f"groups={groups} does not divide the {xs[1]} channels of input "
+                         f"{format_shape(xs)}")
+    w_shape = (gs[1], xs[1] // groups) + tuple(attrs["kernel_hw"])
+    _check_cotangent(gs, conv2d_shape(xs, w_shape, attrs), "cotangent")
+    return w_shape, dtype
+
+
+def _conv_attrs(op):
+    return {k: op.attrs[k] for k in _CONV_ATTRS}
+
+
+def _conv(x, w, attrs):
+    return bind(conv2d_p, [x, w], attrs)
+
+
+def _conv_input_grad(g, w, input_hw, attrs):
+    return bind(conv2d_input_grad_p, [g, w], {"input_hw": tuple(input_hw), **attrs})
+
+
+def _conv_weight_grad(x, g, kernel_hw, attrs):
+    return bind(conv2d_weight_grad_p, [x, g], {"kernel_hw": tuple(kernel_hw), **attrs})
+
+
+def conv2d_vjp(op, cotangents):
+    x, w = op.inputs
+    g, attrs = cotangents[0], _conv_attrs(op)
+    return [_conv_input_grad(g, w, x.shape[2:], attrs),
+            _conv_weight_grad(x, g, w.shape[2:], attrs)]
+
+
+def conv2d_input_grad_vjp(op, cotangents):
+    """``<h, input_grad(g, w)> = <conv(h, w), g>``: bilinear in ``g`` and ``w``."""
+    g, w = op.inputs
+    h, attrs = cotangents[0], _conv_attrs(op)
+    return [_conv(h, w, attrs), _conv_weight_grad(h, g, w.shape[2:], attrs)]
+
+
+def conv2d_weight_grad_vjp(op, cotangents):
+    """``<k, weight_grad(x, g)> = <conv(x, k), g>``: bilinear in ``x`` and ``g``."""
+    x, g = op.inputs
+    k, attrs = cotangents[0], _conv_attrs(op)
+    return [_conv_input_grad(g, k, x.shape[2:], attrs), _conv(x, k, attrs)]
+
+
+_CONV_HELPERS = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)
+
+conv2d_p = register(OpDef(
+    "conv2d", OPAQUE, conv2d_rule, kernels.conv2d_forward, vjp=conv2d_vjp,
+    emitters={"numpy": call("conv2d_forward", _CONV_ATTRS)},
+    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_forward,),
+    doc="2-D convolution (cross-correlation), NCHW, weight [out, in/groups, kh, kw]."))
+
+conv2d_input_grad_p = register(OpDef(
+    "conv2d_input_grad", OPAQUE, conv2d_input_grad_rule, kernels.conv2d_input_grad,
+    vjp=conv2d_input_grad_vjp,
+    emitters={"numpy": call("conv2d_input_grad", ("input_hw",) + _CONV_ATTRS)},
+    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_input_grad,),
+    doc="Gradient of conv2d with respect to its input, from (cotangent, weight)."))
+
+conv2d_weight_grad_p = register(OpDef(
+    "conv2d_weight_grad", OPAQUE, conv2d_weight_grad_rule, kernels.conv2d_weight_grad,
+    vjp=conv2d_weight_grad_vjp,
+    emitters={"numpy": call("conv2d_weight_grad", ("kernel_hw",) + _CONV_ATTRS)},
+    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_weight_grad,),
+    doc="Gradient of conv2d with respect to its weight, from (input, cotangent)."))
+
+
+# --- pooling ----------------------------------------------------------------------------------
+_POOL_ATTRS = ("kernel_size", "stride", "padding")
+
+
+def pool_shape(x_shape, attrs, static_hw):
+    """Pooled shape of ``x_shape``; padding may be at most half the kernel."""
+    _nchw(x_shape, "pooling input")
+    kernel, stride, padding = (attrs[k] for k in _POOL_ATTRS)
+    if static_hw and None in x_shape[2:]:
+        raise ShapeError(f"needs static spatial dims (only the batch dim may be unknown), "
+                         f"got input {format_shape(x_shape)}")
+    if any(p > k // 2 for p, k in zip(padding, kernel)):
+        raise ShapeError(f"padding {tuple(padding)} must be at most half the kernel "
+                         f"{tuple(kernel)}")
+    where = f"(input {format_shape(x_shape)}, padding {tuple(padding)})"
+    return x_shape[:2] + _windows_hw(x_shape[2:], kernel, stride, padding, (1, 1), where)
+
+
+def _pool_rule(static_hw):
+    def rule(types, attrs):
+        (xs, _), = types
+        return pool_shape(xs, attrs, static_hw), _float_operands(types, "pooling")
+    return rule
+
+
+def _pair_rule(pooled_second):
+    """Rule of the two-input max-pool gradient ops: input ``x`` first; the second operand is
+    shaped like the pooled output (``pooled_second``) or like ``x``; the result the other."""
+    def rule(types, attrs):
+        (xs, _), (ss, _) = types
+        dtype = _float_operands(types, "input and cotangent")
+        pooled = pool_shape(xs, attrs, static_hw=False)
+        expected, result = (pooled, xs) if pooled_second else (xs, pooled)
+        if not _same_dims(ss, expected):
+            raise ShapeError(f"second operand {format_shape(ss)} should have shape "
+                             f"{format_shape(expected)}")
+        return result, dtype
+    return rule
+
+
+def avg_pool2d_grad_rule(types, attrs):
+    (gs, _), = types
+    dtype = _float_operands(types, "cotangent")
+    _nchw(gs, "cotangent")
+    x_shape = gs[:2] + tuple(attrs["input_hw"])
+    pooled = pool_shape(x_shape, attrs, static_hw=True)
+    if not _same_dims(gs, pooled):
+        raise ShapeError(f"cotangent {format_shape(gs)} does not match the pooled shape "
+                         f"{format_shape(pooled)}")
+    return x_shape, dtype
+
+
+def _pool_attrs(op):
+    return {k: op.attrs[k] for k in _POOL_ATTRS}
+
+
+def max_pool2d_vjp(op, cotangents):
+    return [bind(max_pool2d_grad_p, [op.inputs[0], cotangents[0]], _pool_attrs(op))]
+
+
+def max_pool2d_grad_vjp(op, cotangents):
+    """Linear in ``g`` (adjoint: :func:`kernels.max_pool2d_select`); constant in ``x``."""
+    x = op.inputs[0]
+    return [_ops().zeros_like(x), bind(max_pool2d_select_p, [x, cotangents[0]], _pool_attrs(op))]
+
+
+def max_pool2d_select_vjp(op, cotangents):
+    x = op.inputs[0]
+    return [_ops().zeros_like(x), bind(max_pool2d_grad_p, [x, cotangents[0]], _pool_attrs(op))]
+
+
+def avg_pool2d_vjp(op, cotangents):
+    attrs = {"input_hw": tuple(op.inputs[0].shape[2:]), **_pool_attrs(op)}
+    return [bind(avg_pool2d_grad_p, [cotangents[0]], attrs)]
+
+
+def avg_pool2d_grad_vjp(op, cotangents):
+    return [bind(avg_pool2d_p, [cotangents[0]], _pool_attrs(op))]
+
+
+_POOL_HELPERS = (kernels.pad_hw, kernels.window_view)
+_MAX_HELPERS = _POOL_HELPERS + (kernels.max_pool2d_shares,)
+_AVG_HELPERS = _POOL_HELPERS + (kernels.avg_pool2d_counts,)
+_SCATTER_HELPERS = (kernels.window_scatter, kernels.crop_hw)
+
+max_pool2d_p = register(OpDef(
+    "max_pool2d", OPAQUE, _pool_rule(static_hw=False), kernels.max_pool2d_forward,
+    vjp=max_pool2d_vjp,
+    emitters={"numpy": call("max_pool2d_forward", _POOL_ATTRS)},
+    numpy_helpers=_POOL_HELPERS + (kernels.max_pool2d_forward,),
+    doc="Window maxima (padding is -inf); the gradient splits evenly among ties."))
+
+max_pool2d_grad_p = register(OpDef(
+    "max_pool2d_grad", OPAQUE, _pair_rule(pooled_second=True), kernels.max_pool2d_grad,
+    vjp=max_pool2d_grad_vjp,
+    emitters={"numpy": call("max_pool2d_grad", _POOL_ATTRS)},
+    numpy_helpers=_MAX_HELPERS + _SCATTER_HELPERS + (kernels.max_pool2d_grad,),
+    doc="Gradient of max_pool2d from (input, cotangent)."))
+
+max_pool2d_select_p = register(OpDef(
+    "max_pool2d_select", OPAQUE, _pair_rule(pooled_second=False), kernels.max_pool2d_select,
+    vjp=max_pool2d_select_vjp,
+    emitters={"numpy": call("max_pool2d_select", _POOL_ATTRS)},
+    numpy_helpers=_MAX_HELPERS + (kernels.max_pool2d_select,),
+    doc="Per window of x, the mean of h over the tied maxima (adjoint of max_pool2d_grad)."))
+
+avg_pool2d_p = register(OpDef(
+    "avg_pool2d", OPAQUE, _pool_rule(static_hw=True), kernels.avg_pool2d_forward,
+    vjp=avg_pool2d_vjp,
+    emitters={"numpy": call("avg_pool2d_forward", _POOL_ATTRS)},
+    numpy_helpers=_AVG_HELPERS + (kernels.avg_pool2d_forward,),
+    doc="Window means; padding is not counted."))
+
+avg_pool2d_grad_p = register(OpDef(
+    "avg_pool2d_grad", OPAQUE, avg_pool2d_grad_rule, kernels.avg_pool2d_grad,
+    vjp=avg_pool2d_grad_vjp,
+    emitters={"numpy": call("avg_pool2d_grad", ("input_hw",) + _POOL_ATTRS)},
+    numpy_helpers=_AVG_HELPERS + _SCATTER_HELPERS + (kernels.avg_pool2d_grad,),
+    doc="Gradient of avg_pool2d from the cotangent."))
+
+
+# --- softmax family ---------------------------------------------------------------------------
+def softmax_rule(types, attrs):
+    (shape, _), = types
+    dtype = _float_operands(types, "softmax")
+    if not shape:
+        raise ShapeError("needs an input of rank >= 1, got a scalar")
+    normalize_axis(attrs["axis"], len(shape))
+    return shape, dtype
+
+
+def cross_entropy_rule(types, attrs):
+    """Per-example losses: the logits' shape without the class axis."""
+    (ls, ld), (ys, yd) = types
+    if not dtypes.is_float(ld):
+        raise DTypeError(f"logits need a floating dtype, got {ld}")
+    if not ls:
+        raise ShapeError("logits need rank >= 1, got a scalar")
+    axis = attrs["axis"]
+    normalize_axis(axis, len(ls))
+    reduced = ls[:axis] + ls[axis + 1:]
+    if yd.kind in "iu":
+        if not _same_dims(ys, reduced):
+            raise ShapeError(f"integer labels {format_shape(ys)} must have the logits' shape "
+                             f"{format_shape(ls)} without axis {axis}: {format_shape(reduced)}")
+        if ls[axis] is None:
+            raise ShapeError(f"the class dim (axis {axis}) of logits {format_shape(ls)} must be "
+                             f"static with integer labels")
+        return reduced, ld
+    if yd != ld:
+        raise DTypeError(f"soft labels need the logits' dtype {ld}, got {yd}")
+    if not _same_dims(ys, ls):
+        raise ShapeError(f"soft labels {format_shape(ys)} must have the logits' shape "
+                         f"{format_shape(ls)}")
+    return reduced, ld
+
+
+def softmax_vjp(op, cotangents):
+    """y * (g - sum(g * y))."""
+    y, g, axis = op.results[0], cotangents[0], op.attrs["axis"]
+    gy = g * y
+    return [gy - y * _ops().sum(gy, axis=axis, keepdims=True)]
+
+
+def log_softmax_vjp(op, cotangents):
+    """g - softmax(x) * sum(g)."""
+    ops = _ops()
+    y, g, axis = op.results[0], cotangents[0], op.attrs["axis"]
+    return [g - ops.exp(y) * ops.sum(g, axis=axis, keepdims=True)]
+
+
+def cross_entropy_vjp(op, cotangents):
+    """logits: (softmax * sum(p) - p) * g, p the label distribution (one-hot for integer
+    labels, which get no gradient); soft labels: -log_softmax * g."""
+    ops = _ops()
+    logits, labels = op.inputs
+    axis = op.attrs["axis"]
+    g = ops.expand_dims(cotangents[0], axis)
+    probs = bind(softmax_p, [logits], {"axis": axis})
+    if labels.dtype.kind in "iu":
+        target = bind(one_hot_p, [labels], {"num_classes": logits.shape[axis],
+                                           "dtype": logits.dtype.name, "axis": axis})
+        return [(probs - target) * g, None]
+    mass = ops.sum(labels, axis=axis, keepdims=True)
+    log_probs = bind(log_softmax_p, [logits], {"axis": axis})
+    return [(probs * mass - labels) * g, -log_probs * g]
+
+
+softmax_p = register(OpDef(
+    "softmax", OPAQUE, softmax_rule, kernels.softmax_forward, vjp=softmax_vjp,
+    emitters={"numpy": call("softmax_forward", ("axis",))},
+    numpy_helpers=(kernels.softmax_forward,),
+    doc="exp(x) / sum(exp(x)) along axis (stable)."))
+
+log_softmax_p = register(OpDef(
+    "log_softmax", OPAQUE, softmax_rule, kernels.log_softmax_forward, vjp=log_softmax_vjp,
+    emitters={"numpy": call("log_softmax_forward", ("axis",))},
+    numpy_helpers=(kernels.log_softmax_forward,),
+    doc="x - logsumexp(x) along axis (stable)."))
+
+softmax_cross_entropy_p = register(OpDef(
+    "softmax_cross_entropy", OPAQUE, cross_entropy_rule, kernels.softmax_cross_entropy_forward,
+    vjp=cross_entropy_vjp,
+    emitters={"numpy": call("softmax_cross_entropy_forward", ("axis",))},
+    numpy_helpers=(kernels.log_softmax_forward, kernels.softmax_cross_entropy_forward),
+    doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
+
+
+# --- one_hot ----------------------------------------------------------------------------------
+def one_hot_rule(types, attrs):
+    (shape, dtype), = types
+    if dtype.kind not in "iu":
+        raise DTypeError(f"indices need an integer dtype, got {dtype}")
+    num_classes, axis = attrs["num_classes"], attrs["axis"]
+    if not 0 <= axis <= len(shape):
+        raise ShapeError(f"axis {axis} is out of range for indices {format_shape(shape)}")
+    return shape[:axis] + (num_classes,) + shape[axis:], dtypes.as_dtype(attrs["dtype"])
+
+
+one_hot_p = register(OpDef(
+    "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
+    emitters={"numpy": call("one_hot_forward", ("num_classes", "dtype", "axis"))},
+    numpy_helpers=(kernels.one_hot_forward,),
+    doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
+
+
+# --- front end --------------------------------------------------------------------------------
+def _pair(value, what, minimum):
+    """An int or a pair of ints as a validated ``(h, w)`` tuple."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        pair = (int(value), int(value))
+    elif (isinstance(value, (tuple, list)) and len(value) == 2
+          and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)):
+        pair = (int(value[0]), int(value[1]))
+    else:
+        raise TypeError(f"{what} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, got {value!r}")
+    return pair
+
+
+def _axis(axis, ndim, what):
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{what}: axis must be an int, got {axis!r}")
+    if ndim == 0:
+        raise ShapeError(f"{what}: needs an input of rank >= 1, got a scalar")
+    return normalize_axis(axis, ndim)[0]
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) of ``x`` [N, C, H, W] with ``w`` [O, C/groups, kh,
+    kw] plus an optional bias ``b`` [O]; returns [N, O, Ho, Wo] with
+    ``Ho = (H + 2*ph - dh*(kh-1) - 1) // sh + 1``. ``stride``, ``padding`` (zeros) and
+    ``dilation`` are ints or (h, w) pairs; ``groups`` splits the channels into independent
+    convolutions. Only the batch dim of ``x`` may be unknown."""
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
+    x, w = as_values(x, w)
+    attrs = {"stride": _pair(stride, "conv2d: stride", 1),
+             "padding": _pair(padding, "conv2d: padding", 0),
+             "dilation": _pair(dilation, "conv2d: dilation", 1),
+             "groups": int(groups)}
+    y = _conv(x, w, attrs)
+    if b is None:
+        return y
+    b = as_value(b, program=w.program)
+    if b.shape != (w.shape[0],):
+        raise ShapeError(f"conv2d: bias shape {format_shape(b.shape)} does not match the "
+                         f"{w.shape[0]} output channels of weight {format_shape(w.shape)}")
+    return y + _ops().reshape(b, (1, w.shape[0], 1, 1))
+
+
+def _pool_attrs_of(kernel_size, stride, padding, what):
+    kernel = _pair(kernel_size, f"{what}: kernel_size", 1)
+    return {"kernel_size": kernel,
+            "stride": kernel if stride is None else _pair(stride, f"{what}: stride", 1),
+            "padding": _pair(padding, f"{what}: padding", 0)}
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Maximum over windows of ``x`` [N, C, H, W]; ``stride`` defaults to ``kernel_size``;
+    ``padding`` (at most half the kernel) is ``-inf``. The gradient of a window is split
+    evenly among its tied maxima; overlapping windows accumulate."""
+    attrs = _pool_attrs_of(kernel_size, stride, padding, "max_pool2d")
+    return bind(max_pool2d_p, [as_value(x)], attrs)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Mean over windows of ``x`` [N, C, H, W]; ``stride`` defaults to ``kernel_size``;
+    ``padding`` (at most half the kernel) is not counted in the mean. Only the batch dim
+    may be unknown."""
+    attrs = _pool_attrs_of(kernel_size, stride, padding, "avg_pool2d")
+    return bind(avg_pool2d_p, [as_value(x)], attrs)
+
+
+def softmax(x, axis=-1):
+    """``exp(x) / sum(exp(x), axis)``, computed stably (floating ``x`` of rank >= 1)."""
+    x = as_value(x)
+    return bind(softmax_p, [x], {"axis": _axis(axis, x.ndim, "softmax")})
+
+
+def log_softmax(x, axis=-1):
+    """``x - logsumexp(x, axis)``, computed stably (floating ``x`` of rank >= 1)."""
+    x = as_value(x)
+    return bind(log_softmax_p, [x], {"axis": _axis(axis, x.ndim, "log_softmax")})
+
+
+_REDUCTIONS = {
+    "mean": lambda losses: _ops().mean(losses),
+    "sum": lambda losses: _ops().sum(losses),
+    "none": lambda losses: losses,
+}
+
+
+def softmax_cross_entropy(logits, labels, axis=-1, reduction="mean"):
+    """Cross-entropy of ``softmax(logits, axis)`` against ``labels``: integer class indices
+    shaped like ``logits`` without ``axis`` (no gradient), or float probabilities shaped
+    like ``logits`` (they get ``-log_softmax(logits) * g``). Integer labels must lie in
+    ``[0, classes)``; the class dim must then be static. ``reduction``: ``"mean"`` or
+    ``"sum"`` over the per-example losses, or ``"none"`` to return them."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"softmax_cross_entropy: reduction must be one of "
+                         f"{', '.join(map(repr, _REDUCTIONS))}, got {reduction!r}")
+    logits, labels = as_values(logits, labels)
+    axis = _axis(axis, logits.ndim, "softmax_cross_entropy")
+    losses = bind(softmax_cross_entropy_p, [logits, labels], {"axis": axis})
+    return _REDUCTIONS[reduction](losses)
+
+
+def one_hot(indices, num_classes, dtype="float32"):
+    """``result[..., k] = (indices[...] == k)`` as ``dtype``, with a new last axis of size
+    ``num_classes``; an index outside ``[0, num_classes)`` gives a row of zeros. Integer
+    ``indices`` only; no gradient."""
+    if (not isinstance(num_classes, (int, np.integer)) or isinstance(num_classes, bool)
+            or num_classes < 1):
+        raise ValueError(f"one_hot: num_classes must be a positive int, got {num_classes!r}")
+    indices = as_value(indices)
+    attrs = {"num_classes": int(num_classes), "dtype": dtypes.as_dtype(dtype).name,
+             "axis": indices.ndim}
+    return bind(one_hot_p, [indices], attrs)
+

@@ -1,0 +1,70 @@
+"""The pass pipeline: pure ``Program -> Program`` rewrites run before code generation.
+
+Every pass is ``pass(program, fetches, options) -> (program, fetches, stats)``: it builds a new
+program (the input is never modified), maps the fetches into it and reports counters.
+:func:`optimize` runs a list of passes by name (``None``: :data:`DEFAULT_PIPELINE`) and returns
+the optimized program, its fetches and a :class:`PassReport`.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir.printer import format_program
+from .cse import cse
+from .fusion import FUSION, FusedBody, fuse, is_fusion, partition, split_body
+from .memory import memory_plan
+from .prune import prune
+from .simplify import simplify
+
+PASSES = {
+    "prune": prune,
+    "dce": prune,
+    "cse": cse,
+    "simplify": simplify,
+    "fusion": fuse,
+    "memory_plan": memory_plan,
+}
+DEFAULT_PIPELINE = ("prune", "cse", "simplify", "cse", "dce", "fusion", "memory_plan")
+
+__all__ = ["DEFAULT_PIPELINE", "FUSION", "FusedBody", "PASSES", "PassReport", "count_ops",
+           "cse", "fuse", "is_fusion", "memory_plan", "optimize", "partition", "prune",
+           "simplify", "split_body"]
+
+
+@dataclasses.dataclass
+class PassReport:
+    """``stats``: counters merged into ``CompiledProgram.stats``; ``ir``: the optimized
+    program's text with fusion groups marked."""
+
+    stats: dict
+    ir: str
+
+
+def count_ops(program) -> int:
+    """Ops of the program, counting the ops inside fused groups rather than the groups."""
+    return sum(len(op.blocks[0].ops) if is_fusion(op) else 1 for op in program.ops)
+
+
+def _annotate(op):
+    if is_fusion(op):
+        return f"fused group {op.attrs['group']}: {len(op.blocks[0].ops)} ops"
+    return None
+
+
+def optimize(program, fetches, options, passes=None):
+    """Run ``passes`` (names, in order; ``None`` = :data:`DEFAULT_PIPELINE`) on ``program``."""
+    names = DEFAULT_PIPELINE if passes is None else tuple(passes)
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown pass {unknown[0]!r}; choose from {sorted(PASSES)}")
+    stats: dict = {}
+    fetches = list(fetches)
+    for name in names:
+        program, fetches, pass_stats = PASSES[name](program, fetches, options)
+        for key, value in pass_stats.items():
+            stats[key] = stats.get(key, 0) + value if key in ("cse_merged", "simplified",
+                                                              "pruned_ops") else value
+    stats["ops_after"] = count_ops(program)
+    stats.setdefault("fused_groups", 0)
+    stats["passes"] = names
+    return program, fetches, PassReport(stats, format_program(program, annotate=_annotate))

@@ -1,0 +1,340 @@
+"""Fusion partition: group ops that a backend can run as one loop (or one kernel).
+
+The pass returns a program in which every fused group of two or more ops is ONE op of the
+internal OpDef :data:`FUSION` (category OPAQUE). That op owns a nested block holding the
+group's ops (printed indented under it), its inputs are the group's external inputs (its
+*captures*) and its results are the group's values used outside it or fetched; each result
+keeps the id and name of the inner Value it exports. ``op.attrs["_body"]`` is the
+:class:`FusedBody` (captures, block, outputs) and ``op.attrs["group"]`` the group number.
+
+Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
+
+* a group has an *iteration shape*; ELEMENTWISE ops whose result has that shape join the group
+  of any producer in it (their other inputs may broadcast): the *map* phase;
+* a REDUCTION with a ``reduce_kind`` joins the group of its input as the group's reduction,
+  which ends the map phase; ELEMENTWISE ops that read only the reduced result (and values from
+  outside) may follow it, on the reduced shape: the *epilogue*. A group has one reduction, and
+  nothing in it reads a map value after the reduction, so a reduction's result is never
+  broadcast back into its own group;
+* several producer groups merge into one consumer when the merged group stays convex (no path
+  leaves it and re-enters), which is checked against the external inputs with a search bounded
+  by :data:`CONVEXITY_BUDGET` ops (past it, the merge is refused);
+* groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures.
+
+Linear in program size (times the bounded checks); groups merge small into large.
+"""
+from __future__ import annotations
+
+import heapq
+
+from ..ir.operation import Operation
+from ..ir.program import Block
+from ..ir.serialize import register_attr_class, register_internal_op
+from ..ir.value import Value
+from ..ops.core import ELEMENTWISE, OPAQUE, REDUCTION, OpDef
+from .rewrite import Rebuilder
+
+MAX_GROUP_ARGS = 32
+CONVEXITY_BUDGET = 256
+
+
+@register_attr_class  # saved artifacts store fused programs (symgrad.ir.serialize)
+class FusedBody:
+    """What a fusion op computes: ``captures`` (outer Values, in the op's input order) feed
+    the ops of ``block``; ``outputs`` (inner Values, in the op's result order) come out."""
+
+    __slots__ = ("captures", "block", "outputs")
+
+    def __init__(self, captures, block, outputs):
+        self.captures = list(captures)
+        self.block = block
+        self.outputs = list(outputs)
+
+    def remap(self, value_map, blocks):
+        """The body of a copied fusion op (``Rebuilder.copy`` calls this)."""
+        return FusedBody([value_map[v] for v in self.captures], blocks[0],
+                         [value_map[v] for v in self.outputs])
+
+    def __repr__(self):
+        return f"<FusedBody of {len(self.block.ops)} ops>"
+
+
+def _fusion_types(types, attrs):
+    return [(v.shape, v.dtype) for v in attrs["_body"].outputs]
+
+
+def _run_fused(*arrays, _body, **_):
+    """Reference semantics of a fusion op: run its block op by op."""
+    import numpy as np
+
+    env = dict(zip(_body.captures, arrays))
+    for op in _body.block.ops:
+        result = op.opdef.impl(*[env[v] for v in op.inputs], **op.attrs)
+        for value, array in zip(op.results, result if isinstance(result, tuple) else (result,)):
+            array = np.asarray(array)
+            env[value] = array if array.dtype == value.dtype else array.astype(value.dtype)
+    return tuple(env[v] for v in _body.outputs)
+
+
+FUSION = register_internal_op(OpDef(
+    "fusion", OPAQUE, infer=_fusion_types, impl=_run_fused,
+    doc="Internal: a fused group of ops (nested block); made by the fusion pass."))
+
+
+def is_fusion(op) -> bool:
+    return op.opdef is FUSION
+
+
+def split_body(op):
+    """``(map_ops, reduction or None, epilogue_ops)`` of a fusion op's block."""
+    map_ops, reduction, epilogue = [], None, []
+    for inner in op.blocks[0].ops:
+        if reduction is None and inner.opdef.category == REDUCTION:
+            reduction = inner
+        elif reduction is None:
+            map_ops.append(inner)
+        else:
+            epilogue.append(inner)
+    return map_ops, reduction, epilogue
+
+
+def map_outputs(op) -> list[bool]:
+    """Per result of fusion op ``op``: is it a map-phase value (of the iteration shape)?"""
+    map_ops = set(split_body(op)[0])
+    return [inner.op in map_ops for inner in op.attrs["_body"].outputs]
+
+
+# --- partition ---------------------------------------------------------------------------------
+class _Group:
+    __slots__ = ("members", "phase", "shape", "reduced_shape", "min_pos", "captures")
+
+    def __init__(self, op, pos, phase, shape, reduced_shape=None):
+        self.members = [op]
+        self.phase = phase                  # "map" or "epilogue"
+        self.shape = shape                  # iteration shape
+        self.reduced_shape = reduced_shape  # shape of the epilogue (after the reduction)
+        self.min_pos = pos
+        self.captures = set()               # external input Values (may hold stale members)
+
+
+def _fusible(op) -> bool:
+    if op.blocks or len(op.results) != 1:
+        return False
+    category = op.opdef.category
+    if category == ELEMENTWISE:
+        return bool(op.inputs)
+    return category == REDUCTION and op.opdef.reduce_kind is not None and len(op.inputs) == 1
+
+
+class _Partitioner:
+    def __init__(self, program, options):
+        self.ops = program.ops
+        self.pos = {op: i for i, op in enumerate(self.ops)}
+        self.group_of: dict = {}
+        self.epilogue_ops: set = set()
+        self.max_size = max(1, options.max_group_size)
+
+    # reachability: does op ``start`` depend on a group in ``ids``?
+    def _reaches(self, start, ids, min_pos) -> bool:
+        stack, seen = [start], {start}
+        while stack:
+            op = stack.pop()
+            group = self.group_of.get(op)
+            if group is not None and id(group) in ids:
+                return True
+            if len(seen) > CONVEXITY_BUDGET:
+                return True
+            for value in op.inputs:
+                producer = value.op
+                if producer not in seen and self.pos[producer] >= min_pos:
+                    seen.add(producer)
+                    stack.append(producer)
+        return False
+
+    def _convex(self, groups, op) -> bool:
+        ids = {id(g) for g in groups}
+        min_pos = min(g.min_pos for g in groups)
+        captures = set(op.inputs)
+        for group in groups:
+            captures |= group.captures
+        outside = [v for v in captures if id(self.group_of.get(v.op)) not in ids]
+        if len(set(outside)) > MAX_GROUP_ARGS:
+            return False
+        return not any(self.pos[v.op] >= min_pos and self._reaches(v.op, ids, min_pos)
+                       for v in outside)
+
+    def _candidates(self, op):
+        """Producer groups ``op`` may join, with the phase it would join them in."""
+        result = op.results[0]
+        found = []
+        for value in op.inputs:
+            group = self.group_of.get(value.op)
+            if group is None or any(g is group for g in found):
+                continue
+            in_group = [v for v in op.inputs if self.group_of.get(v.op) is group]
+            if op.opdef.category == REDUCTION:
+                ok = group.phase == "map" and group.shape == value.shape
+            elif group.phase == "map":
+                ok = group.shape == result.shape
+            else:
+                ok = group.reduced_shape == result.shape and all(
+                    v.op in self.epilogue_ops for v in in_group)
+            if ok:
+                found.append(group)
+        return found
+
+    def _join(self, groups, op):
+        """Merge ``groups`` (small into large) and add ``op``; returns the merged group."""
+        groups = sorted(groups, key=lambda g: -len(g.members))
+        target = groups[0]
+        for other in groups[1:]:
+            for member in other.members:
+                self.group_of[member] = target
+            target.members.extend(other.members)
+            target.captures |= other.captures
+            target.min_pos = min(target.min_pos, other.min_pos)
+        target.members.append(op)
+        self.group_of[op] = target
+        target.captures.update(op.inputs)
+        if op.opdef.category == REDUCTION:
+            target.phase, target.reduced_shape = "epilogue", op.results[0].shape
+            self.epilogue_ops.add(op)
+        elif target.phase == "epilogue":
+            self.epilogue_ops.add(op)
+        return target
+
+    def run(self) -> list:
+        groups = []
+        for position, op in enumerate(self.ops):
+            if not _fusible(op):
+                continue
+            chosen, size = [], 1
+            for group in sorted(self._candidates(op), key=lambda g: -len(g.members)):
+                if op.opdef.category != ELEMENTWISE or group.phase == "epilogue":
+                    if chosen:
+                        continue                  # one reduction per group
+                if any(g.phase == "epilogue" for g in chosen):
+                    continue
+                if size + len(group.members) > self.max_size:
+                    continue
+                if self._convex(chosen + [group], op):
+                    chosen.append(group)
+                    size += len(group.members)
+            if chosen:
+                self._join(chosen, op)
+                continue
+            if op.opdef.category == REDUCTION:
+                group = _Group(op, position, "epilogue", op.inputs[0].shape, op.results[0].shape)
+                self.epilogue_ops.add(op)
+            else:
+                group = _Group(op, position, "map", op.results[0].shape)
+            group.captures.update(op.inputs)
+            self.group_of[op] = group
+            groups.append(group)
+        unique = {id(g): g for g in self.group_of.values()}
+        return [g for g in groups if id(g) in unique]
+
+
+def partition(program, options) -> list[list[Operation]]:
+    """The fused groups of ``program``: lists of two or more ops, each in program order."""
+    partitioner = _Partitioner(program, options)
+    groups = []
+    for group in partitioner.run():
+        if len(group.members) >= 2:
+            groups.append(sorted(group.members, key=partitioner.pos.__getitem__))
+    groups.sort(key=lambda members: partitioner.pos[members[0]])
+    return groups
+
+
+# --- building the fused program ------------------------------------------------------------------
+def _schedule(program, groups):
+    """Units (a group or a single op) in a topological order close to the program's."""
+    pos = {op: i for i, op in enumerate(program.ops)}
+    unit_of = {}
+    units = []
+    for members in groups:
+        for op in members:
+            unit_of[op] = len(units)
+        units.append(members)
+    for op in program.ops:
+        if op not in unit_of:
+            unit_of[op] = len(units)
+            units.append([op])
+    indegree = [0] * len(units)
+    successors = [[] for _ in units]
+    for index, members in enumerate(units):
+        preds = {unit_of[v.op] for op in members for v in op.inputs} - {index}
+        indegree[index] = len(preds)
+        for pred in preds:
+            successors[pred].append(index)
+    ready = [(pos[members[0]], index) for index, members in enumerate(units)
+             if indegree[index] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, index = heapq.heappop(ready)
+        order.append(units[index])
+        for succ in successors[index]:
+            indegree[succ] -= 1
+            if indegree[succ] == 0:
+                heapq.heappush(ready, (pos[units[succ][0]], succ))
+    if len(order) != len(units):  # convexity guarantees this never happens
+        raise AssertionError("fusion produced a cyclic schedule")
+    return order, unit_of
+
+
+def _emit_group(builder, members, number, exported):
+    """Append one fusion op computing ``members``; returns it."""
+    member_set = set(members)
+    captures, seen = [], set()
+    for op in members:
+        for value in op.inputs:
+            if value.op not in member_set and value not in seen:
+                seen.add(value)
+                captures.append(value)
+    program = builder.program
+    fusion_op = Operation(FUSION, [builder.get(v) for v in captures], {}, program.global_block())
+    block = Block(program, parent_op=fusion_op)
+    for op in members:
+        builder.copy(op, block=block)
+    outputs = [builder.get(v) for v in exported]
+    fusion_op.blocks.append(block)
+    fusion_op.attrs = {"group": number, "_body": FusedBody(fusion_op.inputs, block, outputs)}
+    for index, (old, inner) in enumerate(zip(exported, outputs)):
+        outer = Value(program, inner.id, inner.shape, inner.dtype, op=fusion_op, index=index,
+                      name=inner.name, stop_gradient=inner.stop_gradient)
+        fusion_op.results.append(outer)
+        builder.alias(old, outer)
+    program.global_block().ops.append(fusion_op)
+    return fusion_op
+
+
+def fuse(program, fetches, options):
+    """Copy of ``program`` with each fused group replaced by a :data:`FUSION` op."""
+    if not options.fusion:
+        builder = Rebuilder(program)
+        for op in program.ops:
+            builder.copy(op)
+        new, new_fetches = builder.finish(fetches)
+        return new, new_fetches, {"fused_groups": 0}
+    groups = partition(program, options)
+    order, unit_of = _schedule(program, groups)
+    fetched = set(fetches)
+    used_outside = set()
+    for op in program.ops:
+        for value in op.inputs:
+            if unit_of[value.op] != unit_of[op]:
+                used_outside.add(value)
+    builder = Rebuilder(program)
+    number = 0
+    for members in order:
+        if len(members) == 1:
+            builder.copy(members[0])
+            continue
+        exported = [v for op in members for v in op.results
+                    if v in used_outside or v in fetched]
+        _emit_group(builder, members, number, exported)
+        number += 1
+    new, new_fetches = builder.finish(fetches)
+    fused_ops = sum(len(m) for m in groups)
+    return new, new_fetches, {"fused_groups": len(groups), "fused_ops": fused_ops}

@@ -1,0 +1,97 @@
+"""On-disk cache of generated modules.
+
+A generated module is stored as ``<dir>/<prefix>_<hash>.py``: ``prefix`` is a readable name
+(backend and program summary), ``hash`` the first hex digits of the sha256 cache key that the
+backend computes from everything its source depends on. Files are written atomically (a
+temporary file in the same directory, then ``os.replace``), so concurrent compiles never see a
+half-written module. Modules are imported from their real path, so tracebacks and pdb show
+the generated lines. ``SYMGRAD_DUMP=<dir>`` also copies every module compiled to that
+directory.
+
+The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.cache/symgrad``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import os
+import re
+import tempfile
+
+HASH_CHARS = 24
+_module_ids = itertools.count()
+
+
+def cache_dir(options=None) -> str:
+    path = getattr(options, "cache_dir", None) or os.environ.get("SYMGRAD_CACHE_DIR") \
+        or os.path.join(os.path.expanduser("~"), ".cache", "symgrad")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def cache_key(*parts: str) -> str:
+    """sha256 (hex) of the parts, each length-prefixed so that boundaries matter."""
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8")
+        digest.update(f"{len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def file_name(prefix: str, key: str, suffix: str = ".py") -> str:
+    prefix = re.sub(r"[^A-Za-z0-9_]", "_", prefix)[:48].strip("_") or "module"
+    return f"{prefix}_{key[:HASH_CHARS]}{suffix}"
+
+
+def write_atomic(path: str, text: str) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def lookup(prefix: str, key: str, options=None) -> str | None:
+    """Path of the cached module for ``key``, or None."""
+    path = os.path.join(cache_dir(options), file_name(prefix, key))
+    return path if os.path.exists(path) else None
+
+
+def store(prefix: str, key: str, text: str, options=None) -> str:
+    """Write ``text`` as the module for ``key``; returns its path."""
+    path = os.path.join(cache_dir(options), file_name(prefix, key))
+    write_atomic(path, text)
+    return path
+
+
+def dump(prefix: str, key: str, text: str) -> str | None:
+    """Copy ``text`` to ``$SYMGRAD_DUMP`` when that is set; returns the path written."""
+    directory = os.environ.get("SYMGRAD_DUMP")
+    if not directory:
+        return None
+    path = os.path.join(directory, file_name(prefix, key))
+    write_atomic(path, text)
+    return path
+
+
+def load_module(path: str):
+    """Import the module at ``path`` as a fresh module object (never shared between loads,
+    so each compiled program has its own ``CONSTANTS``)."""
+    name = f"symgrad_generated_{next(_module_ids)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as stream:
+        return stream.read()

@@ -1,0 +1,212 @@
+"""The ``symgrad`` command line, run as ``python -m symgrad`` in a subprocess."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from tests.runtime.test_artifact import (CONTRACT_SOURCE, W_INIT, ContractExecutable,
+                                         contract_program, needs_numpy_backend)
+from symgrad.runtime.compiled import CompiledProgram
+
+BUILDER = textwrap.dedent('''
+    import numpy as np
+    import symgrad as sg
+
+
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 3], "float32")
+            w = sg.parameter("w", [3], "float32", init=np.array([1.0, 2.0, 3.0], "float32"))
+            y = sg.tanh(x * w) + 1.0
+        return prog, [y]
+
+
+    def other():
+        prog, fetches = build()
+        return prog, fetches
+
+
+    def broken():
+        return 42
+
+
+    def crashes():
+        raise RuntimeError("builder exploded")
+''')
+
+
+def symgrad(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "symgrad", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def model_py(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(BUILDER)
+    return path
+
+
+@pytest.fixture
+def artifact_dir(tmp_path):
+    """An artifact saved in-process from a hand-written module of the NumPy contract."""
+    prog, fetches = contract_program()
+    ref = sg.compile(prog, fetches, backend="interpreter")
+    executable = ContractExecutable(CONTRACT_SOURCE, {"w": W_INIT,
+                                                      "bias": np.array([0.5, -1, 2], "float32")})
+    compiled = CompiledProgram(executable, ref.signature, ref.outputs, ref.program, ref.options,
+                               stats={"ops_before": 6}, fetches=ref.fetches)
+    return compiled.save(str(tmp_path / "artifact")), compiled
+
+
+# --- usage errors: exit status 2 --------------------------------------------------------------
+@pytest.mark.parametrize("args", [(), ("frobnicate",), ("dump",), ("compile", "m.py"),
+                                  ("dump", "m.py", "--backend", "tpu"),
+                                  ("run", "a", "--input", "x")])
+def test_usage_errors_exit_2(args, tmp_path):
+    proc = symgrad(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "usage:" in proc.stderr and proc.stdout == ""
+
+
+# --- ops ----------------------------------------------------------------------------------------
+def test_ops_lists_the_registry():
+    proc = symgrad("ops")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("add", "tanh", "matmul", "data"):
+        assert name in proc.stdout
+
+
+# --- run / inspect ------------------------------------------------------------------------------
+def test_run_prints_a_summary(artifact_dir, tmp_path):
+    path, compiled = artifact_dir
+    x = np.random.default_rng(1).standard_normal((2, 4)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    proc = symgrad("run", path, "--input", f"x={tmp_path / 'x.npy'}")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("y: float32[2, 3]  min=")
+    assert any(line.startswith("output_1: float32[]") for line in lines)
+
+
+def test_run_writes_outputs(artifact_dir, tmp_path):
+    path, compiled = artifact_dir
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out.npz"
+    proc = symgrad("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    expected = compiled(x)
+    with np.load(out, allow_pickle=False) as saved:
+        assert list(saved) == ["y", "output_1"]
+        assert saved["y"].tobytes() == expected[0].tobytes()
+        assert saved["output_1"].tobytes() == expected[1].tobytes()
+
+
+def test_run_failures_exit_1(artifact_dir, tmp_path):
+    path, _ = artifact_dir
+    np.save(tmp_path / "bad.npy", np.ones((2, 5), "float32"))
+    proc = symgrad("run", path, "--input", f"x={tmp_path / 'bad.npy'}")
+    assert proc.returncode == 1 and "dim 1 must be 4" in proc.stderr
+    proc = symgrad("run", path, "--input", f"x={tmp_path / 'missing.npy'}")
+    assert proc.returncode == 1 and "cannot read input 'x'" in proc.stderr
+    proc = symgrad("run", tmp_path / "nowhere")
+    assert proc.returncode == 1 and "no artifact" in proc.stderr
+    with open(os.path.join(path, "numpy", "program.py"), "a") as handle:
+        handle.write("\nraise SystemExit(0)\n")
+    np.save(tmp_path / "x.npy", np.ones((2, 4), "float32"))
+    proc = symgrad("run", path, "--input", f"x={tmp_path / 'x.npy'}")
+    assert proc.returncode == 1 and "modified" in proc.stderr
+
+
+def test_inspect(artifact_dir):
+    path, _ = artifact_dir
+    proc = symgrad("inspect", path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "format 1" in out and "backend numpy" in out
+    assert "x: float32[?, 4]  (data)" in out and "w: float32[4, 3]  (parameter)" in out
+    assert "0. y: float32[?, 3]" in out
+    assert "standalone entry: numpy/standalone.py:run" in out
+    assert "ops_before: 6" in out
+    assert "numpy/program.py" in out and "program.json" in out
+
+
+def test_inspect_refuses_newer_format(artifact_dir):
+    path, _ = artifact_dir
+    manifest_path = os.path.join(path, "manifest.json")
+    manifest = json.load(open(manifest_path))
+    manifest["format_version"] = 99
+    json.dump(manifest, open(manifest_path, "w"))
+    proc = symgrad("inspect", path)
+    assert proc.returncode == 1 and "newer" in proc.stderr
+
+
+# --- dump / compile -----------------------------------------------------------------------------
+@pytest.mark.parametrize("target, message", [
+    ("missing.py", "no such file"),
+    ("model.py:nothing", "defines no function 'nothing'"),
+    ("model.py:broken", "must return (program, fetch_list)"),
+    ("model.py:crashes", "builder exploded"),
+])
+def test_dump_builder_errors_exit_1(model_py, target, message):
+    proc = symgrad("dump", target, cwd=model_py.parent)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+
+
+def test_dump_cuda_renders_or_says_unavailable(model_py):
+    proc = symgrad("dump", "model.py", "--backend", "cuda", cwd=model_py.parent)
+    if proc.returncode == 1:
+        assert "cuda backend is not available" in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert "__global__" in proc.stdout
+
+
+@needs_numpy_backend
+def test_dump_prints_the_generated_module(model_py):
+    proc = symgrad("dump", "model.py", cwd=model_py.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert "def run(" in proc.stdout and "CONSTANTS" in proc.stdout
+    compile(proc.stdout, "dumped", "exec")
+    proc = symgrad("dump", "model.py:other", "--ir", cwd=model_py.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert "tanh" in proc.stdout and "def run(" not in proc.stdout
+
+
+@needs_numpy_backend
+def test_dump_out_writes_files(model_py, tmp_path):
+    out = tmp_path / "dumped"
+    proc = symgrad("dump", model_py, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(out) == ["build_numpy.py"]
+    assert "def run(" in (out / "build_numpy.py").read_text()
+
+
+@needs_numpy_backend
+def test_compile_then_run(model_py, tmp_path):
+    artifact = tmp_path / "art"
+    proc = symgrad("compile", f"{model_py}:build", "-o", artifact)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(artifact)
+    x = np.ones((2, 3), "float32")
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out.npz"
+    proc = symgrad("run", artifact, "--input", f"x={tmp_path / 'x.npy'}", "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(out) as saved:
+        np.testing.assert_allclose(saved["output_0"], np.tanh(x * [1, 2, 3]) + 1, rtol=1e-6)
+
+
+@pytest.mark.skipif(shutil.which("symgrad") is None, reason="console script not installed")
+def test_console_script():
+    proc = subprocess.run(["symgrad", "ops"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "tanh" in proc.stdout
