@@ -1,5 +1,6 @@
-"""The reverse sweep: seed the outputs, call each live op's VJP in reverse program order,
-sum cotangents, and keep only the backward ops that feed a needed gradient.
+"""The reverse sweep: seed the outputs, call each live op's VJP in reverse program order and
+sum cotangents; then :func:`sweep_unused` keeps only the backward ops that feed a needed
+gradient (a VJP returns gradients for all its inputs, some of which nobody needs).
 
 Every op built here records the forward op it differentiates (``Program.backward_of``): a
 VJP's ops record the op whose VJP built them; seeds, cotangent sums and zeros record the op
@@ -114,23 +115,22 @@ class Backward:
                     self.accumulate(u, g)
 
     def _call_vjp(self, op, cotangents, wanted):
-        start, first_id = len(self.block.ops), self.program._next_id
+        """The VJP's gradients, checked against the types of the inputs that need one. Ops
+        it builds for gradients nobody needs are left for the final :func:`sweep_unused`."""
         with self.program.backward_of(op):
             grads = op.opdef.vjp(op, cotangents)
         grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
         if len(grads) != len(op.inputs):
             raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "
                             f"gradients for {len(op.inputs)} inputs")
-        keep = []
         for index, (u, g, w) in enumerate(zip(op.inputs, grads, wanted)):
             if not w or g is None:
                 continue
-            if not isinstance(g, Value) or g.dtype != u.dtype or not shapes_match(g.shape, u.shape):
+            if not isinstance(g, Value) or g.dtype != u.dtype or not (
+                    g.shape == u.shape or shapes_match(g.shape, u.shape)):
                 got = g.type_str if isinstance(g, Value) else type(g).__name__
                 raise GradError(f"the VJP of `{format_op_head(op)}` returned {got} as the "
                                 f"gradient of input {index}, which is {u.type_str}")
-            keep.append(g)
-        sweep_unused(self.program, start, first_id, keep)
         return grads
 
     def zeros_for(self, value):

@@ -17,7 +17,7 @@ from ..ir.value import Value
 from ..ops.elementwise import add, cast
 from . import arguments
 from .arguments import describe
-from .backward import Backward
+from .backward import Backward, sweep_unused
 from .reach import FROZEN_GRADIENTS, Policy, explain_unreachable, live_ops, search
 
 __all__ = ["grad", "append_backward"]
@@ -72,7 +72,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     scale = arguments.loss_scale(loss_scale)
     unused = arguments.unused_mode(unused)
 
-    first_id = program._next_id
+    first_op, first_id = program.num_ops, program._next_id
     with program.transaction(), program_guard(program):
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
@@ -88,6 +88,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             fresh = _Fresh(program, first_id)
             results = [fresh(g, x) for g, x in zip(results, inputs)]
             stored = [(v, fresh(g, v)) for v, g in stored]
+        sweep_unused(program, first_op, first_id,
+                     [g for g in results if g is not None] + [g for _, g in stored])
     # Success: only now touch attributes.
     if not create_graph:
         for g in list(results) + [g for _, g in stored]:

@@ -17,7 +17,8 @@ gives it back. Other attrs are encoded with tags so that types survive the round
     None, bool, int, str, finite float     as themselves
     float nan / inf                        {"$float": "nan"}
     tuple, list, dict                      {"$tuple": [...]}, [...], {"$dict": [[k, v], ...]}
-    np.dtype, np.generic scalar            {"$dtype": "float32"}, {"$scalar": "float32", "value": 1.5}
+    np.dtype                               {"$dtype": "float32"}
+    np.generic scalar                      {"$scalar": "float32", "value": 1.5}
     slice, Ellipsis                        {"$slice": [start, stop, step]}, {"$ellipsis": true}
     ndarray                                {"$array": name}
     Value, nested Block of the op          {"$value": position}, {"$block": index in op.blocks}
@@ -84,7 +85,7 @@ class _Encoder:
         if isinstance(value, np.ndarray):
             return {"$array": self.array_sink(value)}
         if isinstance(value, np.dtype):
-            return {"$dtype": value.name}
+            return {"$dtype": _dtype_name(value)}
         if isinstance(value, np.generic):
             return {"$scalar": value.dtype.name, "value": self(value.item())}
         if isinstance(value, tuple):
@@ -131,7 +132,7 @@ class _Decoder:
             array.flags.writeable = False
             return array
         if tag == "$dtype":
-            return np.dtype(payload)
+            return _dtype(payload)
         if tag == "$scalar":
             return np.dtype(payload).type(self(obj["value"]))
         if tag == "$tuple":
@@ -186,8 +187,25 @@ def program_values(program) -> list:
     return [v for op in _walk_ops(program.global_block()) for v in op.results]
 
 
+_DTYPE_NAMES: dict = {}   # np.dtype -> name, and name -> np.dtype (dtype.name is slow)
+
+
+def _dtype_name(dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
+def _dtype(name) -> np.dtype:
+    dtype = _DTYPE_NAMES.get(name)
+    if dtype is None:
+        dtype = _DTYPE_NAMES[name] = np.dtype(name)
+    return dtype
+
+
 def _value_record(value):
-    return {"id": value.id, "shape": list(value.shape), "dtype": value.dtype.name,
+    return {"id": value.id, "shape": list(value.shape), "dtype": _dtype_name(value.dtype),
             "name": value.name, "stop_gradient": bool(value.stop_gradient)}
 
 
@@ -272,7 +290,7 @@ def _lookup_opdef(table, name):
 
 def _new_value(program, record, op, index):
     shape = [None if d is None else int(d) for d in record["shape"]]
-    return Value(program, int(record["id"]), shape, np.dtype(record["dtype"]), op=op,
+    return Value(program, int(record["id"]), shape, _dtype(record["dtype"]), op=op,
                  index=index, name=record["name"], stop_gradient=bool(record["stop_gradient"]))
 
 

@@ -51,7 +51,7 @@ def _arg_rule(types, attrs):
     return reduced_shape(shape, axes, attrs["keepdims"]), _ACCUMULATE_INT
 
 
-def _float_rule(types, attrs):
+def _numeric_rule(types, attrs):
     (shape, dtype), = types
     if dtype.kind == "b":
         raise DTypeError(f"needs a numeric input, got {dtype}")
@@ -205,8 +205,9 @@ argmin_p = register(OpDef(
     doc="Index of the first minimum (int64); no gradient."))
 
 logsumexp_p = register(OpDef(
-    "logsumexp", REDUCTION, _float_rule, _sg_logsumexp, vjp=_logsumexp_vjp,
-    emitters={"numpy": _reduction_emitter("_sg_logsumexp", out_kw=False)}, numpy_helpers=(_sg_logsumexp,),
+    "logsumexp", REDUCTION, _numeric_rule, _sg_logsumexp, vjp=_logsumexp_vjp,
+    emitters={"numpy": _reduction_emitter("_sg_logsumexp", out_kw=False)},
+    numpy_helpers=(_sg_logsumexp,),
     doc="log(sum(exp(x))) computed stably (the max is subtracted first)."))
 
 size_p = register(OpDef(

@@ -583,17 +583,16 @@ def _pad_rule(types, attrs):
 
 
 def _pad_vjp(op, g):
-    index = tuple((b, -a if a else None, 1) for b, a in op.attrs["pad_width"])
+    index = tuple((b or None, -a or None, None) for b, a in op.attrs["pad_width"])
     return [strided_slice(g[0], index)]
 
 
 pad_p = register(OpDef(
     "pad", INJECTIVE, _pad_rule,
-    impl=lambda x, pad_width, constant_values: np.pad(x, pad_width, constant_values=constant_values),
+    impl=lambda x, pad_width, constant_values: np.pad(x, pad_width,
+                                                     constant_values=constant_values),
     vjp=_pad_vjp,
-    emitters={"numpy": lambda args, attrs, out=None: (
-        f"np.pad({args[0]}, {attrs['pad_width']!r}, "
-        f"constant_values={attrs['constant_values']!r})")},
+    emitters={"numpy": expr("np.pad({0}, {pad_width}, constant_values={constant_values})")},
     doc="Constant padding; ``pad_width`` is one (before, after) pair per axis."))
 
 

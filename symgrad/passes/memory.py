@@ -5,8 +5,9 @@ gets a buffer *slot*; a slot is reused by a later value of the same dtype and sh
 every value living in it (and every view of it) is dead. Program inputs, parameters,
 constants and fetched values never get a reused slot, and a buffer that a fetched value may
 alias is never freed. Other ops' results are assumed to possibly alias their inputs (views),
-so they extend their inputs' lifetimes. The plan is stored on each op as the hidden attribute
-``_buffers`` (one slot number or None per result); ``stats`` reports the planned peak bytes
+so they extend their inputs' lifetimes. The plan is stored on the new program as
+``program.buffer_plan``: ``{Value: slot number}`` for the planned values (backends look it up
+with ``getattr(program, "buffer_plan", {})``); ``stats`` reports the planned peak bytes
 (statically sized values only) with and without reuse.
 """
 from __future__ import annotations
@@ -32,8 +33,14 @@ def _nbytes(value):
     return 0 if size is None else size * value.dtype.itemsize
 
 
+def _owned_bytes(value):
+    """Bytes a value allocates (program inputs and constants allocate nothing here)."""
+    op = value.op
+    return 0 if op.opdef.feedable or op.opdef.category == "source" else _nbytes(value)
+
+
 def plan(program, fetches):
-    """``{op: [slot or None per result]}`` and the stats of the plan."""
+    """``{Value: slot number}`` for the planned values, and the stats of the plan."""
     ops = program.ops
     fetched = set(fetches)
     root: dict = {}          # value -> its storage root (a value owning memory)
@@ -61,57 +68,70 @@ def plan(program, fetches):
     for value in fetched:
         for r in alias_roots.get(value, (root[value],)):
             last_use[r] = NEVER
-    free: dict = {}
-    slots: dict = {}
-    slot_count = 0
     dying_at: dict = {}
     for r, index in last_use.items():
         if index != NEVER:
             dying_at.setdefault(index, []).append(r)
-    live_bytes = peak = unplanned_live = unplanned_peak = 0
+    # assign slots; bytes[i] = memory allocated at op i, freed[i] = memory released after it
+    free: dict = {}
+    slots: dict = {}
+    slot_bytes: list = []
+    slot_start: list = []
+    slot_end: list = []
+    allocated = [0] * len(ops)
+    released = [0] * len(ops)
+    unplanned_allocated = [0] * len(ops)
+    unplanned_released = [0] * len(ops)
     for index, op in enumerate(ops):
         for value in op.results:
-            nbytes = 0 if op.opdef.feedable or op.opdef.category == "source" else _nbytes(value)
-            unplanned_live += nbytes
+            nbytes = _owned_bytes(value)
+            unplanned_allocated[index] += nbytes
+            if value not in last_use:      # never read: dies at once
+                dying_at.setdefault(index, []).append(value)
             if not planned[value]:
-                live_bytes += nbytes
+                allocated[index] += nbytes
                 continue
             key = (value.dtype.str, value.shape)
             pool = free.get(key)
             if pool:
                 slots[value] = pool.pop()
             else:
-                slots[value] = slot_count
-                slot_count += 1
-                live_bytes += nbytes
-        peak = max(peak, live_bytes)
-        unplanned_peak = max(unplanned_peak, unplanned_live)
-        for value in op.results:
-            if value not in last_use:      # never read: dies at once
-                dying_at.setdefault(index, []).append(value)
+                slots[value] = len(slot_bytes)
+                slot_bytes.append(nbytes)
+                slot_start.append(index)
+                slot_end.append(index)
         for r in dying_at.get(index, ()):
-            nbytes = _nbytes(r) if not (r.op.opdef.feedable or r.op.opdef.category == "source") \
-                else 0
-            unplanned_live -= nbytes
+            nbytes = _owned_bytes(r)
+            unplanned_released[index] += nbytes
             if planned.get(r):
                 free.setdefault((r.dtype.str, r.shape), []).append(slots[r])
+                slot_end[slots[r]] = index
             else:
-                live_bytes -= nbytes
-    table = {op: [slots.get(v) for v in op.results] for op in ops}
+                released[index] += nbytes
+    for number, nbytes in enumerate(slot_bytes):   # a slot lives until its last occupant dies
+        allocated[slot_start[number]] += nbytes
+        released[slot_end[number]] += nbytes
+    stats_peak = []
+    for alloc, free_ in ((allocated, released), (unplanned_allocated, unplanned_released)):
+        live = peak = 0
+        for index in range(len(ops)):
+            live += alloc[index]
+            peak = max(peak, live)
+            live -= free_[index]
+        stats_peak.append(peak)
+    slot_count = len(slot_bytes)
+    peak, unplanned_peak = stats_peak
     stats = {"buffers": slot_count, "planned_peak_bytes": peak,
              "unplanned_peak_bytes": unplanned_peak}
-    return table, stats
+    return slots, stats
 
 
 def memory_plan(program, fetches, options):
-    """Copy of ``program`` whose ops carry their buffer plan in ``attrs["_buffers"]``."""
-    table, stats = plan(program, fetches)
+    """Copy of ``program`` carrying its buffer plan as ``program.buffer_plan``."""
+    slots, stats = plan(program, fetches)
     builder = Rebuilder(program)
     for op in program.ops:
-        slots = table[op]
-        if any(s is not None for s in slots):
-            builder.copy(op, attrs=dict(op.attrs, _buffers=tuple(slots)))
-        else:
-            builder.copy(op)
+        builder.copy(op)
     new, new_fetches = builder.finish(fetches)
+    new.buffer_plan = {builder.get(value): slot for value, slot in slots.items()}
     return new, new_fetches, stats

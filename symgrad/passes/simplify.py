@@ -13,13 +13,16 @@ collapse in the same sweep):
 * no-ops: a reshape/broadcast/cast/squeeze whose result has its input's type, an identity
   transpose;
 * constant folding: an op whose inputs are all constants of at most :data:`FOLD_LIMIT`
-  elements (and whose result is that small) becomes a constant computed by its reference.
+  elements (and whose result is that small) becomes a constant computed by its reference;
+  an elementwise op whose inputs each hold one value everywhere becomes a broadcast scalar;
+* broadcast elimination: an elementwise op reads the source of a broadcast input directly
+  when its result type stays the same (NumPy broadcasting does the rest).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.core import SOURCE, get_op
+from ..ops.core import ELEMENTWISE, SOURCE, get_op
 from .rewrite import Rebuilder
 
 FOLD_LIMIT = 1024       # largest constant (elements) that folding reads or produces
@@ -37,7 +40,9 @@ INVOLUTIONS = ("negative",)
 COLLAPSING_CHAINS = ("reshape", "broadcast_to")
 NO_OP_WHEN_SAME_TYPE = ("reshape", "reshape_like", "broadcast_to", "broadcast_like", "cast",
                         "squeeze", "expand_dims")
-PERMUTATIONS = {"transpose": "axes"}        # op name -> attr holding the permutation
+PERMUTATIONS = {"transpose": "axes"}
+# broadcasts an elementwise consumer can drop (it broadcasts by itself)
+BROADCASTS = ("broadcast_to", "broadcast_like")        # op name -> attr holding the permutation
 # ops whose result holds one value everywhere: op name -> fill value (from the op)
 FILLS = {
     "full": lambda op: op.attrs["fill_value"],
@@ -171,6 +176,38 @@ def _try_fold(builder, op, inputs):
     return True
 
 
+def _try_uniform(builder, op, inputs):
+    result = op.results[0]
+    if op.opdef.category != ELEMENTWISE or None in result.shape or not inputs:
+        return None
+    fills = [uniform_fill(v) for v in inputs]
+    if any(f is None for f in fills):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            scalar = op.opdef.impl(*[np.asarray(f, dtype=v.dtype) for f, v in
+                                     zip(fills, inputs)], **op.attrs)
+        scalar = np.array(scalar, dtype=result.dtype)
+    except Exception:  # the op fails on these values: leave it for run time
+        return None
+    if scalar.ndim:
+        return None
+    scalar.flags.writeable = False
+    if not result.shape:
+        return builder.emit(get_op("constant"), [], {"value": scalar}, like=result)
+    value = builder.emit(get_op("constant"), [], {"value": scalar})
+    return builder.emit(get_op("broadcast_to"), [value], {"shape": result.shape}, like=result)
+
+
+def _try_drop_broadcast(builder, op, inputs):
+    if op.opdef.category != ELEMENTWISE:
+        return None
+    changed = [v.op.inputs[0] if v.op.name in BROADCASTS else v for v in inputs]
+    if all(a is b for a, b in zip(changed, inputs)):
+        return None
+    return _rebind(builder, op, changed, op.attrs)
+
+
 def simplify(program, fetches, options):
     """Copy of ``program`` with the rules of the module docstring applied."""
     builder = Rebuilder(program)
@@ -188,7 +225,10 @@ def simplify(program, fetches, options):
                     if replacement is not None:
                         break
                 else:
-                    replacement = _try_chain(builder, op, inputs)
+                    for rule in (_try_uniform, _try_chain, _try_drop_broadcast):
+                        replacement = rule(builder, op, inputs)
+                        if replacement is not None:
+                            break
             if replacement is not None:
                 rewritten += 1
                 builder.alias(op.results[0], replacement)

@@ -11,8 +11,9 @@ An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same
     constants/*.npy       parameter values, constants and array attrs (no pickle)
     cuda/*.cu, cuda/host.py   kernels and host module, for programs compiled for CUDA
 
-Saving is atomic: the tree is written to a temporary sibling and renamed into place, so the
-final name holds either the previous artifact, or the complete new one. Loading verifies the
+Saving is atomic: the tree is written to a temporary sibling and renamed into place, so a
+failure never leaves a partial artifact under the final name (a previous artifact there stays
+untouched unless the new one is complete). Loading verifies the
 format version, each listed path (no ``..``, no absolute path, no link leaving the artifact),
 each sha256 and program.json before any code from the artifact runs; every failure is an
 :class:`~symgrad.errors.ArtifactError`.
@@ -179,7 +180,7 @@ def _check_target(target, as_zip):
     if not os.path.lexists(target):
         return
     if as_zip:
-        if not os.path.isfile(target) or os.path.islink(target):
+        if os.path.islink(target) or not zipfile.is_zipfile(target):
             raise ArtifactError(f"cannot save to {target!r}: it exists and is not a zip file")
         return
     if os.path.islink(target) or not os.path.isdir(target):

@@ -15,14 +15,15 @@ def _build(sample, dtype, with_grad):
     with sg.program_guard(prog):
         values = sample.declare(sg, dtype)
         out = sample.build(*values)
-        outs = list(out) if isinstance(out, tuple) else [out]
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
         fetches = list(outs)
         if with_grad:
             floats = [v for v in values if v.dtype.kind == "f"]
             diff = [o for o in outs if o.dtype.kind == "f"]
             if floats and diff:
-                loss = sg.add(*[sg.sum(o * o) for o in diff]) if len(diff) > 1 \
-                    else sg.sum(diff[0] * diff[0])
+                loss = sg.sum(diff[0] * diff[0])
+                for o in diff[1:]:
+                    loss = loss + sg.sum(o * o)
                 fetches += [g for g in ir_backward.grad(loss, floats, allow_unused=True,
                                                         unused="zeros")]
     return prog, fetches

@@ -71,7 +71,7 @@ def check_numpy_emitters(sample):
         for got, value in zip(results, op.results):
             np.testing.assert_array_equal(np.asarray(got), env[value])
         if len(op.results) == 1 and op.name not in ("split", "split_like"):
-            scope["out"] = np.empty_like(env[op.results[0]])
+            scope["out"] = np.full_like(env[op.results[0]], 123)
             exec(emit(args, op.attrs, out="out"), scope)
             np.testing.assert_array_equal(scope["out"], env[op.results[0]])
         checked += 1
@@ -211,7 +211,8 @@ def test_concatenate_promotes_and_merges_dims():
 
 
 @pytest.mark.parametrize("build,match", [
-    (lambda x, y, s: sg.concatenate([x, y]), r"concatenate: shapes differ outside axis 0: \[2, 3\], \[2, 4\]"),
+    (lambda x, y, s: sg.concatenate([x, y]),
+     r"concatenate: shapes differ outside axis 0: \[2, 3\], \[2, 4\]"),
     (lambda x, y, s: sg.concatenate([x, s]), "concatenate: .*one rank"),
     (lambda x, y, s: sg.concatenate([s, s]), "concatenate: zero-dimensional"),
     (lambda x, y, s: sg.concatenate([x, x], axis=2), "concatenate: axis 2 is out of range"),

@@ -443,3 +443,63 @@ def test_loaded_grad_program_differentiates_again(tmp_path):
     got = sg.compile(loaded.program, [g2], backend="interpreter")(x=x)[0]
     expected = sg.compile(prog, [gw], backend="interpreter")(x=x)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@needs_numpy_backend
+def test_standalone_runs_a_generated_grad_module(tmp_path):
+    prog, fetches = grad_program()
+    compiled = sg.compile(prog, fetches, backend="numpy")
+    path = compiled.save(str(tmp_path / "model"))
+    x = feeds()
+    np.save(tmp_path / "x.npy", x)
+    script = r'''
+import importlib.util, sys
+import numpy as np
+try:
+    import symgrad
+except ImportError:
+    pass
+else:
+    raise SystemExit("symgrad is importable")
+spec = importlib.util.spec_from_file_location("model", sys.argv[1])
+model = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(model)
+np.savez(sys.argv[3], *model.run(x=np.load(sys.argv[2])))
+'''
+    numpy_parent = os.path.dirname(os.path.dirname(np.__file__))
+    script = f"import sys; sys.path.insert(0, {numpy_parent!r})\n" + script
+    module_path = os.path.join(path, sg.load(path).manifest["standalone"]["module"])
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script, module_path,
+                           str(tmp_path / "x.npy"), str(tmp_path / "out.npz")],
+                          capture_output=True, text=True, env={"PATH": os.environ["PATH"]},
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        got = [out[f"arr_{i}"] for i in range(3)]
+    for e, g in zip(compiled(x), got):
+        assert e.tobytes() == g.tobytes()
+
+
+class CudaLikeExecutable(ContractExecutable):
+    """What the CUDA backend hands over: host source plus kernels by name."""
+
+    backend = "cuda"
+    kernels = {"fused_0": "extern \"C\" __global__ void fused_0(float* y) { y[0] = 1.0f; }\n"}
+
+
+@needs_numpy_backend
+def test_cuda_program_saves_kernels_and_a_numpy_module(tmp_path):
+    prog, fetches = contract_program()
+    ref = sg.compile(prog, fetches, backend="interpreter")
+    executable = CudaLikeExecutable("# host module\n" + CONTRACT_SOURCE,
+                                    {"w": W_INIT, "bias": BIAS})
+    compiled = CompiledProgram(executable, ref.signature, ref.outputs, ref.program, ref.options,
+                               fetches=ref.fetches)
+    loaded = sg.load(compiled.save(str(tmp_path / "model")))
+    cuda = loaded.manifest["entry_points"]["cuda"]
+    assert cuda == {"host": "cuda/host.py", "kernels": {"fused_0": "cuda/fused_0.cu"}}
+    assert loaded.kernels == CudaLikeExecutable.kernels
+    assert loaded.manifest["backend"] == "cuda"
+    x = feeds()
+    for r, g in zip(ref(x), loaded(x)):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)

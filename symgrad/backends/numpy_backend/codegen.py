@@ -8,8 +8,8 @@ name, shape with ``None`` for run-time dims, dtype). Scalar constants are inline
 
 Each top-level op becomes one statement preceded by a provenance comment (``# %5 = tanh(%4)``,
 plus ``# backward of ...`` for backward ops); fused groups are lowered by :mod:`.group`.
-Values are deleted after their last use; buffers planned by the memory pass (hidden attr
-``_buffers``) are allocated once and reused through ``out=``.
+Values are deleted after their last use; buffers planned by the memory pass
+(``program.buffer_plan``) are allocated once and reused through ``out=``.
 """
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ class Generator:
         self.constants: dict = {}      # CONSTANTS key -> array
         self.slot_names: dict = {}     # slot number -> buffer variable
         self.parameters = set(program.parameters)
+        self.buffer_plan = getattr(program, "buffer_plan", {})
         self.units: list = []          # (lines, values read, values defined)
 
     # --- expressions ---------------------------------------------------------------------------
@@ -124,9 +125,9 @@ class Generator:
         args = self.args(op, local)
         names = [self.namer.value(v) for v in op.results]
         lines = []
-        slots = op.attrs.get("_buffers") or (None,)
-        if len(names) == 1 and slots[0] is not None:
-            buffer = self.slot(slots[0], op.results[0], lines)
+        slot = self.buffer_plan.get(op.results[0]) if len(names) == 1 else None
+        if slot is not None:
+            buffer = self.slot(slot, op.results[0], lines)
             lines.append(f"{names[0]} = {emitter(args, attrs, out=buffer)}{provenance(op)}")
             return lines
         target = names[0] if len(names) == 1 else ", ".join(names)
@@ -193,12 +194,8 @@ class Generator:
                 last.setdefault(value, index)
             for value in reads:
                 last[value] = index
-        for index, (_, _, defined) in enumerate(self.units):
-            for value in defined:
-                slots = value.op.attrs.get("_buffers")
-                if slots and slots[value.index] is not None:
-                    number = slots[value.index]
-                    slot_last[number] = max(slot_last.get(number, -1), last[value])
+        for value, number in self.buffer_plan.items():
+            slot_last[number] = max(slot_last.get(number, -1), last[value])
         dying: dict = {}
         for value, index in last.items():
             if value not in fetched and value not in self.scalars:

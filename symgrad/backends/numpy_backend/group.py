@@ -91,7 +91,7 @@ def lower(gen, op) -> list[str]:
     size = math.prod(shape) if static else None
     chunked = bool(shape) and shape[0] != 1 and not (static and size <= gen.options.chunk_size)
     exported = {inner: outer for inner, outer in zip(body.outputs, op.results)}
-    buffers = op.attrs.get("_buffers") or (None,) * len(op.results)
+    plan = getattr(gen, "buffer_plan", {})
     loop_ops = map_ops + ([reduction] if reduction is not None else [])
 
     names = [f"%{v.id}" for v in op.results]
@@ -126,8 +126,8 @@ def lower(gen, op) -> list[str]:
         if inner.op not in map_set:
             continue
         name = gen.namer.value(inner)
-        if buffers[index] is not None:
-            before.append(f"{name} = {gen.slot(buffers[index], outer, before)}")
+        if plan.get(outer) is not None:
+            before.append(f"{name} = {gen.slot(plan[outer], outer, before)}")
         else:
             before.append(f"{name} = np.empty({shape_code(dims)}, {dtype_code(inner.dtype)})")
         if chunked:

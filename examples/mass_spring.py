@@ -1,0 +1,114 @@
+"""Differentiable physics: steer a mass-spring chain through 100 unrolled simulation steps.
+
+A chain of masses hangs from a fixed anchor, joined by springs, under gravity and damping.
+The simulation (semi-implicit Euler) is unrolled into one static program of 100 steps; the
+loss is the squared distance between the chain's tip after the last step and a target point.
+``ir_backward.grad`` differentiates the loss through all 100 steps with respect to the initial
+velocity of every mass, the program is compiled once to NumPy, and gradient descent finds the
+push that swings the tip onto the target.
+
+Asserts: the compiled gradient matches central finite differences of the compiled loss, and
+the optimisation reduces the tip's distance to the target 100-fold.
+
+Run: python examples/mass_spring.py          (SYMGRAD_EXAMPLE_QUICK=1: fewer iterations)
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+import symgrad as sg
+from symgrad import ir_backward
+
+QUICK = os.environ.get("SYMGRAD_EXAMPLE_QUICK") == "1"
+ITERATIONS = 40 if QUICK else 100
+MASSES = 6          # moving masses; the anchor is fixed at the origin
+STEPS = 100
+DT = 0.01
+STIFFNESS = 400.0
+DAMPING = 0.5
+REST = 0.2
+GRAVITY = np.array([0.0, -9.81])
+TARGET = np.array([0.9, -0.4])
+
+
+def rest_positions():
+    """The chain hanging straight down: masses at (0, -0.2), (0, -0.4), ..."""
+    return np.stack([np.zeros(MASSES), -REST * np.arange(1, MASSES + 1)], axis=1)
+
+
+def spring_forces(x):
+    """Force on each moving mass [MASSES, 2] from the springs along the chain (anchor first)."""
+    anchor = sg.zeros([1, 2], dtype="float64")
+    points = sg.concatenate([anchor, x], axis=0)              # [MASSES + 1, 2]
+    d = points[1:] - points[:-1]                              # spring vectors [MASSES, 2]
+    length = sg.sqrt(sg.sum(d * d, axis=1, keepdims=True))
+    tension = STIFFNESS * (length - REST) * d / length        # pulls mass i+1 towards mass i
+    # Mass i feels -tension[i] (its upper spring) and +tension[i+1] (its lower spring).
+    below = sg.pad(tension[1:], ((0, 1), (0, 0)))
+    return below - tension
+
+
+def build():
+    """The unrolled simulation; returns (program, loss, gradient w.r.t. v0)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        v0 = sg.parameter("v0", shape=[MASSES, 2], dtype="float64",
+                          init=np.zeros((MASSES, 2)))
+        x = sg.constant(rest_positions(), name="x0")
+        v = v0
+        for _ in range(STEPS):
+            force = spring_forces(x) + GRAVITY
+            v = (v + DT * force) * (1.0 - DAMPING * DT)
+            x = x + DT * v
+        tip = x[MASSES - 1]
+        miss = tip - TARGET
+        loss = sg.sum(miss * miss)
+        (grad_v0,) = ir_backward.grad(loss, [v0])
+    return prog, loss, grad_v0
+
+
+def main():
+    start = time.perf_counter()
+    prog, loss, grad_v0 = build()
+    built = time.perf_counter()
+    step = sg.compile(prog, fetch_list=[loss, grad_v0], backend="numpy")
+    loss_only = sg.compile(prog, fetch_list=[loss], backend="numpy")
+    compiled = time.perf_counter()
+    print(f"{STEPS} unrolled steps: {prog.num_ops} ops (forward + backward) built in "
+          f"{built - start:.2f} s, compiled in {compiled - built:.2f} s "
+          f"({step.stats['fused_groups']} fused groups)")
+
+    # The gradient through 100 steps agrees with central differences of the compiled loss.
+    rng = np.random.default_rng(0)
+    v0 = rng.normal(scale=0.5, size=(MASSES, 2))
+    _, g = step(v0=v0)
+    eps = 1e-6
+    numeric = np.zeros_like(v0)
+    for index in np.ndindex(*v0.shape):
+        bump = np.zeros_like(v0)
+        bump[index] = eps
+        numeric[index] = (loss_only(v0=v0 + bump)[0] - loss_only(v0=v0 - bump)[0]) / (2 * eps)
+    np.testing.assert_allclose(g, numeric, rtol=1e-5, atol=1e-8)
+    print(f"gradient matches finite differences (max abs error {np.abs(g - numeric).max():.1e})")
+
+    # Gradient descent on the initial push.
+    v0 = np.zeros((MASSES, 2))
+    first = float(step(v0=v0)[0])
+    lr = 12.0   # the tip position is nearly linear in the push: plain gradient descent converges
+    for it in range(1, ITERATIONS + 1):
+        value, g = step(v0=v0)
+        v0 -= lr * g
+        if it % 5 == 0 or it == 1:
+            print(f"iteration {it:3d}: tip misses the target by {np.sqrt(value):.4f}")
+    final = float(step(v0=v0)[0])
+    print(f"distance to target: {np.sqrt(first):.4f} -> {np.sqrt(final):.4f}; "
+          f"push of the tip mass: {np.round(v0[-1], 3)}")
+    assert np.sqrt(final) < np.sqrt(first) / 100, "the optimisation did not reach the target"
+    print("tip reaches the target: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+import numpy as np
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.passes import is_fusion, split_body
+from tests.passes.helpers import apply, run_both
+
+
+def _groups(program):
+    return [op for op in program.ops if is_fusion(op)]
+
+
+def _w2(n=1000, fetch_loss=False):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [n], "float32")
+        loss = sg.sum(sg.tanh(x * 1.5 + 0.5) * sg.sin(x) + sg.exp(-x * x) * 0.3
+                      + sg.log1p(x * x))
+        gx, = ir_backward.grad(loss, [x])
+    return prog, ([loss, gx] if fetch_loss else [gx])
+
+
+def test_elementwise_chain_fuses_into_one_group():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 5], "float64")
+        b = sg.data("b", [5], "float64")
+        y = sg.exp(sg.tanh(x + b) * 2.0) - x
+    new, _, report = apply(prog, [y], ["fusion"])
+    groups = _groups(new)
+    assert len(groups) == 1 and len(groups[0].blocks[0].ops) == 5
+    assert report.stats["fused_groups"] == 1
+    assert "fused group 0" in report.ir and "    %" in report.ir   # nested ops printed
+    run_both(prog, [y], ["fusion"], {"x": np.random.rand(4, 5), "b": np.random.rand(5)})
+
+
+def test_map_step_fuses_into_reduction_and_epilogue_follows():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [6, 5], "float64")
+        s = sg.sum(sg.exp(x) * x, axis=1)
+        y = sg.log(s) * 2.0
+    new, _, _ = apply(prog, [y], ["fusion"])
+    group, = _groups(new)
+    map_ops, reduction, epilogue = split_body(group)
+    assert [o.name for o in map_ops] == ["exp", "multiply"]
+    assert reduction.name == "sum"
+    assert [o.name for o in epilogue] == ["log", "multiply"]
+    run_both(prog, [y], ["fusion"], {"x": np.random.rand(6, 5)})
+
+
+def test_reduction_broadcast_back_is_not_fused_into_its_group():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 6], "float64")
+        e = sg.exp(x)
+        y = e / sg.sum(e, axis=1, keepdims=True)
+    new, _, _ = apply(prog, [y], ["fusion"])
+    for group in _groups(new):
+        map_ops, reduction, epilogue = split_body(group)
+        if reduction is not None:
+            assert all(o.results[0].shape == reduction.results[0].shape for o in epilogue)
+    run_both(prog, [y], ["fusion"], {"x": np.random.rand(4, 6)})
+
+
+def test_groups_stay_convex():
+    # a -> (exp, opaque matmul) -> add: fusing exp and add would make a path leave the group
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3, 3], "float64")
+        a = sg.tanh(x)
+        b = sg.matmul(a, a)
+        y = sg.exp(a) + b
+    new, _, _ = apply(prog, [y], ["fusion"])
+    for group in _groups(new):
+        inner = {id(o) for o in group.blocks[0].ops}
+        names = [o.name for o in group.blocks[0].ops]
+        assert not ("tanh" in names and "add" in names), names
+        assert inner
+    run_both(prog, [y], ["fusion"], {"x": np.random.rand(3, 3)})
+
+
+def test_group_size_is_capped():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [8], "float64")
+        y = x
+        for _ in range(20):
+            y = sg.sin(y)
+    new, _, _ = apply(prog, [y], ["fusion"], max_group_size=6)
+    assert all(len(g.blocks[0].ops) <= 6 for g in _groups(new))
+    assert len(_groups(new)) == 4
+    run_both(prog, [y], ["fusion"], {"x": np.random.rand(8)})
+
+
+def test_fusion_off_gives_no_groups():
+    prog, fetches = _w2()
+    new, _, report = apply(prog, fetches, ["fusion"], fusion=False)
+    assert not _groups(new) and report.stats["fused_groups"] == 0
+
+
+def test_w2_gradient_is_one_fused_group():
+    prog, fetches = _w2()
+    new, _, report = apply(prog, fetches, None)
+    assert report.stats["fused_groups"] == 1
+    run_both(prog, fetches, None, {"x": np.random.rand(1000).astype("float32")}, rtol=1e-5)
+
+
+def test_w2_loss_and_gradient_fuse_into_two_groups():
+    prog, fetches = _w2(fetch_loss=True)
+    new, _, report = apply(prog, fetches, None)
+    assert report.stats["fused_groups"] == 2
+    run_both(prog, fetches, None, {"x": np.random.rand(1000).astype("float32")}, rtol=1e-5)
+
+
+def test_fusion_is_linear_on_long_chains():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4], "float64")
+        y = x
+        for i in range(5000):
+            y = sg.sin(y) if i % 2 else y * 0.5
+    new, _, report = apply(prog, [y], ["fusion"])
+    groups = _groups(new)
+    assert sum(len(g.blocks[0].ops) for g in groups) == 5000
+    assert 5000 // 64 < len(groups) < 5000 // 32     # capped by size and argument count
+    assert all(len(g.inputs) <= 32 for g in groups)

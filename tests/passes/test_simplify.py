@@ -1,0 +1,107 @@
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from tests.passes.helpers import apply, op_names, run_both
+
+PIPE = ["simplify", "dce"]
+
+
+def _compile(build, shape=(3, 4), dtype="float64"):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", list(shape), dtype)
+        y = build(x)
+    return prog, x, y
+
+
+@pytest.mark.parametrize("build", [
+    lambda x: x * 1.0, lambda x: 1.0 * x, lambda x: x + 0.0, lambda x: 0.0 + x,
+    lambda x: x - 0.0, lambda x: x / 1.0, lambda x: -(-x),
+    lambda x: x + sg.zeros([3, 4], "float64"), lambda x: sg.ones_like(x) * x,
+    lambda x: sg.reshape(x, [3, 4]), lambda x: sg.transpose(sg.transpose(x)),
+    lambda x: sg.broadcast_to(x, [3, 4]),
+], ids=["mul1", "1mul", "add0", "0add", "sub0", "div1", "negneg", "addzeros", "seed",
+        "reshape-same", "transpose-twice", "broadcast-same"])
+def test_identities_vanish(build):
+    prog, x, y = _compile(build)
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data"]
+    assert fetches[0].op.name == "data"
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_identity_that_broadcasts_is_kept():
+    prog, x, y = _compile(lambda x: x * sg.ones([2, 3, 4], "float64"))
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert fetches[0].shape == (2, 3, 4)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_chains_collapse():
+    prog, x, y = _compile(lambda x: sg.transpose(sg.reshape(sg.reshape(x, [4, 3]), [2, 6]))
+                          + 0.0)
+    new, _, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data", "reshape", "transpose"]
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_transpose_composition():
+    prog, x, y = _compile(lambda x: sg.transpose(sg.transpose(x, [1, 2, 0]), [1, 2, 0]),
+                          shape=(2, 3, 4))
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data", "transpose"]
+    assert fetches[0].op.attrs["axes"] == (2, 0, 1)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(2, 3, 4)})
+
+
+def test_constant_folding():
+    prog, x, y = _compile(lambda x: x * (sg.constant(2.0, "float64") * 3.0 + sg.exp(
+        sg.constant([1.0, 2.0, 3.0, 4.0], "float64"))))
+    new, _, report = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data", "constant", "multiply"]
+    assert report.stats["simplified"] >= 3
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_uniform_values_fold_to_a_broadcast_scalar():
+    prog, x, y = _compile(lambda x: x * (sg.ones([3, 4], "float64") * 3.0))
+    new, _, _ = apply(prog, [y], PIPE)
+    assert "full" not in op_names(new)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_dynamic_shapes_and_named_values_survive():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        y = sg.tanh(x) * 1.0
+        y.name = "result"
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert fetches[0].name == "result" and fetches[0].op.name == "tanh"
+    run_both(prog, [y], PIPE, {"x": np.random.rand(5, 4)})
+
+
+def test_gradient_seed_of_ones_is_removed():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [8], "float64")
+        loss = sg.sum(sg.sin(x))
+        g, = ir_backward.grad(loss, [x])
+    before = len(apply(prog, [g], ["prune"])[0].ops)
+    new, _, _ = apply(prog, [g], ["prune", "simplify", "dce"])
+    assert len(new.ops) < before
+    assert op_names(new).count("cos") == 1
+    run_both(prog, [g], ["prune", "simplify", "dce"], {"x": np.random.rand(8)})
+
+
+def test_simplify_is_linear_on_long_chains():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4], "float64")
+        y = x
+        for _ in range(3000):
+            y = -(y * 1.0)
+    new, _, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data"]
