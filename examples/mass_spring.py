@@ -8,7 +8,7 @@ velocity of every mass, the program is compiled once to NumPy, and gradient desc
 push that swings the tip onto the target.
 
 Asserts: the compiled gradient matches central finite differences of the compiled loss, and
-the optimisation reduces the tip's distance to the target 100-fold.
+the optimisation reduces the tip's distance to the target 1000-fold.
 
 Run: python examples/mass_spring.py          (SYMGRAD_EXAMPLE_QUICK=1: fewer iterations)
 """
@@ -22,7 +22,7 @@ import symgrad as sg
 from symgrad import ir_backward
 
 QUICK = os.environ.get("SYMGRAD_EXAMPLE_QUICK") == "1"
-ITERATIONS = 40 if QUICK else 100
+ITERATIONS = 30 if QUICK else 60
 MASSES = 6          # moving masses; the anchor is fixed at the origin
 STEPS = 100
 DT = 0.01
@@ -96,16 +96,16 @@ def main():
     # Gradient descent on the initial push.
     v0 = np.zeros((MASSES, 2))
     first = float(step(v0=v0)[0])
-    lr = 12.0   # the tip position is nearly linear in the push: plain gradient descent converges
+    lr = 30.0   # the tip position is nearly linear in the push: plain gradient descent converges
     for it in range(1, ITERATIONS + 1):
         value, g = step(v0=v0)
         v0 -= lr * g
         if it % 5 == 0 or it == 1:
-            print(f"iteration {it:3d}: tip misses the target by {np.sqrt(value):.4f}")
+            print(f"iteration {it:3d}: tip misses the target by {np.sqrt(value):.2e}")
     final = float(step(v0=v0)[0])
-    print(f"distance to target: {np.sqrt(first):.4f} -> {np.sqrt(final):.4f}; "
+    print(f"distance to target: {np.sqrt(first):.3f} -> {np.sqrt(final):.2e}; "
           f"push of the tip mass: {np.round(v0[-1], 3)}")
-    assert np.sqrt(final) < np.sqrt(first) / 100, "the optimisation did not reach the target"
+    assert np.sqrt(final) < np.sqrt(first) / 1000, "the optimisation did not reach the target"
     print("tip reaches the target: OK")
     return 0
 

@@ -22,9 +22,28 @@ import weakref
 from .. import dtypes
 from ..ir.printer import value_label
 
-# Gradients returned by ``grad(..., create_graph=False)`` (kept weakly, by identity): they carry
-# ``stop_gradient=True``, and an error message tells the user when a path needed them.
-FROZEN_GRADIENTS: "weakref.WeakSet" = weakref.WeakSet()
+class IdentityWeakSet:
+    """A set of objects held weakly and compared by identity (``weakref.WeakSet`` compares
+    its members with ``==``, which builds an op for Values)."""
+
+    def __init__(self):
+        self._refs: dict = {}
+
+    def add(self, obj):
+        key = id(obj)
+        self._refs[key] = weakref.ref(obj, lambda _, key=key: self._refs.pop(key, None))
+
+    def __contains__(self, obj):
+        ref = self._refs.get(id(obj))
+        return ref is not None and ref() is obj
+
+    def __len__(self):
+        return len(self._refs)
+
+
+# Gradients returned by ``grad(..., create_graph=False)``: they carry ``stop_gradient=True``,
+# and an error message tells the user when a path needed them.
+FROZEN_GRADIENTS = IdentityWeakSet()
 
 # Reasons that cut a path, in the order the diagnosis tries relaxing them one at a time.
 NO_GRAD_VARS = "no_grad_vars"

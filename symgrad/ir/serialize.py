@@ -37,6 +37,8 @@ but that backward ops still name as their provenance. Walks are iterative (progr
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 
 import numpy as np
@@ -170,6 +172,19 @@ def decode_attr(obj, array_source):
 
 
 # --- program -> JSON ------------------------------------------------------------------------
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic GC while building many objects that all stay alive (several times
+    faster on 100,000-op programs)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _walk_ops(block):
     """Every op of ``block`` and of its nested blocks, each op before its inner ops."""
     stack = [iter(block.ops)]
@@ -212,6 +227,11 @@ def _value_record(value):
 def program_to_json(program: Program, array_sink, fetches=()) -> dict:
     """A JSON-able dict describing ``program`` (and which Values are ``fetches``); ndarray
     attrs go through ``array_sink``."""
+    with _gc_paused():
+        return _program_to_json(program, array_sink, fetches)
+
+
+def _program_to_json(program, array_sink, fetches):
     positions = {v: i for i, v in enumerate(program_values(program))}
     op_ids: dict[Operation, int] = {}
     for op in _walk_ops(program.global_block()):
@@ -305,7 +325,8 @@ def program_from_json(obj, array_source) -> Program:
     :class:`~symgrad.errors.ArtifactError` for a malformed description, a newer format or an
     op that is not registered."""
     try:
-        return _program_from_json(obj, array_source)
+        with _gc_paused():
+            return _program_from_json(obj, array_source)
     except ArtifactError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:

@@ -123,8 +123,8 @@ def _json_default(value):
     return str(value)
 
 
-def _dump_json(obj) -> str:
-    return json.dumps(obj, indent=1, default=_json_default) + "\n"
+def _dump_json(obj, indent=1) -> str:
+    return json.dumps(obj, indent=indent, default=_json_default) + "\n"
 
 
 def _library_versions():
@@ -142,7 +142,7 @@ def _write_tree(compiled, root):
     constant_files = {name: store.add(array, name) for name, array in constants.items()}
     program = program_to_json(compiled.program, lambda array: store.add(array, "attr"),
                               fetches=compiled.fetches)
-    writer.write_text(PROGRAM_FILE, _dump_json(program))
+    writer.write_text(PROGRAM_FILE, _dump_json(program, indent=None))
     writer.write_text(NUMPY_MODULE, source)
     with open(standalone.__file__, "rb") as handle:
         writer.write(STANDALONE_MODULE, handle.read())

@@ -65,7 +65,8 @@ def _dtype_kind(dtype):
 
 def check_feed(spec: InputSpec, value) -> np.ndarray:
     """``value`` as an array of the input's dtype, or a clear error naming the input."""
-    is_array = isinstance(value, (np.ndarray, np.generic))
+    on_device = hasattr(value, "__cuda_array_interface__")   # CuPy & co.: checked in place
+    is_array = on_device or isinstance(value, (np.ndarray, np.generic))
     if not is_array:
         try:
             value = np.asarray(value)
@@ -75,7 +76,7 @@ def check_feed(spec: InputSpec, value) -> np.ndarray:
         if value.dtype.kind not in "biuf":
             raise FeedTypeError(f"input {spec.name!r}: expected {spec.dtype} data, got "
                                 f"{type(value).__name__} of dtype {value.dtype}")
-    array = np.asarray(value)
+    array = value if on_device else np.asarray(value)
     expected_kind = _dtype_kind(spec.dtype)
     got_kind = _dtype_kind(array.dtype)
     if got_kind != expected_kind and (is_array or not _lossless_python(expected_kind, got_kind)):

@@ -413,3 +413,35 @@ def test_nn_attrs_survive_json():
     want = sg.compile(prog, [loss], backend="interpreter")(**feeds)[0]
     got = sg.compile(copy, [copy.ops[-1].results[0]], backend="interpreter")(**feeds)[0]
     np.testing.assert_allclose(got, want)
+
+
+def test_gradient_penalty_double_backward():
+    """d/dθ ||d loss/dx||² through conv, relu, max-pool, linear and cross-entropy, against
+    central differences of the penalty."""
+    from symgrad import ir_backward
+
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 1, 5, 5], "float64")
+        labels = sg.data("labels", [None], "int64")
+        w = sg.data("w", [2, 1, 3, 3], "float64")
+        w2 = sg.data("w2", [8, 3], "float64")
+        h = nn.max_pool2d(nn.relu(nn.conv2d(x, w, padding=1)), 2)
+        loss = nn.softmax_cross_entropy(nn.linear(h.reshape([-1, 8]), w2), labels)
+        gx, = ir_backward.grad(loss, [x], create_graph=True)
+        penalty = (gx * gx).sum()
+        gw, gw2 = ir_backward.grad(penalty, [w, w2])
+    feeds = {"x": RNG.standard_normal((2, 1, 5, 5)), "labels": np.array([0, 2]),
+             "w": RNG.standard_normal((2, 1, 3, 3)), "w2": RNG.standard_normal((8, 3))}
+    fn = sg.compile(prog, [penalty, gw, gw2], backend="interpreter")
+    _, got_w, got_w2 = fn(**feeds)
+    for name, got in (("w", got_w), ("w2", got_w2)):
+        numeric = np.zeros_like(got)
+        for index in np.ndindex(got.shape):
+            values = []
+            for step in (1e-6, -1e-6):
+                shifted = dict(feeds, **{name: feeds[name].copy()})
+                shifted[name][index] += step
+                values.append(fn(**shifted)[0])
+            numeric[index] = (values[0] - values[1]) / 2e-6
+        np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-7)

@@ -70,6 +70,15 @@ def _helpers_of(ops):
     return found
 
 
+def _shared_slots(plan: dict) -> dict:
+    """The planned buffers that two or more values share (a buffer used once gains nothing
+    over letting NumPy allocate the result)."""
+    count: dict = {}
+    for number in plan.values():
+        count[number] = count.get(number, 0) + 1
+    return {value: number for value, number in plan.items() if count[number] > 1}
+
+
 class Generator:
     """Builds the body of ``run`` statement by statement."""
 
@@ -83,7 +92,7 @@ class Generator:
         self.constants: dict = {}      # CONSTANTS key -> array
         self.slot_names: dict = {}     # slot number -> buffer variable
         self.parameters = set(program.parameters)
-        self.buffer_plan = getattr(program, "buffer_plan", {})
+        self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.units: list = []          # (lines, values read, values defined)
 
     # --- expressions ---------------------------------------------------------------------------

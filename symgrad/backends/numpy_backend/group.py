@@ -110,7 +110,7 @@ def lower(gen, op) -> list[str]:
         n = dims[0]
         if not n.isdigit():
             before.append(f"_n = {n}")
-            n = "_n"
+            n = dims[0] = "_n"
         first = str(min(int(rows), int(n))) if rows.isdigit() and n.isdigit() \
             else f"min({rows}, {n})"
         scratch_shape = [first] + dims[1:]
@@ -169,7 +169,8 @@ def lower(gen, op) -> list[str]:
         value = inner_op.results[0]
         emitter = numpy_emitter(inner_op)
         args = gen.args(inner_op, local)
-        dying = [v for v in inner_op.inputs if v in slot_of and last.get(v) == index]
+        dying = list({id(v): v for v in inner_op.inputs
+                      if v in slot_of and last.get(v) == index}.values())
         if value in exported:
             target = f"{gen.namer.value(value)}[_lo:_hi]" if chunked else gen.namer.value(value)
             name = local[value]

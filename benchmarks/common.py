@@ -1,0 +1,63 @@
+"""Timing helpers shared by the benchmarks: medians of repeats, peak memory, one table."""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+
+
+def median_time(fn, repeats=7, warmup=1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` calls (after ``warmup``)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_bytes(fn) -> int:
+    """Peak bytes allocated (tracemalloc, which NumPy reports to) during one ``fn()`` call."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = fn()
+        del result
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def optional_import(name):
+    """The module ``name``, or None when it is not installed."""
+    try:
+        return __import__(name)
+    except Exception:  # ImportError, or a broken install: the row is skipped
+        return None
+
+
+def format_seconds(seconds) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def print_table(rows, columns, title=None):
+    """Print ``rows`` (dicts) as an aligned text table with the given ``columns``."""
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    if title:
+        print(title)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)))

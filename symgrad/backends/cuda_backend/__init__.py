@@ -1,0 +1,171 @@
+"""The CUDA backend: one ``.cu`` source and one host module per program.
+
+``build(program, fetches, options)`` renders both without CuPy or a GPU (so ``symgrad dump
+--backend cuda`` and nvcc checks work anywhere) and caches them on disk. The returned
+:class:`CudaExecutable` imports CuPy on its first run: it compiles the ``.cu`` source into one
+``cupy.RawModule``, uploads the constants and runs the host module. Without CuPy (or without a
+device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` and
+``cuda_source`` work regardless. ``cubins(archs)`` compiles the source for each architecture
+(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from ...errors import SymgradError
+from ...runtime import cache
+from ..numpy_backend import canonical_text, signature_literals
+from ..numpy_backend.names import sanitize
+from . import kernels as kernel_lowering
+from .host import generate
+
+BACKEND = "cuda"
+TEMPLATE_VERSION = "1"
+NVRTC_OPTIONS = ("--std=c++17",)
+INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
+
+
+class CudaUnavailableError(SymgradError, RuntimeError):
+    """The program was compiled for CUDA but CuPy or a CUDA device is missing."""
+
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise CudaUnavailableError(f"{INSTALL_HINT} (importing cupy failed: {exc})") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:   # CuPy raises its own CUDARuntimeError without a driver
+        raise CudaUnavailableError(f"{INSTALL_HINT} (no CUDA device: {exc})") from None
+    if count == 0:
+        raise CudaUnavailableError(f"{INSTALL_HINT} (no CUDA device found)")
+    return cupy
+
+
+def device_arch() -> str:
+    """``sm_XY`` of the current CUDA device (needs CuPy and a device)."""
+    cupy = _import_cupy()
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+class CudaExecutable:
+    """A program compiled for CUDA: ``run(feeds_by_name) -> list of CuPy arrays`` (NumPy
+    with ``options.return_numpy``). ``source``: the host module; ``cuda_source``: the one
+    ``.cu`` file; ``kernels``: kernel name -> its CUDA text; ``entries``: the ``extern "C"``
+    entry points; ``path``: the cached host module; ``stats``."""
+
+    backend = BACKEND
+
+    def __init__(self, generated, path, cu_path, options, stats):
+        self.source = generated.source
+        self.cuda_source = generated.cuda_source
+        self.kernels = generated.kernels
+        self.entries = generated.entries
+        self.constants = generated.constants
+        self.path = path
+        self.cu_path = cu_path
+        self.options = options
+        self.stats = stats
+        self.module = None
+
+    def load(self, cubin=None):
+        """Import the host module and load its kernels (compiled by NVRTC, or from ``cubin``
+        bytes built for this device); done by the first run. Returns the module."""
+        cupy = _import_cupy()
+        module = cache.load_module(self.path)
+        if cubin is not None:
+            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as handle:
+                handle.write(cubin)
+            try:
+                raw = cupy.RawModule(path=handle.name)
+                kernels = {name: raw.get_function(name) for name in self.entries}
+            finally:
+                os.unlink(handle.name)
+        else:
+            raw = cupy.RawModule(code=self.cuda_source, options=NVRTC_OPTIONS)
+            kernels = {name: raw.get_function(name) for name in self.entries}
+        device = cupy.cuda.Device()
+        module.KERNELS.update(kernels)
+        module.MAX_BLOCKS = int(device.attributes["MultiProcessorCount"]) * 32
+        module.CONSTANTS.update({k: cupy.asarray(v) for k, v in self.constants.items()})
+        self.module = module
+        return module
+
+    def run(self, feeds):
+        module = self.module or self.load()
+        results = module.run(**feeds)
+        if self.options.return_numpy:
+            return [r.get() for r in results]
+        return results
+
+    def cubins(self, archs=None) -> dict:
+        """``{arch: cubin bytes}`` of the program's ``.cu`` source for each architecture
+        (``"sm_90"``...; default: the current device's). Uses nvcc when it is on the PATH,
+        else NVRTC through CuPy."""
+        archs = list(archs) if archs else [device_arch()]
+        nvcc = shutil.which("nvcc")
+        return {arch: (_nvcc_cubin(nvcc, self.cuda_source, arch) if nvcc
+                       else _nvrtc_cubin(self.cuda_source, arch)) for arch in archs}
+
+
+def _nvcc_cubin(nvcc, source, arch) -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        cu, cubin = os.path.join(folder, "program.cu"), os.path.join(folder, "program.cubin")
+        with open(cu, "w", encoding="utf-8") as handle:
+            handle.write(source)
+        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", cubin, cu],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {arch}:\n{done.stderr}")
+        with open(cubin, "rb") as handle:
+            return handle.read()
+
+
+def _nvrtc_cubin(source, arch) -> bytes:
+    _import_cupy()
+    from cupy.cuda import nvrtc
+
+    program = nvrtc.createProgram(source, "program.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, [*NVRTC_OPTIONS, f"--gpu-architecture={arch}"])
+        return nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+def _write(path, text):
+    cache.write_atomic(path, text)
+    return path
+
+
+def build(program, fetches, options):
+    import symgrad
+
+    inputs, outputs = signature_literals(program, fetches)
+    key = cache.cache_key(BACKEND, canonical_text(program, fetches), options.key(),
+                          TEMPLATE_VERSION, kernel_lowering.template_sources(),
+                          symgrad.__version__, np.__version__)
+    first = fetches[0].name if fetches and fetches[0].name else "program"
+    prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
+    generated = generate(program, fetches, options, inputs, outputs)
+    path = cache.lookup(prefix, key, options)
+    hit = path is not None
+    if not hit:
+        path = cache.store(prefix, key, generated.source, options)
+    cu_path = os.path.join(cache.cache_dir(options), cache.file_name(prefix, key, ".cu"))
+    if not os.path.exists(cu_path):
+        _write(cu_path, generated.cuda_source)
+    cache.dump(prefix, key, generated.source)
+    dump = os.environ.get("SYMGRAD_DUMP")
+    if dump:
+        _write(os.path.join(dump, cache.file_name(prefix, key, ".cu")), generated.cuda_source)
+    stats = {"cache_hit": hit, "kernels": len(generated.kernels),
+             "source_lines": generated.source.count("\n"),
+             "cuda_lines": generated.cuda_source.count("\n")}
+    return CudaExecutable(generated, path, cu_path, options, stats)

@@ -1,0 +1,167 @@
+"""Render the host module and the ``.cu`` source of one program.
+
+Host module contract: it imports NumPy and CuPy (so it is imported only when the program first
+runs); it defines ``run(**feeds) -> list of CuPy arrays`` (feeds by input name, NumPy or CuPy;
+a parameter not fed takes ``CONSTANTS[name]``) and the literals ``INPUTS``/``OUTPUTS``. The
+loader fills ``CONSTANTS`` (device arrays), ``KERNELS`` (entry-point name -> kernel of the
+program's one ``cupy.RawModule``) and ``MAX_BLOCKS``.
+
+Statements are built by the NumPy backend's generator (naming, provenance comments, memory
+plan buffers, ``del`` after last use), with two changes: every group that has CUDA emitters
+becomes one kernel launch (:mod:`.kernels`), and the other ops (matmul through cuBLAS, conv,
+pooling, softmax, data movement) run their NumPy emitters and helpers with CuPy standing in
+for NumPy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import textwrap
+
+from ...ir.printer import format_op_head
+from ...ops.core import SOURCE, normalize_axis
+from ...passes.fusion import is_fusion
+from ..numpy_backend.codegen import Generator, _version
+from ..numpy_backend.literals import dtype_code, shape_code
+from ..numpy_backend.names import comment
+from . import kernels as kernel_lowering
+
+
+@dataclasses.dataclass
+class GeneratedProgram:
+    source: str              # the host module
+    cuda_source: str         # the program's one .cu (prelude and every kernel)
+    kernels: dict            # kernel name -> its CUDA text (provenance comment first)
+    entries: list            # every extern "C" entry point of cuda_source
+    constants: dict          # name -> host array, for the module's CONSTANTS
+
+
+class HostGenerator(Generator):
+    """The NumPy generator, with kernel launches for the groups that have CUDA emitters."""
+
+    def __init__(self, program, fetches, options):
+        super().__init__(program, fetches, options)
+        self.views = kernel_lowering.views_of(program)
+        self.kernels: list = []
+
+    # --- one kernel launch -----------------------------------------------------------------------
+    def dims(self, shape, captures) -> list[str]:
+        """Host expressions of ``shape``'s dims: literals, or a capture's run-time dim."""
+        out = []
+        for axis, dim in enumerate(shape):
+            if dim is not None:
+                out.append(str(dim))
+                continue
+            for value in captures:
+                k = axis - (len(shape) - value.ndim)
+                if k >= 0 and value.shape[k] is None and value not in self.scalars:
+                    out.append(f"{self.expr(value)}.shape[{k}]")
+                    break
+            else:
+                raise AssertionError(f"no input of the group gives run-time dim {axis}")
+        return out
+
+    def launch(self, op, parts) -> list[str]:
+        name = f"k{len(self.kernels)}_{self.tag(op, parts)}"
+        kernel = kernel_lowering.build_kernel(name, op, parts, self.scalars, self.views,
+                                              self.options)
+        self.kernels.append(kernel)
+        results = ", ".join(f"%{v.id}" for v in op.results)
+        if is_fusion(op):
+            head = (f"# fused group {op.attrs['group']} ({len(op.blocks[0].ops)} ops) -> "
+                    f"{results}: kernel {name} ({kernel.style})")
+        else:
+            head = f"# kernel {name} ({kernel.style})"
+        lines = [comment(head)]
+        shape_var = self.namer.fresh("_shape")
+        lines.append(f"{shape_var} = {shape_code(self.dims(kernel.shape, op.inputs))}")
+        dims = [f"{shape_var}[{d}]" for d in range(len(kernel.shape))]
+        body = op.attrs["_body"] if is_fusion(op) else None
+        inner_outputs = body.outputs if body is not None else op.results
+        map_ops = set(parts[0])
+        buffers = op.attrs.get("_buffers") or (None,) * len(op.results)
+        outputs = []
+        for index, (inner, outer) in enumerate(zip(inner_outputs, op.results)):
+            name_out = self.namer.value(outer)
+            if buffers[index] is not None:
+                lines.append(f"{name_out} = {self.slot(buffers[index], outer, lines)}")
+            else:
+                shape = dims if inner.op in map_ops else self.reduced_dims(parts[1], dims)
+                lines.append(f"{name_out} = np.empty({shape_code(shape)}, "
+                             f"{dtype_code(outer.dtype)})")
+            outputs.append(name_out)
+        strides = [f"_stride({self.expr(v)}, {k})" for v, k in kernel.strides]
+        arrays = [self.expr(v) if not dense else f"_dense({self.expr(v)})"
+                  for v, dense in kernel.inputs] + outputs
+        ints = "(" + "".join(f"{s}, " for s in strides) + ")"
+        array_text = "(" + "".join(f"{a}, " for a in arrays) + ")"
+        if kernel.style == "map":
+            lines.append(f"_map({name!r}, {shape_var}, {ints}, {array_text})")
+        else:
+            lines.append(f"_reduce({name!r}, {kernel.style!r}, {shape_var}, {kernel.axes!r}, "
+                         f"{ints}, {array_text}, {dtype_code(kernel.acc)})")
+        return lines
+
+    @staticmethod
+    def reduced_dims(reduction, dims) -> list[str]:
+        axes = normalize_axis(reduction.attrs.get("axis"), len(dims))
+        keepdims = reduction.results[0].ndim == len(dims)
+        return [("1" if a in axes else d) for a, d in enumerate(dims) if keepdims or a not in axes]
+
+    @staticmethod
+    def tag(op, parts) -> str:
+        map_ops, reduction, epilogue = parts
+        if reduction is not None:
+            return reduction.name
+        if is_fusion(op):
+            return "fused"
+        return op.name
+
+    # --- the module ------------------------------------------------------------------------------
+    def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
+        for op in self.program.ops:
+            parts = None if op.opdef.category == SOURCE else kernel_lowering.kernel_parts(op)
+            if op.opdef.category == SOURCE:
+                lines, reads = self.source_op(op), []
+            elif parts is not None:
+                lines, reads = self.launch(op, parts), op.inputs
+            elif is_fusion(op):
+                lines, reads = self.host_group(op), op.inputs
+            else:
+                lines, reads = self.simple(op), op.inputs
+            self.add_unit(op, lines, reads)
+        body = self.with_deletes()
+        outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
+                            for v in self.fetches)
+        body.append(f"return [{outputs}]")
+        for param in self.program.parameters:
+            self.constants.setdefault(param.name, param.op.attrs["init"])
+        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
+                   for _, fn in sorted(self.helpers.items())]
+        summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.kernels)} "
+                          f"kernels, {len(self.fetches)} outputs")
+        source = kernel_lowering.render(
+            "host.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
+            summary=summary, inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
+            wide=kernel_lowering.WIDE, block=kernel_lowering.BLOCK)
+        prelude = kernel_lowering.render("prelude.cuh.j2")
+        cuda_source = kernel_lowering.render(
+            "program.cu.j2", symgrad_version=_version(), summary=summary, prelude=prelude,
+            kernels=[k.source for k in self.kernels],
+            kernel_names=[k.name for k in self.kernels])
+        return GeneratedProgram(source, cuda_source, {k.name: k.source for k in self.kernels},
+                                [e for k in self.kernels for e in k.entries], self.constants)
+
+    def host_group(self, op) -> list[str]:
+        """A fused group without CUDA emitters for all its ops: its ops one by one on CuPy."""
+        lines = [comment(f"# fused group {op.attrs['group']} ({len(op.blocks[0].ops)} ops), "
+                         f"on the host: some op has no CUDA emitter")]
+        for inner in op.blocks[0].ops:
+            lines.append(f"# {comment(format_op_head(inner))}")
+            lines.extend(self.simple(inner))
+        return lines
+
+
+def generate(program, fetches, options, inputs, outputs) -> GeneratedProgram:
+    """The host module and CUDA source computing ``fetches`` of ``program``."""
+    return HostGenerator(program, fetches, options).generate_program(inputs, outputs)

@@ -1,0 +1,467 @@
+"""Lowering of one kernel group (a fused group, or a lone elementwise op or reduction) to CUDA.
+
+A group has an *iteration shape* S (the shape of its map ops, or of its reduction's input), a
+map phase (elementwise ops over S), optionally one reduction over some axes of S, and an
+epilogue (elementwise ops over the reduced shape R). It becomes one kernel, in one of three
+styles chosen from which axes are reduced:
+
+* ``map``: no reduction; a grid-stride loop over the N elements of S;
+* ``row``: the innermost axis is reduced; a team of threads per output;
+* ``col``: the innermost axis is kept; 32 adjacent outputs per block (coalesced loads).
+
+Reductions may split their K reduced elements over P blocks: then a ``_merge`` kernel
+combines the partial results. The element index ``s`` (dense position in S) and the output
+index ``o`` (dense position in R) address contiguous arrays; captures that broadcast, or that
+are views (results of injective ops), are read through strides passed as kernel arguments,
+as are all sizes, so a new batch size never recompiles. Each kernel exists in a 32-bit index
+variant and, when sizes may need it, a 64-bit one (suffix ``_i64``).
+
+Expressions come from each OpDef's ``emitters["cuda"]``: a C format string over ``{0}``,
+``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input type for
+comparisons, else the result's).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jinja2
+import numpy as np
+
+from ...ir.printer import format_op_head
+from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
+from ...passes.fusion import is_fusion, split_body
+from . import ctype
+
+BLOCK = 256
+ACC_DTYPES = {"int": np.dtype("int32"), "unsigned int": np.dtype("uint32"),
+              "long long": np.dtype("int64"), "unsigned long long": np.dtype("uint64"),
+              "float": np.dtype("float32"), "double": np.dtype("float64")}
+WIDE = 2 ** 31 - 2 ** 24     # from this many elements on, indices need 64 bits
+
+# reduce_kind -> (identity, combine over a and b, divide by K at the end)
+REDUCERS = {
+    "sum": ("zero", "a + b", False),
+    "mean": ("zero", "a + b", True),
+    "prod": ("one", "a * b", False),
+    "max": ("lowest", "(a > b || a != a) ? a : b", False),
+    "min": ("highest", "(a < b || a != a) ? a : b", False),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def template_sources() -> str:
+    env = environment()
+    return "".join(env.loader.get_source(env, name)[0] for name in sorted(env.list_templates()))
+
+
+# --- which ops become kernels -------------------------------------------------------------------
+def has_cuda_emitter(op) -> bool:
+    return isinstance(op.opdef.emitters.get("cuda"), str)
+
+
+def kernel_parts(op):
+    """``(map_ops, reduction, epilogue)`` when ``op`` runs as one kernel, else None (it then
+    runs on the host through CuPy)."""
+    if is_fusion(op):
+        parts = split_body(op)
+        inner = op.blocks[0].ops
+    elif op.opdef.category == ELEMENTWISE and op.inputs and len(op.results) == 1:
+        parts, inner = ([op], None, []), [op]
+    elif op.opdef.category == REDUCTION and op.opdef.reduce_kind and len(op.inputs) == 1:
+        parts, inner = ([], op, []), []
+    else:
+        return None
+    if not all(has_cuda_emitter(o) for o in inner if o is not parts[1]):
+        return None
+    if parts[1] is not None and not parts[1].opdef.reduce_kind:
+        return None
+    values = [v for o in [op] + list(inner) for v in list(o.inputs) + list(o.results)]
+    if not all(np.dtype(v.dtype).name in ctype.STORAGE for v in values):
+        return None
+    return parts
+
+
+# --- how a kernel reads one array -------------------------------------------------------------
+def _same_dims(a, b) -> bool:
+    """Equal shapes up to leading 1s, unknown dims matching any dim but a static 1."""
+    a, b = list(a), list(b)
+    while a and a[0] == 1:
+        a.pop(0)
+    while b and b[0] == 1:
+        b.pop(0)
+    if len(a) != len(b):
+        return False
+    return all(x == y or (None in (x, y) and 1 not in (x, y)) for x, y in zip(a, b))
+
+
+@dataclasses.dataclass
+class Access:
+    """``kind``: "literal" (inlined constant), "one" (a single element), "dense" (contiguous
+    with the space's shape) or "strided"; ``dims``: for "strided", (space axis, own axis)
+    pairs of the axes that do not broadcast."""
+
+    kind: str
+    dims: tuple = ()
+
+
+def classify(value, shape, scalars, views) -> Access:
+    if value in scalars:
+        return Access("literal")
+    if all(d == 1 for d in value.shape):
+        return Access("one")
+    if value not in views and _same_dims(value.shape, shape):
+        return Access("dense")
+    lead = len(shape) - value.ndim
+    dims = tuple((lead + k, k) for k, d in enumerate(value.shape)
+                 if d != 1 and shape[lead + k] != 1)
+    return Access("strided", dims)
+
+
+# --- the kernel ---------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Kernel:
+    """A rendered kernel and what its launch needs.
+
+    ``name``: base name of the entry points; ``style``: map/row/col; ``source``: its CUDA
+    text; ``shape``/``axes``: iteration shape and reduced axes; ``strides``: (Value, axis)
+    per stride argument, in order; ``inputs``: (Value, dense) per input pointer; ``outputs``:
+    indices into the group's results, per output pointer; ``acc``: accumulator dtype of a
+    reduction (None for map); ``variants``: entry-point suffixes ("" and/or "_i64");
+    ``entries``: every entry-point name.
+    """
+
+    name: str
+    style: str
+    source: str
+    shape: tuple
+    axes: tuple
+    strides: list
+    inputs: list
+    outputs: list
+    acc: np.dtype | None
+    variants: tuple
+    entries: tuple
+
+
+def _op_type(op) -> str:
+    result = op.results[0].dtype
+    if result.kind == "b" and op.inputs and any(v.dtype.kind != "b" for v in op.inputs):
+        return ctype.compute_type(np.result_type(*[v.dtype for v in op.inputs]))
+    return ctype.compute_type(result)
+
+
+def _attr_text(value):
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.number)):
+        return ctype.literal(value, np.asarray(value).dtype)
+    return str(value)
+
+
+def _provenance_line(op) -> str:
+    text = format_op_head(op)
+    if op.forward_op is not None:
+        text += f"; backward of {format_op_head(op.forward_op)}"
+    return ctype.c_comment(text)
+
+
+def _decompose(var, dims, needed, prefix, coord) -> list[str]:
+    """Lines setting ``coord(axis)`` for the ``needed`` axes from the linear index ``var``
+    over ``dims`` ((axis, size expression) pairs, outermost first)."""
+    positions = [i for i, (axis, _) in enumerate(dims) if axis in needed]
+    if not positions:
+        return []
+    lines = [f"I {prefix} = {var};"]
+    for i in range(len(dims) - 1, min(positions) - 1, -1):
+        axis, size = dims[i]
+        if i == min(positions):
+            lines.append(f"const I {coord(axis)} = {prefix};")
+        else:
+            lines.append(f"const I {coord(axis)} = {prefix} % {size};")
+            lines.append(f"{prefix} /= {size};")
+    return lines
+
+
+class KernelBuilder:
+    """Builds the :class:`Kernel` of one group. ``scalars`` maps inlined 0-d constants to
+    their arrays; ``views`` holds the Values that may be non-contiguous (read by strides)."""
+
+    def __init__(self, name, op, parts, scalars, views, options):
+        self.name = name
+        self.op = op
+        self.map_ops, self.reduction, self.epilogue = parts
+        self.scalars = scalars
+        self.views = views
+        self.options = options
+        if is_fusion(op):
+            body = op.attrs["_body"]
+            self.captures, self.outputs = list(body.captures), list(body.outputs)
+        else:
+            self.captures = list(dict.fromkeys(op.inputs))
+            self.outputs = list(op.results)
+        if self.reduction is not None:
+            self.shape = tuple(self.reduction.inputs[0].shape)
+            self.axes = normalize_axis(self.reduction.attrs.get("axis"), len(self.shape))
+            self.reduced = tuple(self.reduction.results[0].shape)
+        else:
+            self.shape = tuple(self.map_ops[0].results[0].shape)
+            self.axes = ()
+            self.reduced = self.shape
+        self.rank = len(self.shape)
+        self.strides, self.inputs, self.ptrs, self.input_ptr = [], [], [], {}
+        self.stride_names = []
+
+    # --- arguments -------------------------------------------------------------------------------
+    def pointer(self, value) -> str:
+        """The input pointer parameter of capture ``value`` (declared on first use)."""
+        name = self.input_ptr.get(value)
+        if name is None:
+            name = f"in{len(self.input_ptr)}"
+            self.input_ptr[value] = name
+            dense = value not in self.views
+            self.inputs.append((value, dense))
+            self.ptrs.append(f"const {ctype.storage_type(value.dtype)}* __restrict__ {name}")
+        return name
+
+    def stride(self, value, own_axis, label) -> str:
+        name = f"{label}{self.pointer(value)[2:]}_{own_axis}"
+        if name not in self.stride_names:
+            self.stride_names.append(name)
+            self.strides.append((value, own_axis))
+        return name
+
+    # --- code -------------------------------------------------------------------------------------
+    def expression(self, value, local) -> str:
+        if value in self.scalars:
+            return ctype.literal(self.scalars[value][()], value.dtype)
+        return local[value]
+
+    def op_lines(self, ops, local) -> list[str]:
+        lines = []
+        for op in ops:
+            T = _op_type(op)
+            args = []
+            for value in op.inputs:
+                text = self.expression(value, local)
+                if ctype.compute_type(value.dtype) != T:
+                    text = f"(({T})({text}))"
+                args.append(text)
+            attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
+            template = op.opdef.emitters["cuda"]
+            try:
+                code = template.format(*args, T=T, **attrs)
+            except (KeyError, IndexError) as exc:
+                raise NotImplementedError(f"CUDA emitter of {op.name!r} refers to {exc}, "
+                                          f"which the op does not provide") from None
+            result = op.results[0]
+            name = f"v{result.id}"
+            local[result] = name
+            lines.append(f"const {ctype.compute_type(result.dtype)} {name} = {code};  "
+                         f"// {_provenance_line(op)}")
+        return lines
+
+    def loads(self, values, space, index, coord, label, hoisted, lines, local):
+        """Read ``values`` (captures) in ``space`` (a shape) at dense index ``index``."""
+        needed = set()
+        for value in values:
+            if value in local or value in self.scalars:
+                continue
+            access = classify(value, space, self.scalars, self.views)
+            pointer = self.pointer(value)
+            name = f"v{value.id}"
+            local[value] = name
+            declare = f"const {ctype.compute_type(value.dtype)} {name} = "
+            if access.kind == "one":
+                hoisted.append(declare + ctype.load(value.dtype, f"{pointer}[0]") + ";")
+            elif access.kind == "dense":
+                lines.append(declare + ctype.load(value.dtype, f"{pointer}[{index}]") + ";")
+            else:
+                terms = [f"{coord(axis)} * {self.stride(value, k, label)}"
+                         for axis, k in access.dims] or ["0"]
+                needed.update(axis for axis, _ in access.dims)
+                lines.append(declare + ctype.load(value.dtype,
+                                                  f"{pointer}[{' + '.join(terms)}]") + ";")
+        return needed
+
+    def used_captures(self, ops):
+        captured = set(self.captures)
+        return list(dict.fromkeys(v for op in ops for v in op.inputs if v in captured))
+
+    def output_stores(self, values, index, local) -> list[str]:
+        lines = []
+        for value in values:
+            j = next(j for j, v in enumerate(self.outputs) if v is value)
+            lines.append(f"out{j}[{index}] = {ctype.store(value.dtype, local[value])};")
+        return lines
+
+    def build(self) -> Kernel:
+        out_ptrs = [f"{ctype.storage_type(v.dtype)}* __restrict__ out{j}"
+                    for j, v in enumerate(self.outputs)]
+        dims = [f"n{d}" for d in range(self.rank)]
+        map_set = set(self.map_ops)
+        map_outputs = [v for v in self.outputs if v.op in map_set]
+        reduced_outputs = [v for v in self.outputs if v.op not in map_set]
+        style = "map" if self.reduction is None else (
+            "row" if not self.rank or (self.rank - 1) in self.axes else "col")
+
+        # map phase
+        local, hoisted, loads = {}, [], []
+        map_reads = self.used_captures(self.map_ops + ([self.reduction] if self.reduction
+                                                      else []))
+        general = style != "map" and not self._simple_layout(style)
+        coord = (lambda axis: f"c{axis}")
+        needed = self.loads(map_reads, self.shape, "s", coord, "st", hoisted, loads, local)
+        body = self.op_lines(self.map_ops, local)
+        stores = self.output_stores(map_outputs, "s", local)
+        size_of = list(zip(range(self.rank), dims))
+        index, prologue = [], []
+        if style == "map":
+            coords = _decompose("s", size_of, needed, "rest", coord)
+        elif not general:
+            kept_first = style == "row"
+            index = ["const I s = o * K + k;" if kept_first else "const I s = k * M + o;"]
+            coords = _decompose("s", size_of, needed, "rest", coord)
+        else:
+            kept = [(a, n) for a, n in size_of if a not in self.axes]
+            red = [(a, n) for a, n in size_of if a in self.axes]
+            all_axes = set(range(self.rank))
+            prologue = [f"const I cs{self.rank - 1} = 1;"] + [
+                f"const I cs{d} = cs{d + 1} * n{d + 1};" for d in range(self.rank - 2, -1, -1)]
+            index = (_decompose("o", kept, all_axes, "rest_o", coord)
+                     + _decompose("k", red, all_axes, "rest_k", coord)
+                     + ["const I s = " + " + ".join(f"c{d} * cs{d}" for d in range(self.rank))
+                        + ";"])
+            coords = []
+
+        context = dict(name=self.name, provenance=self.provenance(), hoisted=hoisted,
+                       coords=coords, loads=loads, body=body, stores=stores, block=BLOCK,
+                       shape_text=", ".join("?" if d is None else str(d) for d in self.shape),
+                       axes_text=str(tuple(self.axes)))
+        acc_dtype = None
+        if style == "map":
+            ints = ["N"] + dims
+            template = "elementwise.cu.j2"
+        else:
+            acc_dtype = self.reduce_context(local, reduced_outputs, context)
+            ints = ["M", "K", "P", "T"] + dims
+            context.update(index=index, prologue=prologue)
+            template = f"reduce_{style}.cu.j2"
+        ints += self.stride_names
+        ptrs = self.ptrs + out_ptrs + ([f"{context['acc']}* __restrict__ partial"]
+                                       if acc_dtype is not None else [])
+        variants = self.variants()
+        context.update(ints=ints, ptrs=ptrs, variants=variants)
+        source = render(template, **context)
+        entries = tuple(self.name + suffix for suffix, _ in variants)
+        if acc_dtype is not None:
+            entries += tuple(f"{self.name}_merge{suffix}" for suffix, _ in variants)
+        return Kernel(self.name, style, source, self.shape, tuple(self.axes),
+                      list(self.strides), list(self.inputs),
+                      list(range(len(self.outputs))), acc_dtype,
+                      tuple(s for s, _ in variants), entries)
+
+    def _simple_layout(self, style) -> bool:
+        """Reduced axes are exactly the trailing (row) or leading (col) axes of S."""
+        count = len(self.axes)
+        if style == "row":
+            return tuple(self.axes) == tuple(range(self.rank - count, self.rank))
+        return tuple(self.axes) == tuple(range(count))
+
+    def reduce_context(self, map_local, reduced_outputs, context) -> np.dtype:
+        """Fill the reduction parts of the template ``context``; returns the dtype of the
+        accumulator as stored in the partial-results buffer."""
+        reduction = self.reduction
+        kind = reduction.opdef.reduce_kind
+        identity, combine, divide = REDUCERS[kind]
+        result = reduction.results[0]
+        acc_dtype = np.dtype(result.dtype)
+        if kind in ("sum", "mean") and acc_dtype.kind == "f" and acc_dtype.itemsize < 8 \
+                and self.options.accumulate_float64:
+            acc_dtype = np.dtype("float64")
+        acc = ctype.accumulator_type(acc_dtype)
+        source = reduction.inputs[0]
+        reduce_input = self.expression(source, map_local)
+
+        # finish: the reduced value, the epilogue over R, the reduced outputs at o
+        local = {}
+        res_t = ctype.compute_type(result.dtype)
+        value = f"acc / ({acc})K" if divide else "acc"
+        name = f"v{result.id}"
+        local[result] = name
+        finish = [f"const {res_t} {name} = ({res_t})({value});  "
+                  f"// {_provenance_line(reduction)}"]
+        kept = [a for a in range(self.rank) if a not in self.axes]
+        keepdims = len(self.reduced) == self.rank
+        r_axes = list(range(self.rank)) if keepdims else kept   # S axis of each R axis
+        loads = []
+        epi_reads = self.used_captures(self.epilogue)
+        needed = self.loads(epi_reads, self.reduced, "o", lambda a: f"e{r_axes[a]}", "et",
+                            loads, loads, local)
+        coords = _decompose("o", [(a, f"n{a}") for a in kept], {r_axes[a] for a in needed},
+                            "rest", lambda a: f"e{a}")
+        finish += loads + self.op_lines(self.epilogue, local)
+        finish += self.output_stores(reduced_outputs, "o", local)
+        context.update(acc=acc, identity=self.identity(identity, result.dtype, acc_dtype),
+                       combine=combine, finish=finish, finish_coords=coords,
+                       reduce_input=reduce_input)
+        return ACC_DTYPES[acc]
+
+    @staticmethod
+    def identity(kind, result_dtype, acc_dtype) -> str:
+        if kind == "zero":
+            return ctype.literal(0, acc_dtype)
+        if kind == "one":
+            return ctype.literal(1, acc_dtype)
+        dtype = np.dtype(result_dtype)
+        if dtype.kind == "f":
+            return ctype.literal(-np.inf if kind == "lowest" else np.inf, acc_dtype)
+        if dtype.kind == "b":
+            return "0" if kind == "lowest" else "1"
+        info = np.iinfo(dtype)
+        return ctype.literal(info.min if kind == "lowest" else info.max, dtype)
+
+    def variants(self):
+        static = None not in self.shape
+        size = math.prod(self.shape) if static else None
+        biggest = max([size or 0] + [math.prod(v.shape) for v in self.captures
+                                     if None not in v.shape])
+        if static and all(None not in v.shape for v in self.captures):
+            return (("_i64", "long long"),) if biggest >= WIDE else (("", "int"),)
+        return (("", "int"), ("_i64", "long long"))
+
+    def provenance(self) -> list[str]:
+        op = self.op
+        results = ", ".join(f"%{v.id}" for v in op.results)
+        if is_fusion(op):
+            head = (f"kernel {self.name}: fused group {op.attrs['group']} "
+                    f"({len(op.blocks[0].ops)} ops) -> {results}")
+            inner = list(op.blocks[0].ops)
+        else:
+            head = f"kernel {self.name}: {format_op_head(op)}"
+            inner = []
+        lines = [f"// {ctype.c_comment(head)}"]
+        if op.forward_op is not None:
+            lines.append(f"//   backward of {ctype.c_comment(format_op_head(op.forward_op))}")
+        lines += [f"//   {_provenance_line(o)}" for o in inner]
+        return lines
+
+
+def views_of(program) -> set:
+    """Values that may be non-contiguous views: results of injective ops."""
+    return {v for op in program.ops if op.opdef.category == INJECTIVE for v in op.results}
+
+
+def build_kernel(name, op, parts, scalars, views, options) -> Kernel:
+    return KernelBuilder(name, op, parts, scalars, views, options).build()
