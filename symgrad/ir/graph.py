@@ -57,7 +57,7 @@ def to_dot(program, groups=None) -> str:
 
     def node(op):
         label = f"{', '.join(map(value_label, op.results))} = {op.name}{format_attrs(op.attrs)}"
-        label += "\\n" + ", ".join(v.type_str for v in op.results)
+        label += "\n" + ", ".join(v.type_str for v in op.results)
         style = ', style=filled, fillcolor="#ffe9c6"' if op.forward_op is not None else ""
         return f'  n{position[op]} [label="{_dot_escape(label)}"{style}];'
 

@@ -7,7 +7,9 @@ the optimized program, its fetches and a :class:`PassReport`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 
 from ..ir.printer import format_program
 from .cse import cse
@@ -24,9 +26,9 @@ PASSES = {
     "fusion": fuse,
     "memory_plan": memory_plan,
 }
-DEFAULT_PIPELINE = ("prune", "cse", "simplify", "cse", "dce", "fusion", "memory_plan")
+DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
 
-__all__ = ["DEFAULT_PIPELINE", "FUSION", "FusedBody", "PASSES", "PassReport", "count_ops",
+__all__ = ["DEFAULT_PIPELINE", "gc_paused", "FUSION", "FusedBody", "PASSES", "PassReport", "count_ops",
            "cse", "fuse", "is_fusion", "memory_plan", "optimize", "partition", "prune",
            "simplify", "split_body"]
 
@@ -51,6 +53,19 @@ def _annotate(op):
     return None
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector: passes allocate many small cyclic objects (ops and
+    their results), on which repeated full collections would make compiling superlinear."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def optimize(program, fetches, options, passes=None):
     """Run ``passes`` (names, in order; ``None`` = :data:`DEFAULT_PIPELINE`) on ``program``."""
     names = DEFAULT_PIPELINE if passes is None else tuple(passes)
@@ -60,7 +75,8 @@ def optimize(program, fetches, options, passes=None):
     stats: dict = {}
     fetches = list(fetches)
     for name in names:
-        program, fetches, pass_stats = PASSES[name](program, fetches, options)
+        with gc_paused():
+            program, fetches, pass_stats = PASSES[name](program, fetches, options)
         for key, value in pass_stats.items():
             stats[key] = stats.get(key, 0) + value if key in ("cse_merged", "simplified",
                                                               "pruned_ops") else value

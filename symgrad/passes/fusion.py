@@ -30,7 +30,6 @@ import heapq
 from ..ir.operation import Operation
 from ..ir.program import Block
 from ..ir.serialize import register_attr_class, register_internal_op
-from ..ir.serialize import register_attr_class, register_internal_op
 from ..ir.value import Value
 from ..ops.core import ELEMENTWISE, OPAQUE, REDUCTION, OpDef
 from .rewrite import Rebuilder
@@ -40,7 +39,6 @@ CONVEXITY_BUDGET = 256
 
 
 @register_attr_class  # saved artifacts store fused programs (symgrad.ir.serialize)
-@register_attr_class
 class FusedBody:
     """What a fusion op computes: ``captures`` (outer Values, in the op's input order) feed
     the ops of ``block``; ``outputs`` (inner Values, in the op's result order) come out."""

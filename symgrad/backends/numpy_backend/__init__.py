@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...passes import gc_paused
 from ...runtime import cache
 from .codegen import TEMPLATE_VERSION, generate, template_sources
 from .names import sanitize
@@ -83,7 +84,8 @@ def build(program, fetches, options):
                           np.__version__)
     first = fetches[0].name if fetches and fetches[0].name else "program"
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
-    generated = generate(program, fetches, options, inputs, outputs)
+    with gc_paused():
+        generated = generate(program, fetches, options, inputs, outputs)
     path = cache.lookup(prefix, key, options)
     hit = path is not None
     if hit:

@@ -1,0 +1,153 @@
+"""``register_vjp``, ``show_registry`` and ``custom_op``."""
+import io
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.ops import REGISTRY
+
+
+def run(prog, fetches, **feeds):
+    return sg.compile(prog, fetches, backend="interpreter")(**feeds)
+
+
+def cube_forward(x):
+    """x ** 3, elementwise."""
+    return x ** 3
+
+
+def cube_shape(x_type):
+    shape, dtype = x_type
+    return shape, dtype
+
+
+def cube_backward(inputs, outputs, grad_outputs):
+    x, = inputs
+    g, = grad_outputs
+    return 3.0 * x * x * g
+
+
+@pytest.fixture(autouse=True)
+def clean_registry():
+    """User ops registered by a test are removed after it (other suites iterate over the
+    registry)."""
+    before = dict(REGISTRY)
+    yield
+    for name in set(REGISTRY) - set(before):
+        del REGISTRY[name]
+    REGISTRY.update(before)
+
+
+@pytest.fixture
+def cube():
+    return sg.custom_op("test_cube", cube_forward, cube_shape, cube_backward,
+                        cuda="({0} * {0} * {0})", category="elementwise")
+
+
+def test_register_vjp_replaces_and_returns_the_previous_rule():
+    original = REGISTRY["sin"].vjp
+    previous = sg.register_vjp("sin", lambda op, g: [g[0] * 2.0])
+    try:
+        assert previous is original
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [2], "float64")
+            y = sg.sin(x)
+        g, = ir_backward.grad(y, x)
+        np.testing.assert_allclose(run(prog, [g], x=np.ones(2))[0], [2.0, 2.0])
+    finally:
+        assert sg.register_vjp("sin", previous) is not original
+    assert REGISTRY["sin"].vjp is original
+
+
+def test_register_vjp_errors():
+    with pytest.raises(KeyError, match="no_such_op"):
+        sg.register_vjp("no_such_op", lambda op, g: [g[0]])
+    with pytest.raises(TypeError):
+        sg.register_vjp("sin", "not callable")
+
+
+def test_show_registry_lists_every_op(cube):
+    out = io.StringIO()
+    table = sg.show_registry(file=out)
+    text = out.getvalue()
+    assert len(table) == len(REGISTRY)
+    rows = {row["op"]: row for row in table}
+    assert rows["tanh"]["vjp"] and rows["tanh"]["vjp_differentiable"]
+    assert "interpreter" in rows["tanh"]["backends"] and "numpy" in rows["tanh"]["backends"]
+    assert not rows["argmax"]["vjp"] and rows["argmax"]["vjp_differentiable"] is None
+    assert rows["test_cube"]["user_defined"]
+    header = text.splitlines()[0]
+    for title in ("op", "category", "VJP", "VJP differentiable", "backends"):
+        assert title in header
+    assert "test_cube (user)" in text and str(table) == text.rstrip("\n")
+
+
+def test_custom_op_forward_gradient_and_second_order(cube):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None], "float64")
+        y = cube(x)
+        g, = ir_backward.grad(sg.sum(y), x, create_graph=True)
+        h, = ir_backward.grad(sg.sum(g), x)
+    xv = np.array([1.0, -2.0, 0.5])
+    yv, gv, hv = run(prog, [y, g, h], x=xv)
+    np.testing.assert_allclose(yv, xv ** 3)
+    np.testing.assert_allclose(gv, 3 * xv ** 2)
+    np.testing.assert_allclose(hv, 6 * xv)
+    assert "test_cube(%x)" in str(prog)
+
+
+def test_custom_op_registration_details(cube):
+    opdef = REGISTRY["test_cube"]
+    assert opdef.user_defined and opdef.category == "elementwise"
+    assert opdef.numpy_helpers == (cube_forward,)
+    assert opdef.emitters["numpy"](["a"], {}) == "cube_forward(a)"
+    assert opdef.emitters["cuda"] == "({0} * {0} * {0})"
+    assert cube.__name__ == "test_cube" and cube.opdef is opdef
+
+
+def test_custom_op_lambda_forward_gets_no_numpy_emitter_and_no_backward():
+    square = sg.custom_op("test_square_nograd", lambda x: x * x, lambda t: t, None)
+    assert "numpy" not in square.opdef.emitters and square.opdef.vjp is None
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        y = square(x)
+    with pytest.raises(ValueError, match="without a VJP rule.*test_square_nograd"):
+        ir_backward.grad(y, x)
+
+
+def test_custom_op_shape_rule_and_multiple_outputs():
+    def halves(x):
+        n = x.shape[0] // 2
+        return x[:n], x[n:]
+
+    def halves_shape(t):
+        (n,), dtype = t
+        return [((n // 2,), dtype), ((n - n // 2,), dtype)]
+
+    def halves_backward(inputs, outputs, grads):
+        return sg.concatenate(list(grads))
+
+    split2 = sg.custom_op("test_halves", halves, halves_shape, halves_backward)
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4], "float64")
+        a, b = split2(x)
+        assert a.shape == (2,) and b.shape == (2,)
+        g, = ir_backward.grad(sg.sum(a * 3.0), x)  # b gets no cotangent: zeros are passed
+    np.testing.assert_allclose(run(prog, [g], x=np.arange(4.0))[0], [3, 3, 0, 0])
+
+
+def test_custom_op_name_checks(cube):
+    with pytest.raises(ValueError, match="built-in"):
+        sg.custom_op("tanh", np.tanh, lambda t: t, None)
+    with pytest.raises(ValueError, match="identifier"):
+        sg.custom_op("not a name", np.tanh, lambda t: t, None)
+    with pytest.raises(TypeError, match="forward"):
+        sg.custom_op("test_bad", None, lambda t: t, None)
+    again = sg.custom_op("test_cube", cube_forward, cube_shape, cube_backward)
+    assert REGISTRY["test_cube"] is again.opdef  # a user op may be replaced
