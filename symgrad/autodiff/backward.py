@@ -133,6 +133,7 @@ class Backward:
                                 f"gradient of input {index}, which is {u.type_str}")
         return grads
 
-    def zeros_for(self, value):
+    def zeros(self, value):
+        """Zeros shaped like ``value``, recorded as backward of its producer."""
         with self.program.backward_of(value.op):
             return zeros_for(value)

@@ -73,6 +73,8 @@ class Policy:
         inputs, or None if it does."""
         if value.stop_gradient:
             return FROZEN if value in FROZEN_GRADIENTS else STOP_GRADIENT
+        if not dtypes.is_float(value.dtype):  # (only met when the diagnosis relaxes INTEGER)
+            return INTEGER
         if value.op.opdef.vjp is None:
             return NO_VJP
         return None

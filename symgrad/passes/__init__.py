@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 
 from ..ir.printer import format_program
@@ -36,10 +37,14 @@ __all__ = ["DEFAULT_PIPELINE", "gc_paused", "FUSION", "FusedBody", "PASSES", "Pa
 @dataclasses.dataclass
 class PassReport:
     """``stats``: counters merged into ``CompiledProgram.stats``; ``ir``: the optimized
-    program's text with fusion groups marked."""
+    program's text with fusion groups marked (computed on first access)."""
 
     stats: dict
-    ir: str
+    program: object
+
+    @functools.cached_property
+    def ir(self) -> str:
+        return format_program(self.program, annotate=_annotate)
 
 
 def count_ops(program) -> int:
@@ -83,4 +88,4 @@ def optimize(program, fetches, options, passes=None):
     stats["ops_after"] = count_ops(program)
     stats.setdefault("fused_groups", 0)
     stats["passes"] = names
-    return program, fetches, PassReport(stats, format_program(program, annotate=_annotate))
+    return program, fetches, PassReport(stats, program)

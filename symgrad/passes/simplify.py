@@ -7,7 +7,7 @@ collapse in the same sweep):
   when the result has ``x``'s exact type (so no broadcast or cast is lost). "1" and "0" are any
   Value known to hold one value everywhere: a constant, ``full``, ``ones_like``/``zeros_like``,
   or data movement of such a Value. This also removes seeds of ones (``ones_like(y) * g``);
-* involutions: ``-(-x)`` -> ``x``;
+* involutions: ``-(-x)`` -> ``x``; negations: ``x * -1``, ``-1 * x``, ``x / -1`` -> ``-x``;
 * collapsing chains: ``reshape(reshape(x))`` and ``broadcast_to(broadcast_to(x))`` keep only
   the outer op; ``transpose(transpose(x))`` composes the permutations;
 * no-ops: a reshape/broadcast/cast/squeeze whose result has its input's type, an identity
@@ -37,6 +37,9 @@ IDENTITY_ELEMENTS = {
     "power": (1, (1,)),
 }
 INVOLUTIONS = ("negative",)
+# op name -> (value that makes it a negation, operand positions that may hold it): x*-1, x/-1
+NEGATIONS = {"multiply": (-1, (0, 1)), "divide": (-1, (1,))}
+NEGATE = "negative"
 COLLAPSING_CHAINS = ("reshape", "broadcast_to")
 NO_OP_WHEN_SAME_TYPE = ("reshape", "reshape_like", "broadcast_to", "broadcast_like", "cast",
                         "squeeze", "expand_dims")
@@ -102,6 +105,21 @@ def _try_identity(op, inputs):
         fill = uniform_fill(inputs[position])
         if fill is not None and fill == neutral and _same_type(other, result):
             return other
+    return None
+
+
+def _try_negation(builder, op, inputs):
+    rule = NEGATIONS.get(op.name)
+    if rule is None or len(inputs) != 2:
+        return None
+    minus_one, positions = rule
+    result = op.results[0]
+    for position in positions:
+        other = inputs[1 - position]
+        if uniform_fill(inputs[position]) == minus_one and _same_type(other, result):
+            if other.op.name == NEGATE:           # -(-x)
+                return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
+            return builder.emit(get_op(NEGATE), [other], {}, like=result)
     return None
 
 
@@ -225,7 +243,7 @@ def simplify(program, fetches, options):
                     if replacement is not None:
                         break
                 else:
-                    for rule in (_try_uniform, _try_chain, _try_drop_broadcast):
+                    for rule in (_try_uniform, _try_negation, _try_chain, _try_drop_broadcast):
                         replacement = rule(builder, op, inputs)
                         if replacement is not None:
                             break

@@ -13,11 +13,13 @@ The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.c
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import itertools
+import marshal
 import os
 import re
+import sys
 import tempfile
+import types
 
 HASH_CHARS = 24
 _module_ids = itertools.count()
@@ -82,13 +84,37 @@ def dump(prefix: str, key: str, text: str) -> str | None:
     return path
 
 
+def _code(path: str):
+    """The code object of the module at ``path``, from a marshalled copy kept beside it
+    (``<path>.<python tag>.code``; written atomically, rebuilt when older than the source) so
+    that a cache hit skips compiling the source even where Python writes no bytecode."""
+    code_path = f"{path}.{sys.implementation.cache_tag}.code"
+    try:
+        if os.stat(code_path).st_mtime_ns >= os.stat(path).st_mtime_ns:
+            with open(code_path, "rb") as stream:
+                return marshal.load(stream)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    code = compile(read(path), path, "exec")
+    directory = os.path.dirname(code_path)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".code")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            marshal.dump(code, stream)
+        os.replace(temporary, code_path)
+    except OSError:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return code
+
+
 def load_module(path: str):
     """Import the module at ``path`` as a fresh module object (never shared between loads,
-    so each compiled program has its own ``CONSTANTS``)."""
-    name = f"symgrad_generated_{next(_module_ids)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    so each compiled program has its own ``CONSTANTS``). Its code keeps ``path`` as file
+    name, so tracebacks and pdb show the generated lines."""
+    module = types.ModuleType(f"symgrad_generated_{next(_module_ids)}")
+    module.__file__ = path
+    exec(_code(path), module.__dict__)  # noqa: S102  (our own generated module)
     return module
 
 

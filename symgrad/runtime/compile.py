@@ -58,7 +58,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
 
         copy, fetches, report = optimize(copy, fetches, options, passes)
         stats.update(report.stats)
-        ir = report.ir
+        ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
     executable = module.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
     return CompiledProgram(executable, signature, output_specs(fetches), copy, options,

@@ -26,7 +26,15 @@ class CompiledProgram:
         self.backend = executable.backend
         self.stats = dict(stats or {})
         self.stats.update(getattr(executable, "stats", {}))
-        self.ir = ir if ir is not None else str(program)
+        self._ir = ir
+
+    @property
+    def ir(self) -> str:
+        """The optimized program's text (fusion groups marked); ``ir`` given to the
+        constructor may be the text or a function returning it (called once, on first use)."""
+        if callable(self._ir):
+            self._ir = self._ir()
+        return self._ir if self._ir is not None else str(self.program)
 
     @property
     def source(self) -> str:

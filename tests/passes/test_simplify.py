@@ -105,3 +105,21 @@ def test_simplify_is_linear_on_long_chains():
             y = -(y * 1.0)
     new, _, _ = apply(prog, [y], PIPE)
     assert op_names(new) == ["data"]
+
+
+def test_multiplying_by_minus_one_is_a_negation():
+    prog, x, y = _compile(lambda x: -(sg.sin(x) * -1.0))
+    new, _, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data", "sin"]
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+def test_fourth_derivative_of_sin_is_sin():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [5], "float64")
+        g = sg.sin(x)
+        for _ in range(4):
+            g, = ir_backward.grad(sg.sum(g), [x], create_graph=True)
+    new, _, _ = apply(prog, [g], ["prune", "cse", "simplify", "dce"])
+    assert op_names(new) == ["data", "sin"]

@@ -43,6 +43,21 @@ class HostGenerator(Generator):
         super().__init__(program, fetches, options)
         self.views = kernel_lowering.views_of(program)
         self.kernels: list = []
+        self.device_scalars: dict = {}   # Value -> CONSTANTS key of a 0-d device constant
+
+    def expr(self, value, consumer=None, position=0) -> str:
+        """As the NumPy generator, except that an inlined scalar given to a library call that
+        is not a ufunc becomes a device constant (CuPy functions want device arrays)."""
+        array = self.scalars.get(value)
+        emitter = consumer.opdef.emitters.get("numpy") if consumer is not None else None
+        if array is None or consumer is None or getattr(emitter, "ufunc", None) is not None:
+            return super().expr(value, consumer, position)
+        key = self.device_scalars.get(value)
+        if key is None:
+            key = self.constant_key(value)
+            self.constants[key] = array
+            self.device_scalars[value] = key
+        return f"CONSTANTS[{ascii(key)}]"
 
     # --- one kernel launch -----------------------------------------------------------------------
     def dims(self, shape, captures) -> list[str]:
@@ -90,9 +105,11 @@ class HostGenerator(Generator):
                 lines.append(f"{name_out} = np.empty({shape_code(shape)}, "
                              f"{dtype_code(outer.dtype)})")
             outputs.append(name_out)
-        strides = [f"_stride({self.expr(v)}, {k})" for v, k in kernel.strides]
-        arrays = [self.expr(v) if not dense else f"_dense({self.expr(v)})"
-                  for v, dense in kernel.inputs] + outputs
+        dense = {v: d for v, d in kernel.inputs}
+        arrays = [f"_dense({self.expr(v)})" if d else self.expr(v) for v, d in kernel.inputs]
+        strides = [f"_stride(_dense({self.expr(v)}), {k})" if dense[v]
+                   else f"_stride({self.expr(v)}, {k})" for v, k in kernel.strides]
+        arrays += outputs
         ints = "(" + "".join(f"{s}, " for s in strides) + ")"
         array_text = "(" + "".join(f"{a}, " for a in arrays) + ")"
         if kernel.style == "map":

@@ -183,13 +183,15 @@ def _decompose(var, dims, needed, prefix, coord) -> list[str]:
     positions = [i for i, (axis, _) in enumerate(dims) if axis in needed]
     if not positions:
         return []
+    first = min(positions)
     lines = [f"I {prefix} = {var};"]
-    for i in range(len(dims) - 1, min(positions) - 1, -1):
+    for i in range(len(dims) - 1, first - 1, -1):
         axis, size = dims[i]
-        if i == min(positions):
+        if i == 0:     # the outermost axis needs no modulo
             lines.append(f"const I {coord(axis)} = {prefix};")
-        else:
-            lines.append(f"const I {coord(axis)} = {prefix} % {size};")
+            continue
+        lines.append(f"const I {coord(axis)} = {prefix} % {size};")
+        if i > first:
             lines.append(f"{prefix} /= {size};")
     return lines
 

@@ -1,0 +1,261 @@
+"""CUDA backend without a GPU: every generated kernel compiles with nvcc, golden sources,
+host modules render (and drive their kernels with matching arguments), dynamic dims are
+kernel arguments, and running without CuPy fails clearly."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.backends.cuda_backend import CudaUnavailableError
+from symgrad.backends.cuda_backend import kernels as kernel_lowering
+from tests.ops.samples import ALL_SAMPLES
+
+GOLDEN = Path(__file__).parent / "golden_cuda"
+UPDATE = os.environ.get("SYMGRAD_UPDATE_GOLDEN") == "1"
+# (dtype, with gradients, fusion) of the programs built from each sample
+VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
+
+
+def build_sample(sample, dtype, with_grad):
+    """The sample's program and fetches: its outputs, plus the gradients of the sum of their
+    squares with respect to its float inputs when ``with_grad``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        values = sample.declare(sg, dtype)
+        out = sample.build(*values)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        fetches = list(outs)
+        floats = [v for v in values if v.dtype.kind == "f"]
+        diff = [o for o in outs if o.dtype.kind == "f"]
+        if with_grad and sample.grad and floats and diff:
+            loss = sg.sum(diff[0] * diff[0])
+            for o in diff[1:]:
+                loss = loss + sg.sum(o * o)
+            fetches += ir_backward.grad(loss, floats, allow_unused=True, unused="zeros")
+    return prog, fetches
+
+
+def sample_programs():
+    for sample in ALL_SAMPLES:
+        for dtype, with_grad, fusion in VARIANTS:
+            prog, fetches = build_sample(sample, dtype, with_grad)
+            yield sample, dtype, fusion, sg.compile(prog, fetches, backend="cuda", fusion=fusion)
+
+
+@pytest.fixture(scope="module")
+def compiled_samples():
+    return list(sample_programs())
+
+
+def w2_program(shape=(None,)):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", list(shape), "float32")
+        y = sg.sum(sg.tanh(x * 1.5 + 0.5) * sg.sin(x) + sg.exp(-x * x) * 0.3 + sg.log1p(x * x))
+        gx, = ir_backward.grad(y, [x])
+    return prog, [y, gx]
+
+
+def bias_program():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16], "float32")
+        b = sg.parameter("b", [16], "float32", init=np.zeros(16, "float32"))
+        loss = sg.mean(sg.tanh(x + b) ** 2)
+        gb, = ir_backward.grad(loss, [b])
+    return prog, [gb]
+
+
+# --- nvcc ------------------------------------------------------------------------------------
+def _unique_kernels(compiled_list):
+    """Distinct kernel texts, renamed apart (kernel names are unique only per program)."""
+    texts = {}
+    for compiled in compiled_list:
+        for text in compiled.kernels.values():
+            texts.setdefault(re.sub(r"\bk\d+_", "K_", text), None)
+    return [re.sub(r"\bK_", f"u{i}_", text) for i, text in enumerate(texts)]
+
+
+def _nvcc(path):
+    return subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-std=c++17", "-diag-suppress=177",
+                           "-o", os.devnull, str(path)], capture_output=True, text=True)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_every_sample_kernel_compiles_with_nvcc(compiled_samples, tmp_path):
+    extra = [sg.compile(*w2_program(), backend="cuda"), sg.compile(*bias_program(), backend="cuda")]
+    kernels = _unique_kernels([c for *_, c in compiled_samples] + extra)
+    assert len(kernels) > 100
+    prelude = kernel_lowering.render("prelude.cuh.j2")
+    batches = 2
+    paths = []
+    for index in range(batches):
+        path = tmp_path / f"batch{index}.cu"
+        path.write_text(prelude + "\n".join(kernels[index::batches]))
+        paths.append(path)
+    with ThreadPoolExecutor(batches) as pool:
+        results = list(pool.map(_nvcc, paths))
+    for result in results:
+        assert result.returncode == 0, result.stderr[-4000:]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_whole_program_source_compiles(tmp_path):
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    path = tmp_path / "w2.cu"
+    path.write_text(compiled._executable.cuda_source)
+    result = _nvcc(path)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_cubins_per_architecture():
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    cubins = compiled._executable.cubins(["sm_80", "sm_90"])
+    assert set(cubins) == {"sm_80", "sm_90"}
+    assert all(blob[:4] == b"\x7fELF" for blob in cubins.values())
+
+
+# --- golden sources --------------------------------------------------------------------------
+def _check_golden(name, text):
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text(), (f"{name} changed; rerun with SYMGRAD_UPDATE_GOLDEN=1 "
+                                      f"if intended")
+
+
+def test_golden_w2_kernels():
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    assert list(compiled.kernels) == ["k0_sum", "k1_fused"]
+    _check_golden("w2_forward_row_reduction.cu", compiled.kernels["k0_sum"])
+    _check_golden("w2_backward_elementwise.cu", compiled.kernels["k1_fused"])
+
+
+def test_golden_column_reduction():
+    compiled = sg.compile(*bias_program(), backend="cuda")
+    col = [name for name, text in compiled.kernels.items() if "Column reduction" in text]
+    assert col
+    _check_golden("bias_grad_column_reduction.cu", compiled.kernels[col[0]])
+
+
+# --- host modules ----------------------------------------------------------------------------
+def test_host_module_renders_for_every_sample(compiled_samples):
+    for sample, dtype, fusion, compiled in compiled_samples:
+        source = compiled.source
+        compile(source, f"<{sample.id}-{dtype}>", "exec")   # valid Python
+        assert "def run(**feeds)" in source
+        for name, text in compiled.kernels.items():
+            assert text.startswith(f"// kernel {name}:")   # provenance first
+            assert f"'{name}'" in source                     # launched by the host
+
+
+def test_fusion_gives_one_kernel_per_group():
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    assert compiled.stats["kernels"] == 2 == compiled.stats["fused_groups"]
+    assert "// backward of %" not in compiled.kernels["k0_sum"]
+    assert "backward of %5 = tanh(%4)" in compiled.kernels["k1_fused"]
+
+
+def test_dynamic_batch_dims_are_kernel_arguments():
+    compiled = sg.compile(*bias_program(), backend="cuda")
+    for text in compiled.kernels.values():
+        assert re.search(r"\bint n0\b", text) and "long long n0" in text   # 32/64-bit entries
+    assert "x.shape[0]" in compiled.source
+    static = sg.compile(*w2_program((1000,)), backend="cuda")
+    assert "k0_sum_i64" not in static._executable.cuda_source       # small static: 32-bit only
+    assert "int N, int n0" in static.kernels["k1_fused"]
+
+
+def test_float16_storage_float32_math():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [8], "float16")
+        y = sg.sum(sg.exp(x) * 2.0)
+    compiled = sg.compile(prog, [y], backend="cuda")
+    text = compiled._executable.cuda_source
+    assert "const sg_half* __restrict__ in0" in text and "sg_h2f(in0[s])" in text
+    assert "const float v" in text
+
+
+def test_run_without_cupy_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    assert compiled.kernels and compiled.source
+    with pytest.raises(CudaUnavailableError, match=r"install symgrad\[cuda\]"):
+        compiled(x=np.ones(4, "float32"))
+
+
+# --- driving the host module with a NumPy stand-in for CuPy -------------------------------------
+_PARAM = re.compile(r"extern \"C\" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*)\) \{")
+_C_DTYPES = {"int": "int32", "long long": "int64", "float": "float32", "double": "float64",
+             "sg_half": "float16", "bool": "bool", "signed char": "int8",
+             "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
+             "unsigned int": "uint32", "unsigned long long": "uint64"}
+
+
+def _signatures(cuda_source):
+    signatures = {}
+    for name, params in _PARAM.findall(cuda_source):
+        types_ = []
+        for param in params.split(", "):
+            param = param.replace("const ", "").replace("__restrict__ ", "")
+            ctype, _, _ = param.rpartition(" ")
+            types_.append(("ptr", _C_DTYPES[ctype[:-1]]) if ctype.endswith("*")
+                          else ("int", _C_DTYPES[ctype]))
+        signatures[name] = types_
+    return signatures
+
+
+def _fake_cupy(calls):
+    """A module standing in for CuPy: NumPy arrays, and kernels that check their launch
+    arguments against the parameters of their CUDA signature (and compute nothing)."""
+    fake = types.ModuleType("cupy")
+    fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
+
+    class RawModule:
+        def __init__(self, code=None, options=(), path=None):
+            self.signatures = _signatures(code)
+
+        def get_function(self, name):
+            signature = self.signatures[name]
+
+            def launch(grid, block, args):
+                assert len(args) == len(signature), (name, len(args), len(signature))
+                for arg, (kind, dtype) in zip(args, signature):
+                    if kind == "int":
+                        assert type(arg) is np.dtype(dtype).type, (name, arg, dtype)
+                    elif not isinstance(arg, np.uint64):      # uint64(0): no partial buffer
+                        assert isinstance(arg, np.ndarray) and arg.dtype == dtype, (name, dtype)
+                assert all(g >= 1 for g in grid) and np.prod(block) <= 1024
+                calls.append(name)
+            return launch
+
+    class Device:
+        attributes = {"MultiProcessorCount": 4}
+
+    fake.RawModule = RawModule
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+                                      Device=Device)
+    return fake
+
+
+def test_host_modules_launch_kernels_with_matching_arguments(compiled_samples, monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(calls))
+    for sample, dtype, fusion, compiled in compiled_samples:
+        results = compiled(**sample.feeds(dtype))
+        assert len(results) == len(compiled.outputs)
+        for result, spec in zip(results, compiled.outputs):
+            assert result.dtype == spec.dtype
+    assert len(calls) > 200

@@ -1,0 +1,224 @@
+"""The CUDA backend's kernels run on the CPU, against the interpreter, without a GPU.
+
+The kernels' C++ is compiled by the host C++ compiler with a small emulation of the CUDA
+execution model (one std::thread per CUDA thread, blocks in turn, ``__syncthreads`` and warp
+shuffles on barriers), and the generated host module runs with NumPy standing in for CuPy.
+This checks what the generated code computes (indexing, broadcasting by strides, split
+reductions, epilogues, float16 storage) on every op sample; the GPU tests
+(``test_cuda_gpu.py``) check the same on a device.
+"""
+import ctypes
+import re
+import shutil
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from tests.backends.test_cuda_codegen import _signatures, build_sample
+from tests.ops.samples import ALL_SAMPLES
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+TOLERANCE = {"float64": 1e-6, "float32": 1e-4, "float16": 2e-2}
+VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
+
+EMULATION = r"""
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+using namespace std;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__ __restrict
+#define __shared__ static
+struct dim3 { unsigned x = 0, y = 0, z = 0; };
+thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+thread_local unsigned sg_lane, sg_warp;
+static std::barrier<>* sg_block;
+struct sg_warp_state { std::unique_ptr<std::barrier<>> barrier; unsigned long long slot[32]; };
+static sg_warp_state sg_warps[32];
+
+inline void __syncthreads() { sg_block->arrive_and_wait(); }
+template <typename T> T __shfl_down_sync(unsigned, T value, int offset) {
+  sg_warp_state& w = sg_warps[sg_warp];
+  std::memcpy(&w.slot[sg_lane], &value, sizeof(T));
+  w.barrier->arrive_and_wait();
+  T result = value;
+  if (sg_lane + offset < 32) std::memcpy(&result, &w.slot[sg_lane + offset], sizeof(T));
+  w.barrier->arrive_and_wait();
+  return result;
+}
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+
+struct sg_half { unsigned short bits; };
+inline float sg_h2f(sg_half h) { _Float16 f; std::memcpy(&f, &h.bits, 2); return (float)f; }
+inline sg_half sg_f2h(float x) { _Float16 f = (_Float16)x; sg_half h; std::memcpy(&h.bits, &f, 2); return h; }
+template <typename T, typename Combine> T sg_warp_reduce(T value, Combine combine) {
+  for (int offset = 16; offset > 0; offset >>= 1) value = combine(value, __shfl_down_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+static void sg_run(unsigned gx, unsigned gy, unsigned bx, unsigned by, const std::function<void()>& body) {
+  gridDim = {gx, gy, 1};
+  blockDim = {bx, by, 1};
+  unsigned n = bx * by;
+  std::barrier<> block(n);
+  sg_block = &block;
+  for (unsigned w = 0; w < n / 32; ++w) sg_warps[w].barrier = std::make_unique<std::barrier<>>(32);
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      threadIdx = {t % bx, t / bx, 0};
+      sg_lane = t % 32;
+      sg_warp = t / 32;
+      for (unsigned y = 0; y < gy; ++y)
+        for (unsigned x = 0; x < gx; ++x) {
+          blockIdx = {x, y, 0};
+          body();
+          block.arrive_and_wait();
+        }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+"""
+
+_ENTRY = re.compile(r"extern \"C\" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*)\) \{")
+
+
+def _launcher(name, params):
+    casts = []
+    for i, param in enumerate(params.split(", ")):
+        ctype = param.rpartition(" ")[0].replace("__restrict__", "").strip()
+        casts.append(f"*({ctype}*)a[{i}]")
+    return (f'extern "C" void launch_{name}(unsigned gx, unsigned gy, unsigned bx, unsigned by, '
+            f"void** a) {{ sg_run(gx, gy, bx, by, [&] {{ {name}({', '.join(casts)}); }}); }}")
+
+
+class Emulator:
+    """One shared library holding every distinct kernel of the given compiled programs."""
+
+    def __init__(self, compiled_list, folder):
+        self.uid = {}
+        for compiled in compiled_list:
+            for text in compiled.kernels.values():
+                self.uid.setdefault(self._key(text), len(self.uid))
+        parts = [EMULATION]
+        for key, uid in self.uid.items():
+            text = re.sub(r"\bK_", f"u{uid}_", key)
+            parts.append(text)
+            parts += [_launcher(n, p) for n, p in _ENTRY.findall(text)]
+        source = folder / "kernels.cpp"
+        source.write_text("\n".join(parts))
+        library = folder / "kernels.so"
+        done = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
+                               "-o", str(library), str(source)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-4000:]
+        self.library = ctypes.CDLL(str(library))
+        self.signatures = _signatures("\n".join(parts))
+
+    @staticmethod
+    def _key(text):
+        return re.sub(r"\bk\d+_", "K_", text)
+
+    def kernel(self, program_name, text):
+        uid = self.uid[self._key(text)]
+        name = re.sub(r"^k\d+_", f"u{uid}_", program_name)
+        function = getattr(self.library, f"launch_{name}")
+        signature = self.signatures[name]
+
+        def launch(grid, block, args):
+            grid, block = tuple(grid) + (1,), tuple(block) + (1,)
+            assert len(args) == len(signature)
+            holders = []
+            for arg, (kind, dtype) in zip(args, signature):
+                if kind == "int":
+                    assert type(arg) is np.dtype(dtype).type
+                    holders.append((ctypes.c_int32 if dtype == "int32" else ctypes.c_int64)(arg))
+                elif isinstance(arg, np.uint64):
+                    holders.append(ctypes.c_void_p(0))
+                else:
+                    assert arg.dtype == dtype, (name, arg.dtype, dtype)
+                    holders.append(ctypes.c_void_p(arg.ctypes.data))
+            pointers = (ctypes.c_void_p * len(holders))(
+                *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+            function(grid[0], grid[1], block[0], block[1], pointers)
+        return launch
+
+
+def numpy_cupy():
+    """A module standing in for CuPy, made of NumPy (kernels are set by the test)."""
+    fake = types.ModuleType("cupy")
+    fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
+
+    class RawModule:
+        def __init__(self, code=None, options=(), path=None):
+            pass
+
+        def get_function(self, name):
+            return None
+
+    fake.RawModule = RawModule
+    fake.cuda = types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+        Device=lambda: types.SimpleNamespace(attributes={"MultiProcessorCount": 1}))
+    return fake
+
+
+def run_emulated(compiled, emulator, feeds):
+    executable = compiled._executable
+    module = executable.load()
+    for name, text in compiled.kernels.items():
+        for entry in executable.entries:
+            if entry == name or entry.startswith(name + "_"):
+                module.KERNELS[entry] = emulator.kernel(entry, text)
+    return compiled(**feeds)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    out = []
+    for sample in ALL_SAMPLES:
+        for dtype, with_grad, fusion in VARIANTS:
+            prog, fetches = build_sample(sample, dtype, with_grad)
+            out.append((sample, dtype, prog, fetches,
+                        sg.compile(prog, fetches, backend="cuda", fusion=fusion)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def emulator(programs, tmp_path_factory):
+    return Emulator([p[-1] for p in programs], tmp_path_factory.mktemp("emulated"))
+
+
+def _compare(expected, got, dtype, sample):
+    rtol = TOLERANCE[dtype]
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
+                                   atol=rtol * max(sample.atol, 1e-6) * 100)
+
+
+def test_every_sample_matches_the_interpreter(programs, emulator, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
+    failures = []
+    for sample, dtype, prog, fetches, compiled in programs:
+        feeds = sample.feeds(dtype)
+        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+        try:
+            _compare(expected, run_emulated(compiled, emulator, feeds), dtype, sample)
+        except AssertionError as exc:
+            failures.append(f"{sample.id} {dtype}: {str(exc)[:300]}")
+    assert not failures, "\n".join(failures)
