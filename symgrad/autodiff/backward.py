@@ -42,6 +42,7 @@ def sweep_unused(program, start, first_id, keep):
         return
     kept = [op for op in appended if op in marked]
     block.ops[start:] = kept
+    program.forget_cached_constants(first_id)
     next_id = first_id
     for op in kept:
         for value in op.results:

@@ -7,16 +7,27 @@ import sys
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_internal_code: dict = {}  # code object -> whether it belongs to symgrad (or importlib)
+
+
+def _is_internal(code) -> bool:
+    internal = _internal_code.get(code)
+    if internal is None:
+        filename = code.co_filename
+        internal = _internal_code[code] = (filename.startswith(_PACKAGE_DIR)
+                                           or "importlib" in filename)
+    return internal
+
+
 def user_location() -> str | None:
     """Return ``"file.py:LINE"`` of the innermost stack frame outside the symgrad package.
 
-    Walks frames iteratively (cheap: a few attribute reads a frame), so it can be called
-    for every op built.
+    Walks frames iteratively with a per-code-object cache, so it can be called for every op
+    built.
     """
     frame = sys._getframe(1)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIR) and "importlib" not in filename:
-            return f"{filename}:{frame.f_lineno}"
+        if not _is_internal(frame.f_code):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None

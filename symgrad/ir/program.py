@@ -31,8 +31,10 @@ class Block:
         if forward_op is None:
             forward_op = program._backward_of
         op = Operation(opdef, inputs, attrs, self, loc=loc, forward_op=forward_op)
+        results = op.results
         for index, (shape, dtype) in enumerate(result_types):
-            op.results.append(Value(program, program._take_id(), shape, dtype, op=op, index=index))
+            results.append(Value(program, program._next_id, shape, dtype, op=op, index=index))
+            program._next_id += 1
         self.ops.append(op)
         return op
 
@@ -57,6 +59,7 @@ class Program:
         self.inputs: list[Value] = []
         self.parameters: list[Value] = []
         self._backward_of = None
+        self._scalar_constants: dict = {}  # (dtype, type, value) -> constant Value, for reuse
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:
@@ -109,6 +112,21 @@ class Program:
         del self.inputs[num_inputs:]
         del self.parameters[num_params:]
         self._next_id = next_id
+        self.forget_cached_constants(next_id)
+
+    def cached_scalar_constant(self, key, make):
+        """The constant Value cached under ``key``, made by ``make()`` on first use. Reusing
+        one Value for every ``x * 2.0`` keeps programs (and backward passes) small."""
+        value = self._scalar_constants.get(key)
+        if value is None:
+            value = self._scalar_constants[key] = make()
+        return value
+
+    def forget_cached_constants(self, first_id):
+        """Drop cached constants numbered ``first_id`` or later (their ops may be removed)."""
+        stale = [k for k, v in self._scalar_constants.items() if v.id >= first_id]
+        for key in stale:
+            del self._scalar_constants[key]
 
     @contextlib.contextmanager
     def transaction(self):

@@ -33,8 +33,9 @@ class Value:
                  stop_gradient=False):
         self.program = program
         self.id = id
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.dtype = dtype if type(dtype) is np.dtype or isinstance(dtype, np.dtype) \
+            else np.dtype(dtype)
         self.op = op
         self.index = index
         self.name = name

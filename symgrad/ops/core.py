@@ -131,7 +131,7 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
         opdef = get_op(opdef)
     attrs = attrs or {}
     for index, value in enumerate(inputs):
-        if not isinstance(value, Value):
+        if type(value) is not Value and not isinstance(value, Value):
             raise TypeError(f"{opdef.name}: input {index} must be a symgrad Value, "
                             f"got {type(value).__name__}")
     if program is None:
@@ -149,8 +149,10 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
         if loc:
             message += f"\n  built at {loc}"
         raise type(exc)(message) from None
-    op = program.global_block().append_op(opdef, inputs, attrs, result_types,
-                                          loc=user_location())
+    # Backward ops point at the forward op's line (cheaper than walking the stack each time).
+    forward_op = program._backward_of
+    loc = forward_op.loc if forward_op is not None else user_location()
+    op = program.global_block().append_op(opdef, inputs, attrs, result_types, loc=loc)
     if len(op.results) == 1:
         return op.results[0]
     return tuple(op.results)
@@ -177,8 +179,11 @@ def is_python_scalar(x) -> bool:
 
 def as_values(*args):
     """Convert operands of an elementwise op, giving weak Python scalars the dtype that NumPy 2
-    promotion gives them against the Value operands (``float32 * 2.0`` stays float32)."""
+    promotion gives them against the Value operands (``float32 * 2.0`` stays float32). A
+    Python scalar becomes one constant per program, dtype and value, reused by later ops."""
     values = [a for a in args if isinstance(a, Value)]
+    if len(values) == len(args):
+        return values
     program = program_of(values) if values else None
     strong = [v.dtype for v in values] + [np.asarray(a).dtype for a in args
                                          if not isinstance(a, Value) and not is_python_scalar(a)]
@@ -188,7 +193,11 @@ def as_values(*args):
             out.append(a)
         elif is_python_scalar(a):
             dtype = dtypes.promote(*strong, a) if strong else None
-            out.append(as_value(a, dtype=dtype, program=program))
+            if program is None:
+                out.append(as_value(a, dtype=dtype))
+            else:
+                out.append(program.cached_scalar_constant(
+                    (dtype, type(a), a), lambda: as_value(a, dtype=dtype, program=program)))
         else:
             out.append(as_value(a, program=program))
     return out
@@ -199,6 +208,9 @@ def broadcast_shapes(*shapes):
     """NumPy broadcasting with unknown dims (``None``). An unknown dim against 1 stays
     unknown; against a known n it becomes n (size-1 broadcasting of an unknown dim is assumed
     not to happen: broadcasting must be visible statically)."""
+    first = shapes[0] if shapes else ()
+    if all(s == first for s in shapes):
+        return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []
     for axis in range(ndim):

@@ -47,13 +47,21 @@ def _dtype_list(types):
     return ", ".join(str(d) for _, d in types)
 
 
+_resolved: dict = {}
+
+
 def _resolve(np_ufunc, in_dtypes):
-    """The result dtype NumPy's ufunc ``np_ufunc`` gives for inputs of ``in_dtypes``."""
-    try:
-        return np.dtype(np_ufunc.resolve_dtypes(tuple(in_dtypes) + (None,))[-1])
-    except TypeError:
-        raise DTypeError(f"NumPy's {np_ufunc.__name__} has no loop for "
-                         f"{', '.join(map(str, in_dtypes))}") from None
+    """The result dtype NumPy's ufunc ``np_ufunc`` gives for inputs of ``in_dtypes`` (cached)."""
+    key = (np_ufunc, *in_dtypes)
+    result = _resolved.get(key)
+    if result is None:
+        try:
+            result = np.dtype(np_ufunc.resolve_dtypes(tuple(in_dtypes) + (None,))[-1])
+        except TypeError:
+            raise DTypeError(f"NumPy's {np_ufunc.__name__} has no loop for "
+                             f"{', '.join(map(str, in_dtypes))}") from None
+        _resolved[key] = result
+    return result
 
 
 def math_rule(np_ufunc):

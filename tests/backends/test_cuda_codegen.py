@@ -129,10 +129,10 @@ def test_cubins_per_architecture():
 # --- golden sources --------------------------------------------------------------------------
 def _check_golden(name, text):
     path = GOLDEN / name
-    if UPDATE or not path.exists():
+    if UPDATE:
         path.write_text(text)
-    assert text == path.read_text(), (f"{name} changed; rerun with SYMGRAD_UPDATE_GOLDEN=1 "
-                                      f"if intended")
+    assert path.exists() and text == path.read_text(), (
+        f"{name} differs from the golden copy; rerun with SYMGRAD_UPDATE_GOLDEN=1 if intended")
 
 
 def test_golden_w2_kernels():
