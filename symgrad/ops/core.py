@@ -70,16 +70,31 @@ class OpDef:
     user_defined: bool = False
 
     def __post_init__(self):
+        self._infer_cache: dict = {}
         if self.category not in CATEGORIES:
             raise ValueError(f"unknown op category {self.category!r}")
 
     def infer_types(self, input_types, attrs) -> list:
-        """The rule's result normalised to a list of ``(shape tuple, np.dtype)``."""
+        """The rule's result normalised to a list of ``(shape tuple, np.dtype)``.
+
+        Results of attr-free ops are memoised by input types (shape rules are pure), which
+        keeps building long programs and their backward cheap."""
+        if not attrs:
+            key = tuple(input_types)
+            cached = self._infer_cache.get(key)
+            if cached is not None:
+                return cached
         result = self.infer(input_types, attrs)
         if isinstance(result, list):
-            return [(tuple(s), np.dtype(d)) for s, d in result]
-        shape, dtype = result
-        return [(tuple(shape), np.dtype(dtype))]
+            types = [(tuple(s), np.dtype(d)) for s, d in result]
+        else:
+            shape, dtype = result
+            types = [(tuple(shape), np.dtype(dtype))]
+        if not attrs:
+            if len(self._infer_cache) > 4096:
+                self._infer_cache.clear()
+            self._infer_cache[key] = types
+        return types
 
     @property
     def backends(self) -> list[str]:
