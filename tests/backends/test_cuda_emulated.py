@@ -294,3 +294,19 @@ def test_new_batch_size_reuses_the_compiled_kernels(tmp_path, monkeypatch):
         module = module or compiled._executable.module
         assert compiled._executable.module is module      # same kernels, no recompilation
         np.testing.assert_allclose(got, reference(x=x_value)[0], rtol=1e-5)
+
+
+def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(tmp_path, monkeypatch):
+    from symgrad.ops.core import get_op
+
+    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
+    monkeypatch.delitem(get_op("sin").emitters, "cuda")
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        y = sg.sum(sg.sin(x) * 2.0 + x, axis=1)
+    compiled = sg.compile(prog, [y], backend="cuda")
+    assert not compiled.kernels and "on the host" in compiled.source
+    x_value = np.linspace(0, 1, 12).reshape(3, 4)
+    got, = run_emulated(compiled, Emulator([compiled], tmp_path), {"x": x_value})
+    np.testing.assert_allclose(got, (np.sin(x_value) * 2 + x_value).sum(axis=1))
