@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import types
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from tests.ops.samples import ALL_SAMPLES
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4, "float16": 2e-2}
+UNITS = 2   # C++ translation units
 VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
 
 EMULATION = r"""
@@ -42,9 +44,9 @@ using namespace std;
 #define __restrict__ __restrict
 #define __shared__ static
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
-thread_local dim3 threadIdx, blockIdx;
+static thread_local dim3 threadIdx, blockIdx;
 static dim3 blockDim, gridDim;
-thread_local unsigned sg_lane, sg_warp;
+static thread_local unsigned sg_lane, sg_warp;
 static std::barrier<>* sg_block;
 struct sg_warp_state { std::unique_ptr<std::barrier<>> barrier; unsigned long long slot[32]; };
 static sg_warp_state sg_warps[32];
@@ -59,7 +61,7 @@ template <typename T> T __shfl_down_sync(unsigned, T value, int offset) {
   w.barrier->arrive_and_wait();
   return result;
 }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
 
 struct sg_half { unsigned short bits; };
@@ -115,19 +117,26 @@ class Emulator:
         for compiled in compiled_list:
             for text in compiled.kernels.values():
                 self.uid.setdefault(self._key(text), len(self.uid))
-        parts = [EMULATION]
+        units = [[EMULATION] for _ in range(UNITS)]   # compiled in parallel, then linked
         for key, uid in self.uid.items():
             text = re.sub(r"\bK_", f"u{uid}_", key)
-            parts.append(text)
-            parts += [_launcher(n, p) for n, p in _ENTRY.findall(text)]
-        source = folder / "kernels.cpp"
-        source.write_text("\n".join(parts))
+            units[uid % UNITS] += [text] + [_launcher(n, p) for n, p in _ENTRY.findall(text)]
+        objects = []
+        for index, unit in enumerate(units):
+            (folder / f"unit{index}.cpp").write_text("\n".join(unit))
+            objects.append(folder / f"unit{index}.o")
+        with ThreadPoolExecutor(UNITS) as pool:
+            results = list(pool.map(lambda i: subprocess.run(
+                ["g++", "-std=c++20", "-O1", "-w", "-fPIC", "-pthread", "-c", "-o",
+                 str(objects[i]), str(folder / f"unit{i}.cpp")], capture_output=True,
+                text=True), range(UNITS)))
         library = folder / "kernels.so"
-        done = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-shared", "-fPIC", "-pthread",
-                               "-o", str(library), str(source)], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-4000:]
+        results.append(subprocess.run(["g++", "-shared", "-pthread", "-o", str(library)]
+                                      + [str(o) for o in objects], capture_output=True, text=True))
+        for done in results:
+            assert done.returncode == 0, done.stderr[-4000:]
         self.library = ctypes.CDLL(str(library))
-        self.signatures = _signatures("\n".join(parts))
+        self.signatures = _signatures("\n".join("\n".join(u) for u in units))
         self.launches = []     # (entry, grid, block) of every launch
 
     @staticmethod

@@ -1,8 +1,8 @@
-// kernel k2_sum: fused group 1 (4 ops) -> %20
-//   %11 = multiply(%10, %4); backward of %5 = power(%3, %4)
-//   %15 = multiply(%11, %3); backward of %5 = power(%3, %4)
-//   %19 = multiply(%15, %18); backward of %3 = tanh(%2)
-//   %20 = sum(%19); backward of %2 = add(%x, %b)
+// kernel k2_sum: fused group 1 (4 ops) -> %19
+//   %12 = multiply(%10, %4); backward of %5 = power(%3, %4)
+//   %15 = multiply(%12, %3); backward of %5 = power(%3, %4)
+//   %18 = multiply(%15, %17); backward of %3 = tanh(%2)
+//   %19 = sum(%18); backward of %2 = add(%x, %b)
 // Column reduction over the iteration shape (?, 16), reduced axes (0,):
 // the innermost axis is kept, so 32 adjacent outputs o per block (coalesced) and 8 lanes
 // along the K reduced elements (split over P blocks along grid y), merged in shared memory.
@@ -13,8 +13,8 @@ struct k2_sum_combine {
 // Finish output o from its accumulated value: reduction result, epilogue, stores.
 template <typename I>
 __device__ __forceinline__ void k2_sum_finish(I o, double acc, I M, I K, I P, I T, I n0, I n1, I st0_0, I st0_1, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, float* __restrict__ out0, double* __restrict__ partial) {
-  const float v20 = (float)(acc);  // %20 = sum(%19); backward of %2 = add(%x, %b)
-  out0[o] = v20;
+  const float v19 = (float)(acc);  // %19 = sum(%18); backward of %2 = add(%x, %b)
+  out0[o] = v19;
 }
 
 // Second pass (P > 1): one warp per output merges its P partial results, then finishes it.
@@ -55,11 +55,11 @@ __device__ __forceinline__ void k2_sum_body(I M, I K, I P, I T, I n0, I n1, I st
       const I c0 = rest;
       const float v10 = in0[c0 * st0_0 + c1 * st0_1];
       const float v3 = in1[s];
-      const float v18 = in2[s];
-      const float v11 = ((v10) * (2.0f));  // %11 = multiply(%10, %4); backward of %5 = power(%3, %4)
-      const float v15 = ((v11) * (v3));  // %15 = multiply(%11, %3); backward of %5 = power(%3, %4)
-      const float v19 = ((v15) * (v18));  // %19 = multiply(%15, %18); backward of %3 = tanh(%2)
-      acc = k2_sum_combine()(acc, (double)(v19));
+      const float v17 = in2[s];
+      const float v12 = ((v10) * (2.0f));  // %12 = multiply(%10, %4); backward of %5 = power(%3, %4)
+      const float v15 = ((v12) * (v3));  // %15 = multiply(%12, %3); backward of %5 = power(%3, %4)
+      const float v18 = ((v15) * (v17));  // %18 = multiply(%15, %17); backward of %3 = tanh(%2)
+      acc = k2_sum_combine()(acc, (double)(v18));
     }
   }
   tile[threadIdx.y][threadIdx.x] = acc;

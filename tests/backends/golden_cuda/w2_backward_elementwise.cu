@@ -1,4 +1,4 @@
-// kernel k1_fused: fused group 1 (19 ops) -> %43
+// kernel k1_fused: fused group 1 (19 ops) -> %42
 //   %21 = add(%14, %20); backward of %15 = log1p(%14)
 //   %22 = divide(%18, %21); backward of %15 = log1p(%14)
 //   %23 = multiply(%22, %x); backward of %14 = multiply(%x, %x)
@@ -14,10 +14,10 @@
 //   %36 = multiply(%5, %35); backward of %6 = sin(%x)
 //   %37 = add(%32, %36); backward of %x = data()
 //   %38 = multiply(%5, %5); backward of %5 = tanh(%4)
-//   %40 = subtract(%20, %38); backward of %5 = tanh(%4)
-//   %41 = multiply(%6, %40); backward of %5 = tanh(%4)
-//   %42 = multiply(%41, %1); backward of %2 = multiply(%x, %1)
-//   %43 = add(%37, %42); backward of %x = data()
+//   %39 = subtract(%20, %38); backward of %5 = tanh(%4)
+//   %40 = multiply(%6, %39); backward of %5 = tanh(%4)
+//   %41 = multiply(%40, %1); backward of %2 = multiply(%x, %1)
+//   %42 = add(%37, %41); backward of %x = data()
 // Elementwise over the iteration shape (?): one grid-stride loop, element s.
 template <typename I>
 __device__ __forceinline__ void k1_fused_body(I N, I n0, I st2_0, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, const float* __restrict__ in4, const float* __restrict__ in5, const float* __restrict__ in6, float* __restrict__ out0) {
@@ -46,11 +46,11 @@ __device__ __forceinline__ void k1_fused_body(I N, I n0, I st2_0, const float* _
     const float v36 = ((v5) * (v35));  // %36 = multiply(%5, %35); backward of %6 = sin(%x)
     const float v37 = ((v32) + (v36));  // %37 = add(%32, %36); backward of %x = data()
     const float v38 = ((v5) * (v5));  // %38 = multiply(%5, %5); backward of %5 = tanh(%4)
-    const float v40 = ((1.0f) - (v38));  // %40 = subtract(%20, %38); backward of %5 = tanh(%4)
-    const float v41 = ((v6) * (v40));  // %41 = multiply(%6, %40); backward of %5 = tanh(%4)
-    const float v42 = ((v41) * (1.5f));  // %42 = multiply(%41, %1); backward of %2 = multiply(%x, %1)
-    const float v43 = ((v37) + (v42));  // %43 = add(%37, %42); backward of %x = data()
-    out0[s] = v43;
+    const float v39 = ((1.0f) - (v38));  // %39 = subtract(%20, %38); backward of %5 = tanh(%4)
+    const float v40 = ((v6) * (v39));  // %40 = multiply(%6, %39); backward of %5 = tanh(%4)
+    const float v41 = ((v40) * (1.5f));  // %41 = multiply(%40, %1); backward of %2 = multiply(%x, %1)
+    const float v42 = ((v37) + (v41));  // %42 = add(%37, %41); backward of %x = data()
+    out0[s] = v42;
   }
 }
 extern "C" __global__ void __launch_bounds__(256) k1_fused(int N, int n0, int st2_0, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, const float* __restrict__ in4, const float* __restrict__ in5, const float* __restrict__ in6, float* __restrict__ out0) {
