@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..errors import GradError
 from ..ir.printer import format_op_head
 from ..ir.value import Value
+from ..ops.core import evaluate_vjp
 from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
@@ -119,8 +120,7 @@ class Backward:
         """The VJP's gradients, checked against the types of the inputs that need one. Ops
         it builds for gradients nobody needs are left for the final :func:`sweep_unused`."""
         with self.program.backward_of(op):
-            grads = op.opdef.vjp(op, cotangents)
-        grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+            grads = evaluate_vjp(op, cotangents, wanted)
         if len(grads) != len(op.inputs):
             raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "
                             f"gradients for {len(op.inputs)} inputs")

@@ -21,7 +21,9 @@ Contract of each field:
 ``vjp(op, cotangents) -> [Value | None, ...]``
     Builds the backward with symgrad ops (so it is differentiable again). ``cotangents`` has
     one entry per result (``None`` for a result that receives none); return one entry per
-    input, ``None`` meaning "no gradient flows". ``None`` as the whole rule: no VJP.
+    input, ``None`` meaning "no gradient flows". An entry may be a zero-argument callable
+    returning the Value: the backward pass calls it only when that input needs a gradient
+    (so ``x * 2.0`` builds no gradient for the constant). ``None`` as the whole rule: no VJP.
 ``emitters``
     Per-backend lowering. ``"numpy"``: ``emit(args, attrs, out=None) -> str`` giving a NumPy
     expression (``out`` None) or a statement writing into the preallocated array named
@@ -102,6 +104,17 @@ class OpDef:
 
     def __repr__(self):
         return f"OpDef({self.name!r}, {self.category})"
+
+
+def evaluate_vjp(op, cotangents, wanted=None) -> list:
+    """Call ``op``'s VJP rule and return one gradient (Value or None) per input, building the
+    lazy entries only for inputs whose ``wanted`` flag is true (all when ``wanted`` is None)."""
+    grads = op.opdef.vjp(op, cotangents)
+    grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    if wanted is None:
+        wanted = [True] * len(grads)
+    return [(g() if w else None) if callable(g) else g for g, w in zip(grads, wanted)] + \
+        grads[len(wanted):]
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -123,9 +123,22 @@ def _unbroadcast(g, like):
     return unbroadcast(g, like)
 
 
-def _both(op, ga, gb):
-    """Cotangents of a binary op's two inputs, each summed back to its input's shape."""
-    return [_unbroadcast(ga, op.inputs[0]), _unbroadcast(gb, op.inputs[1])]
+def _both(op, make_ga, make_gb):
+    """Lazy gradients of a binary op's two inputs, each summed back to its input's shape
+    (the backward pass builds only those it needs, e.g. not the one of ``x * 2.0``'s 2.0)."""
+    a, b = op.inputs
+    return [lambda: _unbroadcast(make_ga(), a), lambda: _unbroadcast(make_gb(), b)]
+
+
+def _once(make):
+    """``make`` called at most once: a subexpression shared by two lazy gradients."""
+    built = []
+
+    def value():
+        if not built:
+            built.append(make())
+        return built[0]
+    return value
 
 
 def _zero_vjp(op, g):
@@ -134,42 +147,42 @@ def _zero_vjp(op, g):
 
 
 def _divide_vjp(op, g):
-    ga = g[0] / op.inputs[1]
-    return _both(op, ga, -(ga * op.results[0]))
+    ga = _once(lambda: g[0] / op.inputs[1])
+    return _both(op, ga, lambda: -(ga() * op.results[0]))
 
 
 def _power_vjp(op, g):
     x, y = op.inputs
-    positive = x > 0
-    # log(x) only where it is finite, so gy is never 0 * NaN (x ** y at x == 0 is constant in y
-    # from the right); the inner where keeps log's own derivative finite too.
-    log_x = where(positive, log(where(positive, x, 1)), 0)
-    return _both(op, g[0] * y * x ** (y - 1), g[0] * op.results[0] * log_x)
+
+    def gy():
+        # log(x) only where it is finite, so gy is never 0 * NaN (x ** y at x == 0 is constant
+        # in y from the right); the inner where keeps log's own derivative finite too.
+        positive = x > 0
+        return g[0] * op.results[0] * where(positive, log(where(positive, x, 1)), 0)
+    return _both(op, lambda: g[0] * y * x ** (y - 1), gy)
 
 
 def _extremum_vjp(wins):
     """VJP of maximum/minimum: ``wins(a, b)`` is where a is picked; ties split evenly."""
     def vjp(op, g):
         a, b = op.inputs
-        share = where(equal(a, b), 0.5, cast(wins(a, b), g[0].dtype))
-        ga = g[0] * share
-        return _both(op, ga, g[0] - ga)
+        ga = _once(lambda: g[0] * where(equal(a, b), 0.5, cast(wins(a, b), g[0].dtype)))
+        return _both(op, ga, lambda: g[0] - ga())
     return vjp
 
 
 def _where_vjp(op, g):
     cond = op.inputs[0]
-    return [None, _unbroadcast(where(cond, g[0], 0), op.inputs[1]),
-            _unbroadcast(where(cond, 0, g[0]), op.inputs[2])]
+    return [None, lambda: _unbroadcast(where(cond, g[0], 0), op.inputs[1]),
+            lambda: _unbroadcast(where(cond, 0, g[0]), op.inputs[2])]
 
 
 def _clip_vjp(op, g):
     x, lo, hi = op.inputs
-    ordered = lo <= hi
-    inside = (x >= lo) & (x <= hi)
-    return [_unbroadcast(where(inside, g[0], 0), x),
-            _unbroadcast(where((x < lo) & ordered, g[0], 0), lo),
-            _unbroadcast(where((x > hi) | ~ordered, g[0], 0), hi)]
+    ordered = _once(lambda: lo <= hi)
+    return [lambda: _unbroadcast(where((x >= lo) & (x <= hi), g[0], 0), x),
+            lambda: _unbroadcast(where((x < lo) & ordered(), g[0], 0), lo),
+            lambda: _unbroadcast(where((x > hi) | ~ordered(), g[0], 0), hi)]
 
 
 def _cast_vjp(op, g):
@@ -216,17 +229,17 @@ _CUDA_MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
 # --- arithmetic -------------------------------------------------------------------------------
 add_p = register(OpDef(
     "add", ELEMENTWISE, binary_rule, np.add,
-    vjp=lambda op, g: _both(op, g[0], g[0]),
+    vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0]),
     emitters={"numpy": ufunc("np.add"), "cuda": "(({0}) + ({1}))"}))
 
 subtract_p = register(OpDef(
     "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
-    vjp=lambda op, g: _both(op, g[0], -g[0]),
+    vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0]),
     emitters={"numpy": ufunc("np.subtract"), "cuda": "(({0}) - ({1}))"}))
 
 multiply_p = register(OpDef(
     "multiply", ELEMENTWISE, math_rule(np.multiply), np.multiply,
-    vjp=lambda op, g: _both(op, g[0] * op.inputs[1], g[0] * op.inputs[0]),
+    vjp=lambda op, g: _both(op, lambda: g[0] * op.inputs[1], lambda: g[0] * op.inputs[0]),
     emitters={"numpy": ufunc("np.multiply"), "cuda": "(({0}) * ({1}))"}))
 
 divide_p = register(OpDef(

@@ -58,15 +58,16 @@ def matmul_vjp(op, cotangents):
         g = ops.expand_dims(g, -1)
     if a.ndim == 1:
         g = ops.expand_dims(g, -2)
-    ga = matmul(g, _swap_last(b2))
-    gb = matmul(_swap_last(a2), g)
-    if a.ndim == 1:
-        ga = ops.squeeze(ga, -2)
-    if b.ndim == 1:
-        gb = ops.squeeze(gb, -1)
     from .shape import unbroadcast
 
-    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+    def grad_a():
+        ga = matmul(g, _swap_last(b2))
+        return unbroadcast(ops.squeeze(ga, -2) if a.ndim == 1 else ga, a)
+
+    def grad_b():
+        gb = matmul(_swap_last(a2), g)
+        return unbroadcast(ops.squeeze(gb, -1) if b.ndim == 1 else gb, b)
+    return [grad_a, grad_b]
 
 
 matmul_p = register(OpDef(

@@ -167,22 +167,22 @@ def _conv_weight_grad(x, g, kernel_hw, attrs):
 def conv2d_vjp(op, cotangents):
     x, w = op.inputs
     g, attrs = cotangents[0], _conv_attrs(op)
-    return [_conv_input_grad(g, w, x.shape[2:], attrs),
-            _conv_weight_grad(x, g, w.shape[2:], attrs)]
+    return [lambda: _conv_input_grad(g, w, x.shape[2:], attrs),
+            lambda: _conv_weight_grad(x, g, w.shape[2:], attrs)]
 
 
 def conv2d_input_grad_vjp(op, cotangents):
     """``<h, input_grad(g, w)> = <conv(h, w), g>``: bilinear in ``g`` and ``w``."""
     g, w = op.inputs
     h, attrs = cotangents[0], _conv_attrs(op)
-    return [_conv(h, w, attrs), _conv_weight_grad(h, g, w.shape[2:], attrs)]
+    return [lambda: _conv(h, w, attrs), lambda: _conv_weight_grad(h, g, w.shape[2:], attrs)]
 
 
 def conv2d_weight_grad_vjp(op, cotangents):
     """``<k, weight_grad(x, g)> = <conv(x, k), g>``: bilinear in ``x`` and ``g``."""
     x, g = op.inputs
     k, attrs = cotangents[0], _conv_attrs(op)
-    return [_conv_input_grad(g, k, x.shape[2:], attrs), _conv(x, k, attrs)]
+    return [lambda: _conv_input_grad(g, k, x.shape[2:], attrs), lambda: _conv(x, k, attrs)]
 
 
 _CONV_HELPERS = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)

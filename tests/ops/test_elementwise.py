@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.ops.core import evaluate_vjp
 from symgrad.errors import DTypeError, ShapeError
 from symgrad.ops import REGISTRY, activation, elementwise
 from tests.ops.samples_elementwise import SAMPLES
@@ -312,7 +313,7 @@ def apply_vjp(build, arrays, seed):
         values = [sg.data(f"in{i}", list(a.shape), a.dtype) for i, a in enumerate(arrays)]
         y = build(*values)
         g = sg.data("g", list(y.shape), y.dtype)
-        grads = y.op.opdef.vjp(y.op, [g])
+        grads = evaluate_vjp(y.op, [g])
     assert len(grads) == len(y.op.inputs)
     by_input = {id(v): gv for v, gv in zip(y.op.inputs, grads)}
     wanted = [by_input.get(id(v)) for v in values]

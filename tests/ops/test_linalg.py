@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.ops.core import evaluate_vjp
 
 RNG = np.random.default_rng(1)
 
@@ -82,5 +83,5 @@ def test_matmul_vjp_shapes():
         with sg.program_guard(sg.Program()):
             a, b = sg.data("a", sa, "float64"), sg.data("b", sb, "float64")
             y = a @ b
-            ga, gb = REGISTRY["matmul"].vjp(y.op, [y])
+            ga, gb = evaluate_vjp(y.op, [y])
         assert ga.shape == sa and gb.shape == sb, (sa, sb)

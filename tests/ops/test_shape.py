@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.ops.core import evaluate_vjp
 from symgrad.backends.interpreter import execute
 from symgrad.ops import INJECTIVE, REDUCTION, REGISTRY
 from symgrad.ops.shape import broadcast_like, unbroadcast
@@ -132,7 +133,7 @@ def test_transpose_method_forms_and_vjp_inverse():
     prog = sg.Program()
     with sg.program_guard(prog):
         y = sg.transpose(sg.data("x", [2, 3, 4]), (2, 0, 1))
-        g, = REGISTRY["transpose"].vjp(y.op, [y])
+        g, = evaluate_vjp(y.op, [y])
     assert g.op.attrs["axes"] == (1, 2, 0) and g.shape == (2, 3, 4)
 
 
@@ -272,11 +273,11 @@ def test_split_vjp_materialises_zeros_only_for_missing_cotangents():
         x = sg.data("x", [None, 4], "float64")
         a, b, c = sg.split(x, [1, 3], axis=1)
         before = len(prog.ops)
-        g, = REGISTRY["split"].vjp(a.op, [sg.ones_like(a), None, sg.ones_like(c)])
+        g, = evaluate_vjp(a.op, [sg.ones_like(a), None, sg.ones_like(c)])
         added = [op.name for op in prog.ops[before:]]
         assert added.count("zeros_like") + added.count("full") == 1
         before = len(prog.ops)
-        REGISTRY["split"].vjp(a.op, [sg.ones_like(a), sg.ones_like(b), sg.ones_like(c)])
+        evaluate_vjp(a.op, [sg.ones_like(a), sg.ones_like(b), sg.ones_like(c)])
         added_all = [op.name for op in prog.ops[before:]]
         assert "zeros_like" not in added_all and "full" not in added_all
     got, = sg.compile(prog, [g], backend="interpreter")(np.zeros((3, 4)))
@@ -289,12 +290,12 @@ def test_concatenate_vjp_pieces_for_unknown_sizes():
         a, b, c = (sg.data(n, s, "float64") for n, s in [("a", [2, 3]), ("b", [None, 3]),
                                                           ("c", [1, 3])])
         y = sg.concatenate([a, b, c])
-        grads = REGISTRY["concatenate"].vjp(y.op, [y])
+        grads = evaluate_vjp(y.op, [y])
         assert [g.shape for g in grads] == [(2, 3), (None, 3), (1, 3)]
         assert grads[0].op.name == "split" and grads[0].op.attrs["indices_or_sections"] == (2, -1)
         d = sg.data("d", [None, 3], "float64")
         y2 = sg.concatenate([b, a, d])
-        grads2 = REGISTRY["concatenate"].vjp(y2.op, [y2])
+        grads2 = evaluate_vjp(y2.op, [y2])
         assert grads2[0].op.name == "split_like"
     fn = sg.compile(prog, grads + grads2, backend="interpreter")
     av, bv, cv, dv = _u(2, 3), _u(4, 3), _u(1, 3), _u(3, 3)
@@ -383,8 +384,8 @@ def test_getitem_vjp_scatters_into_zeros():
     with sg.program_guard(prog):
         x = sg.data("x", [None, 3], "float64")
         y = x[1:, ::-2]
-        g, = REGISTRY["slice"].vjp(y.op, [sg.ones_like(y)])
-        gg, = REGISTRY["slice_scatter"].vjp(g.op, [g])[:1]
+        g, = evaluate_vjp(y.op, [sg.ones_like(y)])
+        gg, = evaluate_vjp(g.op, [g])[:1]
     assert g.op.name == "slice_scatter" and g.shape == (None, 3)
     assert gg.op.name == "slice" and gg.op.attrs == y.op.attrs
     got, = sg.compile(prog, [g], backend="interpreter")(np.zeros((3, 3)))
