@@ -51,8 +51,8 @@ static std::barrier<>* sg_block;
 struct sg_warp_state { std::unique_ptr<std::barrier<>> barrier; unsigned long long slot[32]; };
 static sg_warp_state sg_warps[32];
 
-inline void __syncthreads() { sg_block->arrive_and_wait(); }
-template <typename T> T __shfl_down_sync(unsigned, T value, int offset) {
+static inline void __syncthreads() { sg_block->arrive_and_wait(); }
+template <typename T> static T __shfl_down_sync(unsigned, T value, int offset) {
   sg_warp_state& w = sg_warps[sg_warp];
   std::memcpy(&w.slot[sg_lane], &value, sizeof(T));
   w.barrier->arrive_and_wait();
@@ -62,12 +62,12 @@ template <typename T> T __shfl_down_sync(unsigned, T value, int offset) {
   return result;
 }
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
+static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
 
 struct sg_half { unsigned short bits; };
-inline float sg_h2f(sg_half h) { _Float16 f; std::memcpy(&f, &h.bits, 2); return (float)f; }
-inline sg_half sg_f2h(float x) { _Float16 f = (_Float16)x; sg_half h; std::memcpy(&h.bits, &f, 2); return h; }
-template <typename T, typename Combine> T sg_warp_reduce(T value, Combine combine) {
+static inline float sg_h2f(sg_half h) { _Float16 f; std::memcpy(&f, &h.bits, 2); return (float)f; }
+static inline sg_half sg_f2h(float x) { _Float16 f = (_Float16)x; sg_half h; std::memcpy(&h.bits, &f, 2); return h; }
+template <typename T, typename Combine> static T sg_warp_reduce(T value, Combine combine) {
   for (int offset = 16; offset > 0; offset >>= 1) value = combine(value, __shfl_down_sync(0xffffffffu, value, offset));
   return value;
 }

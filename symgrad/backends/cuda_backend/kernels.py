@@ -136,8 +136,8 @@ class Kernel:
 
     ``name``: base name of the entry points; ``style``: map/row/col; ``source``: its CUDA
     text; ``shape``/``axes``: iteration shape and reduced axes; ``strides``: (Value, axis)
-    per stride argument, in order; ``inputs``: (Value, dense) per input pointer; ``outputs``:
-    indices into the group's results, per output pointer; ``acc``: accumulator dtype of a
+    per stride argument, in order; ``inputs``: (Value, dense) per input pointer (one output
+    pointer per result of the group follows them, in order); ``acc``: accumulator dtype of a
     reduction (None for map); ``variants``: entry-point suffixes ("" and/or "_i64");
     ``entries``: every entry-point name.
     """
@@ -149,7 +149,6 @@ class Kernel:
     axes: tuple
     strides: list
     inputs: list
-    outputs: list
     acc: np.dtype | None
     variants: tuple
     entries: tuple
@@ -370,8 +369,7 @@ class KernelBuilder:
         if acc_dtype is not None:
             entries += tuple(f"{self.name}_merge{suffix}" for suffix, _ in variants)
         return Kernel(self.name, style, source, self.shape, tuple(self.axes),
-                      list(self.strides), list(self.inputs),
-                      list(range(len(self.outputs))), acc_dtype,
+                      list(self.strides), list(self.inputs), acc_dtype,
                       tuple(s for s, _ in variants), entries)
 
     def _simple_layout(self, style) -> bool:

@@ -1,6 +1,6 @@
 // kernel k2_sum: fused group 1 (4 ops) -> %19
-//   %12 = multiply(%10, %4); backward of %5 = power(%3, %4)
-//   %15 = multiply(%12, %3); backward of %5 = power(%3, %4)
+//   %11 = multiply(%10, %4); backward of %5 = power(%3, %4)
+//   %15 = multiply(%11, %3); backward of %5 = power(%3, %4)
 //   %18 = multiply(%15, %17); backward of %3 = tanh(%2)
 //   %19 = sum(%18); backward of %2 = add(%x, %b)
 // Column reduction over the iteration shape (?, 16), reduced axes (0,):
@@ -56,8 +56,8 @@ __device__ __forceinline__ void k2_sum_body(I M, I K, I P, I T, I n0, I n1, I st
       const float v10 = in0[c0 * st0_0 + c1 * st0_1];
       const float v3 = in1[s];
       const float v17 = in2[s];
-      const float v12 = ((v10) * (2.0f));  // %12 = multiply(%10, %4); backward of %5 = power(%3, %4)
-      const float v15 = ((v12) * (v3));  // %15 = multiply(%12, %3); backward of %5 = power(%3, %4)
+      const float v11 = ((v10) * (2.0f));  // %11 = multiply(%10, %4); backward of %5 = power(%3, %4)
+      const float v15 = ((v11) * (v3));  // %15 = multiply(%11, %3); backward of %5 = power(%3, %4)
       const float v18 = ((v15) * (v17));  // %18 = multiply(%15, %17); backward of %3 = tanh(%2)
       acc = k2_sum_combine()(acc, (double)(v18));
     }
