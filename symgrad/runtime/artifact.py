@@ -135,7 +135,41 @@ def _library_versions():
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
 
 
-def _write_tree(compiled, root):
+def _cubin_archs(executable, requested):
+    """Architectures to build cubins for: those requested, else the current device's when a
+    GPU is present, else none (the .cu source is always saved)."""
+    if requested is not None:
+        return list(requested)
+    try:
+        from ..backends.cuda_backend import device_arch
+
+        return [device_arch()]
+    except Exception:  # no CuPy or no device: source only
+        return []
+
+
+def _write_cuda(writer, compiled, cubin_archs):
+    """``cuda/host.py``, ``cuda/program.cu``, one file per kernel, and a cubin per arch."""
+    executable = compiled._executable
+    kernels = {}
+    for name, kernel_source in compiled.kernels.items():
+        kernels[name] = f"cuda/{_safe_stem(name)}.cu"
+        writer.write_text(kernels[name], kernel_source)
+    writer.write_text("cuda/host.py", compiled.source)
+    entry = {"host": "cuda/host.py", "kernels": kernels}
+    full_source = getattr(executable, "cuda_source", None)
+    if full_source is not None:
+        entry["source"] = "cuda/program.cu"
+        writer.write_text(entry["source"], full_source)
+        archs = _cubin_archs(executable, cubin_archs)
+        entry["cubins"] = {}
+        for arch, cubin in (executable.cubins(archs) if archs else {}).items():
+            entry["cubins"][arch] = f"cuda/program.{_safe_stem(arch)}.cubin"
+            writer.write(entry["cubins"][arch], cubin)
+    return entry
+
+
+def _write_tree(compiled, root, cubin_archs=None):
     writer = _TreeWriter(root)
     store = _ConstantStore(writer)
     source, constants = _numpy_module(compiled)
@@ -151,12 +185,7 @@ def _write_tree(compiled, root):
                     "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION},
                     "program": PROGRAM_FILE}
     if compiled.backend == "cuda":
-        kernels = {}
-        for name, kernel_source in compiled.kernels.items():
-            kernels[name] = f"cuda/{_safe_stem(name)}.cu"
-            writer.write_text(kernels[name], kernel_source)
-        writer.write_text("cuda/host.py", compiled.source)
-        entry_points["cuda"] = {"host": "cuda/host.py", "kernels": kernels}
+        entry_points["cuda"] = _write_cuda(writer, compiled, cubin_archs)
     manifest = {
         "format": standalone.FORMAT_NAME,
         "format_version": standalone.FORMAT_VERSION,
@@ -223,9 +252,11 @@ def _publish_zip(staging, target):
         raise
 
 
-def save(compiled, path):
+def save(compiled, path, cubin_archs=None):
     """Write ``compiled`` as an artifact at ``path`` (a zip if it ends in ``.zip``) and
-    return ``path``. Atomic: a failure leaves whatever was at ``path`` before untouched."""
+    return ``path``. Atomic: a failure leaves whatever was at ``path`` before untouched.
+    For CUDA programs, ``cubin_archs`` (e.g. ``["sm_80", "sm_90"]``) lists the GPU
+    architectures to save compiled cubins for (default: the current device's, if any)."""
     target = os.path.abspath(os.fspath(path))
     as_zip = target.endswith(".zip")
     parent = os.path.dirname(target)
@@ -234,7 +265,7 @@ def save(compiled, path):
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
                                dir=parent)
     try:
-        _write_tree(compiled, staging)
+        _write_tree(compiled, staging, cubin_archs)
         if as_zip:
             _publish_zip(staging, target)
         else:

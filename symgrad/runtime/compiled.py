@@ -51,11 +51,14 @@ class CompiledProgram:
     def __call__(self, *args, **feeds):
         return self._executable.run(bind_feeds(self.signature, args, feeds))
 
-    def save(self, path):
-        """Write an AOT artifact directory at ``path`` and return the path."""
+    def save(self, path, cubin_archs=None):
+        """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
+        ``.zip``) and return the path. For CUDA programs ``cubin_archs`` (``["sm_90"]``...)
+        chooses the architectures whose compiled cubins are saved beside the ``.cu`` source
+        (default: the current GPU's, if there is one)."""
         from .artifact import save
 
-        return save(self, path)
+        return save(self, path, cubin_archs)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

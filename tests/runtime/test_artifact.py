@@ -503,3 +503,26 @@ def test_cuda_program_saves_kernels_and_a_numpy_module(tmp_path):
     x = feeds()
     for r, g in zip(ref(x), loaded(x)):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+
+
+@needs_numpy_backend
+def test_real_cuda_program_saves_its_source_and_cubins(tmp_path):
+    """Rendering CUDA needs no GPU; cubins are built with nvcc where it exists."""
+    import shutil
+
+    prog, fetches = contract_program()
+    compiled = sg.compile(prog, fetches, backend="cuda")
+    archs = ["sm_90"] if shutil.which("nvcc") else []
+    loaded = sg.load(compiled.save(str(tmp_path / "model"), cubin_archs=archs))
+    cuda = loaded.manifest["entry_points"]["cuda"]
+    assert cuda["source"] == "cuda/program.cu"
+    with open(tmp_path / "model" / "cuda" / "program.cu", encoding="utf-8") as handle:
+        assert handle.read() == compiled._executable.cuda_source
+    assert sorted(cuda["cubins"]) == archs
+    for rel in cuda["cubins"].values():
+        assert (tmp_path / "model" / rel).stat().st_size > 0
+        assert rel in loaded.manifest["files"]
+    ref = sg.compile(prog, fetches, backend="interpreter")
+    x = feeds()
+    for r, g in zip(ref(x), loaded(x)):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
