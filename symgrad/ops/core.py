@@ -100,10 +100,24 @@ class OpDef:
 
     @property
     def backends(self) -> list[str]:
-        return ["interpreter"] + sorted(self.emitters)
+        """The backends that can run this op (the interpreter runs every op)."""
+        return ["interpreter"] + [name for name, lowers in LOWERINGS.items() if lowers(self)]
 
     def __repr__(self):
         return f"OpDef({self.name!r}, {self.category})"
+
+
+def _numpy_lowers(opdef) -> bool:
+    return opdef.category == SOURCE or "numpy" in opdef.emitters
+
+
+# Which code generator lowers which op: the NumPy backend needs a "numpy" emitter; the CUDA
+# backend compiles ops with a "cuda" emitter (and fusible reductions) into kernels and runs
+# every other op the NumPy backend can lower through CuPy.
+LOWERINGS = {
+    "numpy": _numpy_lowers,
+    "cuda": lambda opdef: "cuda" in opdef.emitters or _numpy_lowers(opdef),
+}
 
 
 def evaluate_vjp(op, cotangents, wanted=None) -> list:
