@@ -3,7 +3,7 @@
 Build a program of typed Values, append its backward with ``ir_backward.grad``, compile the
 whole program to fused NumPy or CUDA source, run it, read it, save it.
 """
-from . import ops as _ops
+from . import ops
 from .errors import (ArtifactError, DTypeError, FeedError, FeedTypeError, GradError,
                      ProgramMismatchError, ShapeError, SymgradError, VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
@@ -24,3 +24,13 @@ def load(path):
     from .runtime.artifact import load as _load
 
     return _load(path)
+
+
+__all__ = [
+    *ops.__all__,
+    "ArtifactError", "Block", "CompileOptions", "CompiledProgram", "DTypeError", "Executor",
+    "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
+    "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
+    "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
+    "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",
+]

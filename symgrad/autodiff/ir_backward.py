@@ -11,10 +11,8 @@ input), :mod:`.backward` seeds the outputs and runs the VJPs in reverse program 
 """
 from __future__ import annotations
 
-import contextlib
-import gc
-
 from ..errors import GradError
+from ..gc_pause import gc_paused
 from ..ir.program import program_guard
 from ..ir.value import Value
 from ..ops.elementwise import add, cast
@@ -76,7 +74,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     unused = arguments.unused_mode(unused)
 
     first_op, first_id = program.num_ops, program._next_id
-    with _gc_paused(), program.transaction(), program_guard(program):
+    with gc_paused(), program.transaction(), program_guard(program):
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
             v for v in cone if v.op.opdef.feedable and not v.stop_gradient]
@@ -104,18 +102,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return results
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector: the pass allocates O(n) objects that all stay alive,
-    which would otherwise trigger repeated full collections (a quarter of the time on long
-    chains)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _results(backward, outputs, inputs, offsets, policy, allow_unused, unused):

@@ -37,7 +37,7 @@ Contract of each field:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -1,5 +1,4 @@
 import networkx as nx
-import numpy as np
 
 import symgrad as sg
 from symgrad.ir.graph import ancestors_of, users

@@ -77,8 +77,6 @@ def test_matmul_shape_errors(sa, sb, message):
 
 def test_matmul_vjp_shapes():
     """The VJP gives each operand a gradient of its own shape for every rank combination."""
-    from symgrad.ops import REGISTRY
-
     for sa, sb in RANK_CASES:
         with sg.program_guard(sg.Program()):
             a, b = sg.data("a", sa, "float64"), sg.data("b", sb, "float64")
