@@ -45,8 +45,6 @@ def test_runnable_blocks(page, tmp_path):
 
 
 def test_mkdocs_build_strict(tmp_path):
-    pytest.importorskip("mkdocs")
-    pytest.importorskip("mkdocstrings")
     env = dict(os.environ, MPLBACKEND="Agg")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
