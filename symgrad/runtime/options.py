@@ -13,7 +13,12 @@ class CompileOptions:
     fused groups (switch off to get one kernel per op). ``chunk_size``: elements per chunk of
     a fused NumPy loop. ``accumulate_float64``: accumulate float32 sums in float64.
     ``cache_dir``: where generated modules are cached (default ``$SYMGRAD_CACHE_DIR`` or
-    ``~/.cache/symgrad``). ``max_group_size``: cap on ops per fused group.
+    ``~/.cache/symgrad``). ``max_group_size``: cap on ops per fused group. ``threads``: threads
+    a chunked NumPy loop of at least 4 chunks is split across (contiguous row ranges on a
+    thread pool the generated module makes on first use); ``None`` means the number of CPUs
+    the process may use (``os.sched_getaffinity``, else ``os.cpu_count()``), at most 8, read
+    when the program runs; ``1`` runs every loop on the calling thread and
+    the module has no pool.
     """
 
     passes: tuple | None = None
@@ -23,6 +28,11 @@ class CompileOptions:
     cache_dir: str | None = None
     max_group_size: int = 64
     return_numpy: bool = False   # CUDA backend: return NumPy arrays instead of CuPy
+    threads: int | None = None
+
+    def __post_init__(self):
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads must be None or a positive int, got {self.threads!r}")
 
     def replace(self, **changes) -> "CompileOptions":
         return dataclasses.replace(self, **changes)

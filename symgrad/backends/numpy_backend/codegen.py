@@ -6,10 +6,12 @@ Module contract (the AOT artifact relies on it): the module imports only NumPy; 
 filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
 name, shape with ``None`` for run-time dims, dtype). Scalar constants are inlined.
 
-Each top-level op becomes one statement preceded by a provenance comment (``# %5 = tanh(%4)``,
-plus ``# backward of ...`` for backward ops); fused groups are lowered by :mod:`.group`.
-Values are deleted after their last use; buffers planned by the memory pass
-(``program.buffer_plan``) are allocated once and reused through ``out=``.
+Each top-level op becomes one statement of ``run`` preceded by a provenance comment
+(``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
+module-level function that ``run`` calls (:mod:`.group`). Chunked groups over many rows share
+the module's thread pool (``threads.py.j2``: made on first use, ``options.threads`` threads,
+only stdlib imports). Values are deleted after their last use; buffers planned by the memory
+pass (``program.buffer_plan``) are allocated once and reused through ``out=``.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .names import Namer, comment
 from .ops_text import numpy_emitter, provenance, visible_attrs
 
-TEMPLATE_VERSION = "1"
+TEMPLATE_VERSION = "2"
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,9 +72,14 @@ def _helpers_of(ops):
     return found
 
 
+SMALL_BUFFER = 256   # elements: a planned buffer this small gains nothing over NumPy's allocator
+
+
 def _shared_slots(plan: dict) -> dict:
-    """The planned buffers that two or more values share (a buffer used once gains nothing
-    over letting NumPy allocate the result)."""
+    """The planned buffers that two or more values share and that are not small (a buffer used
+    once, or a tiny one, gains nothing over letting NumPy allocate the result)."""
+    plan = {value: number for value, number in plan.items()
+            if value.size is None or value.size >= SMALL_BUFFER}
     count: dict = {}
     for number in plan.values():
         count[number] = count.get(number, 0) + 1
@@ -80,7 +87,7 @@ def _shared_slots(plan: dict) -> dict:
 
 
 class Generator:
-    """Builds the body of ``run`` statement by statement."""
+    """Builds the body of ``run`` statement by statement, and the group functions."""
 
     def __init__(self, program, fetches, options):
         self.program = program
@@ -94,6 +101,8 @@ class Generator:
         self.parameters = set(program.parameters)
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.units: list = []          # (lines, values read, values defined)
+        self.functions: list = []      # lines of each module-level group function
+        self.uses_threads = False      # does a group call the module's _over_rows?
 
     # --- expressions ---------------------------------------------------------------------------
     def expr(self, value, consumer=None, position=0) -> str:
@@ -186,11 +195,12 @@ class Generator:
                    for _, fn in sorted(self.helpers.items())]
         source = render(
             "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
+            functions=self.functions,
             summary=comment(f"{len(self.program.ops)} top-level ops, "
                             f"{len(self.fetches)} outputs"),
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
-            chunk=int(self.options.chunk_size))
+            threads=self.uses_threads, thread_count=self.options.threads)
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs)
 
     def with_deletes(self) -> list[str]:

@@ -1,26 +1,41 @@
-"""Lowering of one fused group (a ``fusion`` op) to NumPy statements.
+"""Lowering of one fused group (a ``fusion`` op) to module-level NumPy functions.
 
-The group's *iteration shape* is the shape of its map ops (or of its reduction's input).
-When that shape holds more than ``options.chunk_size`` elements (or is only known at run
-time), the map ops and the reduction run in a loop over blocks of rows along axis 0 (about
-``chunk_size`` elements each) with preallocated chunk-sized scratch buffers written through
-ufunc ``out=``; a buffer is reused once its value is dead, in place when the op is an exact
-ufunc. Captured inputs with the full leading dim are sliced per chunk, the others broadcast.
-Exported map values are written chunk by chunk into their full-size arrays. The reduction
-accumulates per chunk (in float64 for float32 sums when ``options.accumulate_float64``);
-epilogue ops then run once on the reduced values.
+Each group becomes a function ``_groupK(captures...)`` returning the group's results, called
+from ``run`` (small functions keep Python's compile time linear in program size). The
+group's *iteration shape* is the shape of its map ops (or of its reduction's input):
+
+* at most ``options.chunk_size`` elements, statically: the ops are plain NumPy expressions;
+* more (or a run-time leading dim), with a leading dim other than 1: *chunked*. A second
+  function ``_groupK_rows(_start, _stop, _rows, ...)`` runs the map ops and the reduction
+  over rows ``_start:_stop`` in chunks of ``_rows`` rows (about ``chunk_size`` elements),
+  with chunk-sized scratch buffers of its own written through ufunc ``out=`` (a buffer is
+  reused once its value is dead, in place when the op is an exact ufunc). Captured inputs
+  with the full leading dim are sliced per chunk, the others broadcast; exported map values
+  are written chunk by chunk into their full-size arrays; an op that is not an exact ufunc
+  binds the chunk-sized result NumPy allocates for it (``np.where`` writing into a scratch
+  buffer would only add a copy). ``_groupK`` hands the rows to the
+  module's ``_over_rows`` (see ``threads.py.j2``), which splits them into contiguous ranges
+  run on worker threads when there are enough chunks; with ``options.threads == 1`` it calls
+  ``_groupK_rows`` once, directly. A reduction over axis 0 returns one partial accumulator
+  per range, combined in row order by ``_groupK``; any other reduction writes its rows of a
+  shared result;
+* otherwise (leading dim 1, or 0-d): one pass with whole-size scratch buffers.
+
+Sums of float32 accumulate in float64 when ``options.accumulate_float64``. Epilogue ops then
+run once on the reduced values.
 """
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
+from ...ir.printer import format_op_head, value_label
 from ...ops.core import normalize_axis
 from ...passes.fusion import split_body
 from .literals import dtype_code, shape_code
-from ...ir.printer import format_op_head
-from .names import comment
+from .names import Namer, comment, docstring_line
 from .ops_text import numpy_emitter, trailing, visible_attrs
 
 # reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
@@ -31,6 +46,7 @@ REDUCERS = {
     "max": ("np.maximum", "lowest", False),
     "min": ("np.minimum", "highest", False),
 }
+DOC_WIDTH = 92
 
 
 def _identity(kind_identity, dtype):
@@ -44,20 +60,23 @@ def _identity(kind_identity, dtype):
 
 
 def _dims(gen, shape, captures):
-    """Source for each dim of ``shape``: a literal, or a capture's run-time dim."""
-    out = []
+    """Source for each dim of ``shape`` (a literal, or a capture's run-time dim), and per dim
+    the capture it reads (or None)."""
+    out, sources = [], []
     for axis, dim in enumerate(shape):
         if dim is not None:
             out.append(str(dim))
+            sources.append(None)
             continue
         for value in captures:
             k = axis - (len(shape) - value.ndim)
             if k >= 0 and value.shape[k] is None and value not in gen.scalars:
                 out.append(f"{gen.expr(value)}.shape[{k}]")
+                sources.append(value)
                 break
         else:
             raise AssertionError(f"no input of the group gives run-time dim {axis}")
-    return out
+    return out, sources
 
 
 def _product(dims):
@@ -79,181 +98,301 @@ def _is_ufunc(op):
     return getattr(emitter, "ufunc", None) is not None
 
 
+def _function(name, params, doc, body) -> list[str]:
+    """The lines of ``def name(params): doc; body``."""
+    lines = [f"def {name}({', '.join(params)}):"]
+    doc_lines = doc.split("\n")
+    if len(doc_lines) == 1:
+        lines.append(f'    """{doc_lines[0]}"""')
+    else:
+        lines.append(f'    """{doc_lines[0]}')
+        lines.extend(f"    {line}" if line else "" for line in doc_lines[1:-1])
+        lines.append(f'    {doc_lines[-1]}"""')
+    lines.extend(f"    {line}" if line else "" for line in body)
+    return lines
+
+
+def _wrap(text) -> list[str]:
+    return textwrap.wrap(docstring_line(text), DOC_WIDTH, break_long_words=False,
+                         break_on_hyphens=False) or [""]
+
+
 def lower(gen, op) -> list[str]:
-    """The lines computing fusion op ``op`` (see the module docstring)."""
-    from .codegen import render
+    """Append fusion op ``op``'s function(s) to ``gen.functions``; return the lines of ``run``
+    that call it (see the module docstring)."""
+    return _Lowering(gen, op).lower()
 
-    body = op.attrs["_body"]
-    map_ops, reduction, epilogue = split_body(op)
-    shape = reduction.inputs[0].shape if reduction is not None else map_ops[0].results[0].shape
-    dims = _dims(gen, shape, body.captures)
-    static = None not in shape
-    size = math.prod(shape) if static else None
-    chunked = bool(shape) and shape[0] != 1 and not (static and size <= gen.options.chunk_size)
-    exported = {inner: outer for inner, outer in zip(body.outputs, op.results)}
-    plan = getattr(gen, "buffer_plan", {})
-    loop_ops = map_ops + ([reduction] if reduction is not None else [])
 
-    names = [f"%{v.id}" for v in op.results]
-    before = [f"# fused group {op.attrs['group']} ({len(op.blocks[0].ops)} ops"
-              + (", chunked" if chunked else "") + f") -> {comment(', '.join(names))}"]
-    loop, after = [], []
+class _Lowering:
+    def __init__(self, gen, op):
+        self.gen, self.op = gen, op
+        self.body = op.attrs["_body"]
+        self.map_ops, self.reduction, self.epilogue = split_body(op)
+        self.loop_ops = self.map_ops + ([self.reduction] if self.reduction is not None else [])
+        # every value the functions mention gets its module-wide name first
+        self.captures = [v for v in op.inputs if v not in gen.scalars]
+        mentioned = [gen.expr(v) for v in self.captures]
+        mentioned += [gen.namer.value(v) for inner in op.blocks[0].ops for v in inner.results]
+        # names made for the group's functions only (``_s0``, ``x_c``...)
+        self.locals = Namer(reserved=list(gen.helpers) + mentioned)
+        shape = (self.reduction.inputs[0].shape if self.reduction is not None
+                 else self.map_ops[0].results[0].shape)
+        self.dims, self.dim_sources = _dims(gen, shape, self.body.captures)
+        static = None not in shape
+        chunk = gen.options.chunk_size
+        self.plain = static and math.prod(shape) <= chunk
+        self.chunked = bool(shape) and shape[0] != 1 and not self.plain
+        self.exported = {inner: outer for inner, outer in zip(self.body.outputs, op.results)}
+        self.plan = getattr(gen, "buffer_plan", {})
+        self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
+        self.local = {}           # Value -> the name an op of the group reads it by
+        self.scratch = []         # scratch buffer names, in allocation order
+        self.temporaries = []     # names of map values living in scratch buffers
 
-    # sizes
-    if chunked:
-        inner = _product(dims[1:])
+    # --- text ------------------------------------------------------------------------------------
+    def heading(self) -> str:
+        results = ", ".join(value_label(v) for v in self.op.results)
+        return (f"fused group {self.op.attrs['group']} ({len(self.op.blocks[0].ops)} ops"
+                + (", chunked" if self.chunked else "") + f") -> {results}")
+
+    def docstring(self) -> str:
+        loop = [f"{len(self.map_ops)} map ops"] if self.map_ops else []
+        if self.reduction is not None:
+            loop.append(format_op_head(self.reduction))
+        text = f"{self.heading()[0].upper()}{self.heading()[1:]}: {' and '.join(loop)}"
+        text += f" in chunks of rows ({self.name}_rows)" if self.chunked else ""
+        if self.epilogue:
+            text += f", then {len(self.epilogue)} epilogue ops"
+        text += "."
+        forward = {id(inner.forward_op): inner.forward_op for inner in self.op.blocks[0].ops
+                   if inner.forward_op is not None}
+        if forward:
+            ordered = sorted(forward.values(), key=lambda fwd: fwd.results[0].id)
+            text += "\n\nBackward of " + "; ".join(map(format_op_head, ordered)) + "."
+        return "\n".join("\n".join(_wrap(part))
+                         for part in text.split("\n"))
+
+    # --- map phase ------------------------------------------------------------------------------
+    def map_lines(self, allocate, scratch_shape) -> list[str]:
+        """Statements of the map ops; scratch allocations go to ``allocate``."""
+        gen, lines = self.gen, []
+        last = _last_uses(self.loop_ops)
+        slot_of, free = {}, {}
+
+        def take(dtype):
+            pool = free.setdefault(dtype.str, [])
+            if pool:
+                return pool.pop()
+            buffer = self.locals.fresh(f"_s{len(self.scratch)}")
+            allocate.append(f"{buffer} = np.empty({shape_code(scratch_shape)}, "
+                            f"{dtype_code(dtype)})")
+            self.scratch.append(buffer)
+            return buffer
+
+        for index, inner_op in enumerate(self.map_ops):
+            value = inner_op.results[0]
+            name = gen.namer.value(value)
+            args = gen.args(inner_op, self.local)
+            attrs = visible_attrs(inner_op)
+            tail = trailing(inner_op)
+            if value in self.exported:
+                direct = self.plain and self.plan.get(self.exported[value]) is None
+            else:   # small, or not a ufunc: a chunk-sized result NumPy allocates
+                direct = self.plain or not _is_ufunc(inner_op)
+            if direct:
+                lines.append(f"{name} = {numpy_emitter(inner_op)(args, attrs)}{tail}")
+                self.local[value] = name
+                continue
+            dying = list({id(v): v for v in inner_op.inputs
+                          if v in slot_of and last.get(v) == index}.values())
+            if value in self.exported:
+                target = f"{name}[_lo:_hi]" if self.chunked else name
+                name = self.local[value]
+            else:
+                reuse = next((v for v in dying if v.dtype == value.dtype), None)
+                if reuse is not None:
+                    target = slot_of.pop(reuse)
+                    dying = [v for v in dying if v is not reuse]
+                else:
+                    target = take(value.dtype)
+                slot_of[value] = target
+                self.local[value] = name
+                self.temporaries.append(name)
+            for v in dying:
+                free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
+            if _is_ufunc(inner_op):
+                lines.append(f"{name} = {numpy_emitter(inner_op)(args, attrs, out=target)}{tail}")
+            else:
+                lines.append(f"{name} = {target}")
+                lines.append(f"{numpy_emitter(inner_op)(args, attrs, out=name)}{tail}")
+        return lines
+
+    # --- the reduction --------------------------------------------------------------------------
+    def reduction_parts(self):
+        """``(ufunc, reduce call text for an argument, axes, accumulate dtype, dims of the
+        accumulator)``."""
+        op = self.reduction
+        ufunc, _, takes_dtype = REDUCERS[op.opdef.reduce_kind]
+        source, result = op.inputs[0], op.results[0]
+        axes = normalize_axis(op.attrs.get("axis"), source.ndim)
+        keepdims = result.ndim == source.ndim
+        accumulate = result.dtype
+        if takes_dtype and accumulate.kind == "f" and accumulate.itemsize < 8 and \
+                self.gen.options.accumulate_float64 and op.opdef.reduce_kind in ("sum", "mean"):
+            accumulate = np.dtype("float64")
+        dtype_kw = f", dtype={dtype_code(accumulate)}" if takes_dtype else ""
+        keep_kw = ", keepdims=True" if keepdims else ""
+
+        def call(arg):
+            return f"{ufunc}.reduce({arg}, axis={axes!r}{dtype_kw}{keep_kw})"
+        out_dims = [("1" if a in axes else d) for a, d in enumerate(self.dims)
+                    if keepdims or a not in axes]
+        return ufunc, call, axes, accumulate, out_dims
+
+    def finish_reduction(self, acc) -> list[str]:
+        """Lines turning the accumulator ``acc`` into the reduction's result."""
+        op = self.reduction
+        lines = []
+        if op.opdef.reduce_kind == "mean":
+            axes = normalize_axis(op.attrs.get("axis"), op.inputs[0].ndim)
+            count = _product([self.dims[a] for a in axes])
+            lines.append(f"{acc} = np.true_divide({acc}, {count})")
+        result = op.results[0]
+        name = self.gen.namer.value(result)
+        lines.append(f"{name} = np.asarray({acc}, dtype={dtype_code(result.dtype)})")
+        self.local[result] = name
+        return lines
+
+    # --- the functions --------------------------------------------------------------------------
+    def exported_map_values(self):
+        """(inner value, outer value) of the exported map values, in result order."""
+        map_set = set(self.map_ops)
+        return [(inner, outer) for inner, outer in self.exported.items() if inner.op in map_set]
+
+    def lower(self) -> list[str]:
+        gen = self.gen
+        run_lines = [f"# {comment(self.heading())}"]
+        params = [gen.expr(v) for v in self.captures]
+        args = list(params)
+        body = []
+        if self.chunked and not self.dims[0].isdigit():
+            body.append(f"_n = {self.dims[0]}")
+            self.dims[0] = "_n"
+        for inner, outer in self.exported_map_values():
+            name = gen.namer.value(inner)
+            slot = self.plan.get(outer)
+            if slot is not None:   # the memory plan's buffer, allocated by run
+                params.append(name)
+                args.append(gen.slot(slot, outer, run_lines))
+            elif not self.plain:
+                body.append(f"{name} = np.empty({shape_code(self.dims)}, "
+                            f"{dtype_code(inner.dtype)})")
+            self.local[inner] = gen.namer.value(inner)
+        body.extend(self.chunked_lines() if self.chunked else self.one_pass_lines())
+        for inner_op in self.epilogue:
+            body.append(f"# {comment(format_op_head(inner_op))}")
+            body.extend(gen.simple(inner_op, self.local))
+            self.local[inner_op.results[0]] = gen.namer.value(inner_op.results[0])
+        results = [gen.namer.value(v) for v in self.op.results]
+        body.append(f"return {', '.join(results)}")
+        gen.functions.append(_function(self.name, params, self.docstring(), body))
+        run_lines.append(f"{', '.join(results)} = {self.name}({', '.join(args)})")
+        return run_lines
+
+    def one_pass_lines(self) -> list[str]:
+        lines = []
+        lines.extend(self.map_lines(lines, self.dims))
+        if self.reduction is None:
+            return lines
+        _, call, _, _, _ = self.reduction_parts()
+        source = self.reduction.inputs[0]
+        acc = self.locals.fresh("_acc")
+        lines.append(f"{acc} = {call(self.local.get(source) or self.gen.expr(source))}"
+                     f"{trailing(self.reduction)}")
+        lines.extend(self.finish_reduction(acc))
+        if self.epilogue and not self.plain:
+            lines.append(f"del {', '.join(self.scratch + self.temporaries + [acc])}")
+        return lines
+
+    def chunked_lines(self) -> list[str]:
+        """The lines of ``_groupK`` around its rows function, which this appends."""
+        gen, lines = self.gen, []
+        n = self.dims[0]
+        inner = _product(self.dims[1:])
         if inner.isdigit():
             rows = str(max(1, gen.options.chunk_size // int(inner)))
         else:
-            rows = gen.namer.fresh("_rows")
-            before.append(f"{rows} = max(1, CHUNK // ({inner}))")
-        n = dims[0]
-        if not n.isdigit():
-            before.append(f"_n = {n}")
-            n = dims[0] = "_n"
-        first = str(min(int(rows), int(n))) if rows.isdigit() and n.isdigit() \
-            else f"min({rows}, {n})"
-        scratch_shape = [first] + dims[1:]
-    else:
-        scratch_shape = dims
-    temporaries = []   # names bound before the loop: deleted after it
-    loop_names = []    # names bound inside the loop: deleted only when there is no loop
+            rows = "_rows"
+            lines.append(f"_rows = max(1, {gen.options.chunk_size} // ({inner}))")
 
-    # full-size outputs of map values
-    local = {}
-    map_set = set(map_ops)
-    for index, (inner, outer) in enumerate(zip(body.outputs, op.results)):
-        if inner.op not in map_set:
-            continue
-        name = gen.namer.value(inner)
-        if plan.get(outer) is not None:
-            before.append(f"{name} = {gen.slot(plan[outer], outer, before)}")
-        else:
-            before.append(f"{name} = np.empty({shape_code(dims)}, {dtype_code(inner.dtype)})")
-        if chunked:
-            view = gen.namer.fresh(f"{name}_c")
-            local[inner] = view
-            loop_names.append(view)
-        else:
-            local[inner] = name
-
-    # captures read inside the loop: slice those spanning the leading dim
-    if chunked:
-        for value in body.captures:
-            if value in gen.scalars or not any(v is value for o in loop_ops for v in o.inputs):
-                continue
-            if value.ndim == len(shape) and value.shape[0] != 1:
-                view = gen.namer.fresh(f"{gen.expr(value)}_c")
+        # the rows function: parameters are what its loop reads
+        loop_reads = {v for o in self.loop_ops for v in o.inputs}
+        shape_reads = {v for v in self.dim_sources[1:] if v is not None}
+        worker_params = [gen.expr(v) for v in self.captures
+                         if v in loop_reads or v in shape_reads]
+        worker_params += [gen.namer.value(inner) for inner, _ in self.exported_map_values()]
+        allocate, loop = [], []
+        for value in self.captures:   # captures spanning the leading dim: sliced per chunk
+            if value in loop_reads and value.ndim == len(self.dims) and value.shape[0] != 1:
+                view = self.locals.fresh(f"{gen.expr(value)}_c")
                 loop.append(f"{view} = {gen.expr(value)}[_lo:_hi]")
-                local[value] = view
-                loop_names.append(view)
+                self.local[value] = view
+        for inner, _ in self.exported_map_values():
+            self.local[inner] = self.locals.fresh(f"{gen.namer.value(inner)}_c")
+        scratch_shape = ["min(_rows, _stop - _start)"] + self.dims[1:]
+        loop.extend(self.map_lines(allocate, scratch_shape))
 
-    # map ops with scratch buffers
-    last = _last_uses(loop_ops)
-    scratch_of, free, scratch_count = {}, {}, [0]
+        after, returns = [], None
+        if self.reduction is not None:
+            ufunc, call, axes, accumulate, out_dims = self.reduction_parts()
+            _, identity, _ = REDUCERS[self.reduction.opdef.reduce_kind]
+            source = self.reduction.inputs[0]
+            call_text = call(self.local.get(source) or gen.expr(source))
+            acc = self.locals.fresh("_acc")
+            head = trailing(self.reduction)
+            if 0 in axes:   # one partial accumulator per row range
+                allocate.append(f"{acc} = np.full({shape_code(out_dims)}, "
+                                f"{_identity(identity, accumulate)}, {dtype_code(accumulate)})")
+                loop.append(f"{ufunc}({acc}, {call_text}, out={acc}){head}")
+                returns = acc
+            else:           # rows of one shared result
+                lines.append(f"{acc} = np.empty({shape_code(out_dims)}, "
+                             f"{dtype_code(accumulate)})")
+                worker_params.append(acc)
+                loop.append(f"{call_text[:-1]}, out={acc}[_lo:_hi]){head}")
+            after = self.finish_reduction(acc)
 
-    def take(dtype):
-        pool = free.setdefault(dtype.str, [])
-        if pool:
-            return pool.pop()
-        number = scratch_count[0]
-        scratch_count[0] += 1
-        buffer = gen.namer.fresh(f"_s{number}")
-        before.append(f"{buffer} = np.empty({shape_code(scratch_shape)}, {dtype_code(dtype)})")
-        temporaries.append(buffer)
-        scratch_of[buffer] = dtype
-        return buffer
+        worker = f"{self.name}_rows"
+        body = allocate + ["for _lo in range(_start, _stop, _rows):",
+                           "    _hi = min(_lo + _rows, _stop)"]
+        if self.scratch:
+            body.append("    if _hi - _lo < _rows:  # the last chunk is shorter")
+            body += [f"        {s} = {s}[:_hi - _lo]" for s in self.scratch]
+        body += [f"    {line}" for line in loop]
+        if returns is not None:
+            body.append(f"return {returns}")
+        doc = (f"Rows _start:_stop of fused group {self.op.attrs['group']}, in chunks of _rows "
+               f"rows, with scratch buffers of its own")
+        if returns is not None:
+            doc += (f"; returns its partial {self.reduction.opdef.reduce_kind} "
+                    f"({value_label(self.reduction.results[0])})")
+        doc += "."
+        gen.functions.append(_function(worker, ["_start", "_stop", "_rows"] + worker_params,
+                                       "\n".join(_wrap(doc)),
+                                       body))
 
-    slot_of = {}
-    for index, inner_op in enumerate(map_ops):
-        value = inner_op.results[0]
-        emitter = numpy_emitter(inner_op)
-        args = gen.args(inner_op, local)
-        dying = list({id(v): v for v in inner_op.inputs
-                      if v in slot_of and last.get(v) == index}.values())
-        if value in exported:
-            target = f"{gen.namer.value(value)}[_lo:_hi]" if chunked else gen.namer.value(value)
-            name = local[value]
-        else:
-            reuse = next((v for v in dying if v.dtype == value.dtype), None) \
-                if _is_ufunc(inner_op) else None
-            if reuse is not None:
-                buffer = slot_of.pop(reuse)
-                dying = [v for v in dying if v is not reuse]
+        call_args = ", ".join([n, rows] + worker_params)
+        threaded = gen.options.threads != 1
+        if returns is not None:
+            ufunc = self.reduction_parts()[0]
+            if threaded:
+                lines.append(f"_partial = _over_rows({worker}, {call_args})")
+                lines.append(f"{returns} = {ufunc}.reduce(_partial, axis=0)")
             else:
-                buffer = take(value.dtype)
-            slot_of[value] = buffer
-            target = f"{buffer}[:_m]" if chunked else buffer
-            name = gen.namer.value(value)
-            local[value] = name
-            loop_names.append(name)
-        for v in dying:
-            free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
-        attrs = visible_attrs(inner_op)
-        tail = trailing(inner_op)
-        if _is_ufunc(inner_op):
-            loop.append(f"{name} = {emitter(args, attrs, out=target)}{tail}")
+                lines.append(f"{returns} = {worker}(0, {call_args})")
         else:
-            if name != target:
-                loop.append(f"{name} = {target}")
-            loop.append(f"{emitter(args, attrs, out=name)}{tail}")
-
-    # the reduction
-    if reduction is not None:
-        loop, after = _reduce(gen, reduction, dims, chunked, local, before, loop, after,
-                              temporaries)
-
-    # epilogue
-    for inner_op in epilogue:
-        after.append(f"# {comment(format_op_head(inner_op))}")
-        after.extend(gen.simple(inner_op, local))
-        local[inner_op.results[0]] = gen.namer.value(inner_op.results[0])
-    dead = set(temporaries) | {gen.namer.value(v) for o in epilogue + [reduction]
-                               if o is not None for v in o.results if v not in exported}
-    dead = sorted(dead if chunked else dead | set(loop_names))
-    if dead:
-        after.append(f"del {', '.join(dead)}")
-    if chunked:
-        text = render("chunk_loop.py.j2", before=before, n=n, rows=rows, body=loop, after=after)
-        return text.rstrip("\n").split("\n")
-    return before + loop + after
-
-
-def _reduce(gen, op, dims, chunked, local, before, loop, after, temporaries):
-    """Emit reduction ``op`` (per chunk when ``chunked``); returns (loop, after)."""
-    ufunc, identity, takes_dtype = REDUCERS[op.opdef.reduce_kind]
-    source = op.inputs[0]
-    result = op.results[0]
-    axes = normalize_axis(op.attrs.get("axis"), source.ndim)
-    keepdims = result.ndim == source.ndim
-    dtype = result.dtype
-    accumulate = dtype
-    if takes_dtype and dtype.kind == "f" and dtype.itemsize < 8 and \
-            gen.options.accumulate_float64 and op.opdef.reduce_kind in ("sum", "mean"):
-        accumulate = np.dtype("float64")
-    arg = local.get(source) or gen.expr(source)
-    dtype_kw = f", dtype={dtype_code(accumulate)}" if takes_dtype else ""
-    keep_kw = ", keepdims=True" if keepdims else ""
-    call = f"{ufunc}.reduce({arg}, axis={axes!r}{dtype_kw}{keep_kw})"
-    acc = gen.namer.fresh("_acc")
-    temporaries.append(acc)
-    out_dims = [("1" if a in axes else d) for a, d in enumerate(dims)
-                if keepdims or a not in axes]
-    head = trailing(op)
-    if chunked and 0 in axes:
-        before.append(f"{acc} = np.full({shape_code(out_dims)}, "
-                      f"{_identity(identity, accumulate)}, {dtype_code(accumulate)})")
-        loop.append(f"{ufunc}({acc}, {call}, out={acc}){head}")
-    elif chunked:
-        before.append(f"{acc} = np.empty({shape_code(out_dims)}, {dtype_code(accumulate)})")
-        out_call = call[:-1] + f", out={acc}[_lo:_hi])"
-        loop.append(f"{out_call}{head}")
-    else:
-        loop.append(f"{acc} = {call}{head}")
-    value = acc
-    if op.opdef.reduce_kind == "mean":
-        count = _product([dims[a] for a in axes])
-        after.append(f"{acc} = np.true_divide({acc}, {count})")
-    after.append(f"{gen.namer.value(result)} = np.asarray({value}, dtype={dtype_code(dtype)})")
-    local[result] = gen.namer.value(result)
-    return loop, after
+            lines.append(f"_over_rows({worker}, {call_args})" if threaded
+                         else f"{worker}(0, {call_args})")
+        if threaded:
+            gen.uses_threads = True
+        return lines + after

@@ -11,7 +11,8 @@ import builtins
 import keyword
 
 MAX_LENGTH = 40
-MODULE_NAMES = {"np", "feeds", "run", "CONSTANTS", "INPUTS", "OUTPUTS", "CHUNK"}
+MODULE_NAMES = {"np", "os", "threading", "concurrent", "feeds", "run", "CONSTANTS", "INPUTS",
+                "OUTPUTS", "THREADS", "MIN_PARALLEL_CHUNKS"}
 RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | MODULE_NAMES
 
 
@@ -30,6 +31,12 @@ def comment(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+def docstring_line(text: str) -> str:
+    """``text`` made safe for one line inside a ``\"\"\"`` docstring (no line breaks, quotes
+    and backslashes escaped)."""
+    return comment(text).replace("\\", "\\\\").replace('"', '\\"')
+
+
 class Namer:
     """Hands out unique identifiers; one name per Value id (fusion results share the id,
     hence the name, of the inner Value they export)."""
@@ -37,12 +44,19 @@ class Namer:
     def __init__(self, reserved=()):
         self.used = set(RESERVED) | set(reserved)
         self.by_id: dict[int, str] = {}
+        self.next_suffix: dict[str, int] = {}   # base -> first suffix not yet tried
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.used:
+        """``base``, or ``base_N`` with the smallest N not tried before for ``base``
+        (amortized O(1): each base remembers where its search stopped)."""
+        name = base
+        if name in self.used:
+            n = self.next_suffix.get(base, 1)
             name = f"{base}_{n}"
-            n += 1
+            while name in self.used:
+                n += 1
+                name = f"{base}_{n}"
+            self.next_suffix[base] = n + 1
         self.used.add(name)
         return name
 

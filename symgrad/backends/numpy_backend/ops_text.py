@@ -30,3 +30,4 @@ def trailing(op) -> str:
     if op.forward_op is not None:
         text += f"; backward of {format_op_head(op.forward_op)}"
     return "  # " + comment(text)
+

@@ -1,0 +1,130 @@
+"""Group functions and threaded chunk loops of the NumPy backend: the threaded path agrees with
+the interpreter (every reduce kind, float32 sums, exported values), empty batches, and
+``threads=1`` makes no pool."""
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.backends.numpy_backend.names import Namer
+
+REDUCTIONS = {
+    "sum0": lambda y: sg.sum(y, axis=0),
+    "sum1": lambda y: sg.sum(y, axis=1, keepdims=True),
+    "sum_all": lambda y: sg.sum(y),
+    "mean0": lambda y: sg.mean(y, axis=0),
+    "mean_all": lambda y: sg.mean(y),
+    "prod0": lambda y: sg.prod(y * 0.1 + 1.0, axis=0),
+    "max0": lambda y: sg.max(y, axis=0),
+    "max1": lambda y: sg.max(y, axis=1),
+    "min0": lambda y: sg.min(y, axis=0, keepdims=True),
+    "min_all": lambda y: sg.min(y),
+}
+
+
+def _program(reduce, dtype="float64"):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 6], dtype)
+        b = sg.data("b", [6], dtype)
+        y = sg.tanh(x * 1.5 + b) + sg.sin(x)
+        y.name = "y"
+        fetches = [reduce(y), y]
+    return prog, fetches
+
+
+def _check(prog, fetches, feeds, rtol, **options):
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    compiled = sg.compile(prog, fetches, backend="numpy", **options)
+    for e, g in zip(expected, compiled(**feeds)):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol)
+    return compiled
+
+
+@pytest.mark.parametrize("kind", sorted(REDUCTIONS))
+def test_threaded_reductions_match_the_interpreter(kind):
+    prog, fetches = _program(REDUCTIONS[kind])
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((37, 6)), "b": rng.standard_normal(6)}
+    compiled = _check(prog, fetches, feeds, 1e-9, threads=2, chunk_size=12)
+    module = compiled._executable.module
+    assert "_over_rows(" in compiled.source
+    assert module._POOL is not None          # 19 chunks of 2 rows: the pool ran them
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_threaded_float32_sums(accumulate):
+    prog, fetches = _program(lambda y: sg.sum(y), dtype="float32")
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((301, 6)).astype("float32"),
+             "b": rng.standard_normal(6).astype("float32")}
+    compiled = _check(prog, fetches, feeds, 1e-4, threads=2, chunk_size=30,
+                      accumulate_float64=accumulate)
+    assert ("dtype=np.float64" in compiled.source) == accumulate
+
+
+def test_gradient_through_threaded_groups():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 5], "float64")
+        loss = sg.sum(sg.exp(-x * x) * sg.cos(x)) + sg.mean(sg.max(x * 2.0, axis=1))
+        gx, = ir_backward.grad(loss, [x])
+    feeds = {"x": np.random.default_rng(5).standard_normal((40, 5))}
+    _check(prog, [loss, gx], feeds, 1e-9, threads=3, chunk_size=10)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_empty_batch_through_chunked_groups(threads):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        y = sg.exp(x) * 2.0 + 1.0
+        fetches = [y, sg.sum(y, axis=0), sg.sum(y * y, axis=1), sg.mean(y, axis=1)]
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=threads, chunk_size=8)
+    assert "_rows(_start, _stop, _rows" in compiled.source
+    got = compiled(x=np.zeros((0, 4)))
+    assert [g.shape for g in got] == [(0, 4), (4,), (0,), (0,)]
+    np.testing.assert_array_equal(got[1], np.zeros(4))
+
+
+def test_one_thread_makes_no_pool():
+    prog, fetches = _program(REDUCTIONS["sum0"])
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.standard_normal((50, 6)), "b": rng.standard_normal(6)}
+    compiled = _check(prog, fetches, feeds, 1e-9, threads=1, chunk_size=12)
+    source = compiled.source
+    assert "ThreadPoolExecutor" not in source and "_over_rows" not in source
+    assert "import threading" not in source
+    assert not hasattr(compiled._executable.module, "_POOL")
+
+
+def test_small_arrays_stay_on_the_calling_thread():
+    prog, fetches = _program(REDUCTIONS["sum0"])
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
+    rng = np.random.default_rng(7)
+    compiled(x=rng.standard_normal((5, 6)), b=rng.standard_normal(6))   # 3 chunks of 2 rows
+    assert compiled._executable.module._POOL is None
+
+
+def test_each_group_is_a_function_called_from_run():
+    prog, fetches = _program(REDUCTIONS["sum1"])
+    compiled = sg.compile(prog, fetches, backend="numpy", chunk_size=12)
+    source = compiled.source
+    assert "\ndef _group0(x, b):\n" in source
+    assert "\ndef _group0_rows(_start, _stop, _rows, x, b, y" in source
+    run = source[source.index("\ndef run("):]
+    assert "= _group0(x, b)" in run and "np.tanh" not in run
+
+
+def test_threads_option_is_validated():
+    with pytest.raises(ValueError, match="threads"):
+        sg.CompileOptions(threads=0)
+    assert sg.CompileOptions(threads=4).threads == 4
+
+
+def test_namer_suffixes_stay_unique():
+    namer = Namer(reserved={"x_2"})
+    names = [namer.fresh("x") for _ in range(5)] + [namer.fresh("x_1"), namer.fresh("np")]
+    assert names == ["x", "x_1", "x_3", "x_4", "x_5", "x_1_1", "np_1"]
+    assert len(set(names)) == len(names)
