@@ -102,9 +102,20 @@ def test_one_thread_makes_no_pool():
 def test_small_arrays_stay_on_the_calling_thread():
     prog, fetches = _program(REDUCTIONS["sum0"])
     compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
+    module = compiled._executable.module
+    module._pool = lambda: pytest.fail("a loop of 3 chunks must not use the worker pool")
     rng = np.random.default_rng(7)
     compiled(x=rng.standard_normal((5, 6)), b=rng.standard_normal(6))   # 3 chunks of 2 rows
-    assert compiled._executable.module._POOL is None
+
+
+def test_every_loaded_module_shares_one_pool():
+    from symgrad.backends.numpy_backend import shared_pool
+
+    prog, fetches = _program(REDUCTIONS["sum0"])
+    first = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
+    second = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=24)
+    assert first._executable.module._POOL is shared_pool()
+    assert second._executable.module._POOL is shared_pool()
 
 
 def test_each_group_is_a_function_called_from_run():

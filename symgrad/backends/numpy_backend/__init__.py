@@ -6,6 +6,9 @@ calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract
 """
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+
 import numpy as np
 
 from ...passes import gc_paused
@@ -56,6 +59,21 @@ def signature_literals(program, fetches):
     return inputs, outputs
 
 
+_shared_pool = None
+_shared_pool_lock = threading.Lock()
+
+
+def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """One worker pool for every generated module of the process (its threads start only as
+    chunked loops need them), so compiling many programs never piles up idle threads."""
+    global _shared_pool
+    with _shared_pool_lock:
+        if _shared_pool is None:
+            _shared_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=32, thread_name_prefix="symgrad")
+    return _shared_pool
+
+
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
     ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
@@ -96,5 +114,7 @@ def build(program, fetches, options):
     cache.dump(prefix, key, source)
     module = cache.load_module(path)
     module.CONSTANTS.update(generated.constants)
+    if hasattr(module, "_POOL"):
+        module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n")}
     return NumpyExecutable(module, path, source, dict(generated.constants), stats)
