@@ -7,6 +7,7 @@ creation order (``%0, %1, ...``), which is also a topological order of the globa
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 
 from .operation import Operation
@@ -142,28 +143,51 @@ class Program:
 
     # --- copies --------------------------------------------------------------------------
     def clone(self):
-        """A deep copy of the program; returns ``(program, value_map)`` mapping old -> new
-        Values by identity (a dict keyed by the old Value objects)."""
+        """A deep copy of the program (nested blocks included); returns ``(program,
+        value_map)`` mapping old -> new Values by identity (a dict keyed by the old Value
+        objects). Copies keep ids, names, flags and types; no shape rule runs again."""
         new = Program()
         value_map: dict[Value, Value] = {}
         op_map: dict[Operation, Operation] = {}
-        block = new.global_block()
-        for op in self.ops:
-            new_op = Operation(op.opdef, [value_map[v] for v in op.inputs], op.attrs, block,
-                               loc=op.loc, forward_op=op_map.get(op.forward_op, op.forward_op))
-            for old in op.results:
-                value = Value(new, old.id, old.shape, old.dtype, op=new_op, index=old.index,
-                              name=old.name, stop_gradient=old.stop_gradient)
-                new_op.results.append(value)
-                value_map[old] = value
-            op_map[op] = new_op
-            block.ops.append(new_op)
+
+        def copy_ops(ops, block):
+            append = block.ops.append
+            for op in ops:
+                forward_op = op.forward_op
+                if forward_op is not None:
+                    forward_op = op_map.get(forward_op, forward_op)
+                new_op = Operation(op.opdef, [value_map[v] for v in op.inputs], op.attrs, block,
+                                   op.loc, forward_op)
+                results = new_op.results
+                for old in op.results:
+                    value = Value(new, old.id, old.shape, old.dtype, new_op, old.index, old.name,
+                                  old.stop_gradient)
+                    results.append(value)
+                    value_map[old] = value
+                for old_block in op.blocks:   # nesting depth, not program size, bounds this
+                    inner = Block(new, parent_op=new_op)
+                    copy_ops(old_block.ops, inner)
+                    new_op.blocks.append(inner)
+                body = op.attrs.get("_body") if op.blocks else None
+                if hasattr(body, "remap"):    # a fused body: captures/outputs into the copy
+                    new_op.attrs["_body"] = body.remap(value_map, new_op.blocks)
+                op_map[op] = new_op
+                append(new_op)
+
+        collecting = gc.isenabled()   # many small cyclic objects: full collections while
+        gc.disable()                  # copying would make cloning superlinear
+        try:
+            copy_ops(self.ops, new.global_block())
+        finally:
+            if collecting:
+                gc.enable()
         new._next_id = self._next_id
         new.inputs = [value_map[v] for v in self.inputs]
         new.parameters = [value_map[v] for v in self.parameters]
         for old, value in value_map.items():
-            if old.grad is not None and old.grad in value_map:
-                value.grad = value_map[old.grad]
+            grad = old.grad
+            if grad is not None and grad in value_map:
+                value.grad = value_map[grad]
         return new, value_map
 
     # --- views ---------------------------------------------------------------------------

@@ -1,9 +1,16 @@
 """The pass pipeline: pure ``Program -> Program`` rewrites run before code generation.
 
 Every pass is ``pass(program, fetches, options) -> (program, fetches, stats)``: it builds a new
-program (the input is never modified), maps the fetches into it and reports counters.
-:func:`optimize` runs a list of passes by name (``None``: :data:`DEFAULT_PIPELINE`) and returns
-the optimized program, its fetches and a :class:`PassReport`.
+program (the input is never modified), maps the fetches into it and reports counters. A pass
+with nothing to change returns its input program itself, so treat the programs passes return
+as read-only. :func:`optimize` runs a list of passes by name (``None``:
+:data:`DEFAULT_PIPELINE`) and returns the optimized program, its fetches and a
+:class:`PassReport`. Passes whose only product is an analysis stored on the program
+(:data:`ANNOTATIONS`) store it, inside :func:`optimize`, directly on a program that an earlier
+pass of the same run built (no one else holds it) instead of copying it first.
+
+Every pass is linear in program size: a forward or backward sweep over the ops with constant
+work per op (dictionary lookups, no text formatting, no shape rules for copied ops).
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ import gc
 from ..ir.printer import format_program
 from .cse import cse
 from .fusion import FUSION, FusedBody, fuse, is_fusion, partition, split_body
-from .memory import memory_plan
+from .memory import attach_plan, memory_plan
 from .prune import prune
 from .simplify import simplify
 
@@ -28,10 +35,14 @@ PASSES = {
     "memory_plan": memory_plan,
 }
 DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
+# pass name -> ``annotate(program, fetches, options) -> stats``, storing the pass's analysis
+# on ``program`` itself (the pass = a copy of its input, annotated)
+ANNOTATIONS = {"memory_plan": attach_plan}
+ADDED_STATS = ("cse_merged", "simplified", "pruned_ops")   # summed over passes
 
-__all__ = ["DEFAULT_PIPELINE", "gc_paused", "FUSION", "FusedBody", "PASSES", "PassReport", "count_ops",
-           "cse", "fuse", "is_fusion", "memory_plan", "optimize", "partition", "prune",
-           "simplify", "split_body"]
+__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "gc_paused", "FUSION", "FusedBody", "PASSES",
+           "PassReport", "count_ops", "cse", "fuse", "is_fusion", "memory_plan", "optimize",
+           "partition", "prune", "simplify", "split_body"]
 
 
 @dataclasses.dataclass
@@ -79,12 +90,17 @@ def optimize(program, fetches, options, passes=None):
         raise ValueError(f"unknown pass {unknown[0]!r}; choose from {sorted(PASSES)}")
     stats: dict = {}
     fetches = list(fetches)
-    for name in names:
-        with gc_paused():
-            program, fetches, pass_stats = PASSES[name](program, fetches, options)
-        for key, value in pass_stats.items():
-            stats[key] = stats.get(key, 0) + value if key in ("cse_merged", "simplified",
-                                                              "pruned_ops") else value
+    owned = False   # is ``program`` built by a pass of this run (not the caller's)?
+    with gc_paused():
+        for name in names:
+            if owned and name in ANNOTATIONS:
+                pass_stats = ANNOTATIONS[name](program, fetches, options)
+            else:
+                new, fetches, pass_stats = PASSES[name](program, fetches, options)
+                owned = owned or new is not program
+                program = new
+            for key, value in pass_stats.items():
+                stats[key] = stats.get(key, 0) + value if key in ADDED_STATS else value
     stats["ops_after"] = count_ops(program)
     stats.setdefault("fused_groups", 0)
     stats["passes"] = names

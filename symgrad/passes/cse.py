@@ -4,7 +4,8 @@ Two ops are the same when they apply the same OpDef to the same (already dedupli
 inputs with equal attributes. Array attributes compare by value when small
 (:data:`SMALL_ARRAY`) and by identity otherwise; floats compare by their exact repr (so
 ``0.0`` and ``-0.0`` stay apart). Feedable sources (data, parameters) and ops owning blocks
-are never merged. One forward sweep, linear in program size.
+are never merged. A forward analysis sweep finds the repeats (keys hold object ids and
+attribute values, never printed text); the program is rebuilt only when there are some.
 """
 from __future__ import annotations
 
@@ -39,29 +40,51 @@ def attr_key(value):
 
 
 def op_key(opdef, inputs, attrs):
-    return (id(opdef), tuple(id(v) for v in inputs),
-            tuple(sorted((k, attr_key(v)) for k, v in attrs.items())))
+    """The hash-consing key of applying ``opdef`` to ``inputs`` with ``attrs``."""
+    ids = tuple(map(id, inputs))
+    if not attrs:
+        return opdef, ids
+    return opdef, ids, tuple(sorted((k, attr_key(v)) for k, v in attrs.items()))
+
+
+def find_twins(program) -> dict:
+    """``{op: earlier op computing the same}`` for the ops CSE removes (an analysis sweep on
+    ``program``, which it does not modify)."""
+    seen: dict = {}
+    twins: dict = {}
+    canonical: dict = {}       # result of a removed op -> the equal result of its twin
+    canon = canonical.get
+    for op in program.ops:
+        opdef = op.opdef
+        if opdef.feedable or op.blocks:
+            continue
+        inputs = [canon(v, v) for v in op.inputs] if canonical else op.inputs
+        key = op_key(opdef, inputs, op.attrs)
+        twin = seen.setdefault(key, op)
+        if twin is not op:
+            twins[op] = twin
+            for old, new in zip(op.results, twin.results):
+                canonical[old] = new
+    return twins
 
 
 def cse(program, fetches, options):
-    """Copy of ``program`` in which each distinct computation appears once."""
+    """``program`` with each distinct computation once (the input itself when none repeats)."""
+    twins = find_twins(program)
+    if not twins:
+        return program, list(fetches), {"cse_merged": 0}
     builder = Rebuilder(program)
-    seen: dict = {}
-    merged = 0
+    value_map = builder.value_map
+    copy = builder.copy
     for op in program.ops:
-        inputs = builder.inputs_of(op)
-        if op.opdef.feedable or op.blocks:
-            builder.copy(op, inputs)
-            continue
-        key = op_key(op.opdef, inputs, op.attrs)
-        twin = seen.get(key)
+        twin = twins.get(op)
         if twin is None:
-            seen[key] = builder.copy(op, inputs)
+            copy(op)
             continue
-        merged += 1
-        for old, new in zip(op.results, twin.results):
-            builder.alias(old, new)
+        for old, kept in zip(op.results, twin.results):
+            new = value_map[kept]
+            value_map[old] = new
             if new.name is None and old.name is not None:
                 new.name = old.name
     new, new_fetches = builder.finish(fetches)
-    return new, new_fetches, {"cse_merged": merged}
+    return new, new_fetches, {"cse_merged": len(twins)}

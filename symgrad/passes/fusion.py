@@ -16,12 +16,15 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
   outside) may follow it, on the reduced shape: the *epilogue*. A group has one reduction, and
   nothing in it reads a map value after the reduction, so a reduction's result is never
   broadcast back into its own group;
-* several producer groups merge into one consumer when the merged group stays convex (no path
-  leaves it and re-enters), which is checked against the external inputs with a search bounded
-  by :data:`CONVEXITY_BUDGET` ops (past it, the merge is refused);
+* an op joins (and several producer groups merge into) a group when it stays convex (no path
+  leaves it and re-enters): no capture the join adds may depend on the group, which a search
+  bounded by :data:`CONVEXITY_BUDGET` ops checks (past it, the join is refused);
+* convex groups can still interleave so that two of them read each other; the groups on such
+  a cycle of the group graph are dissolved (their ops stay unfused) before scheduling;
 * groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures.
 
-Linear in program size (times the bounded checks); groups merge small into large.
+Linear in program size (times the bounded checks, which only search from captures made after
+the group's first op); groups merge small into large.
 """
 from __future__ import annotations
 
@@ -114,7 +117,7 @@ class _Group:
         self.shape = shape                  # iteration shape
         self.reduced_shape = reduced_shape  # shape of the epilogue (after the reduction)
         self.min_pos = pos
-        self.captures = set()               # external input Values (may hold stale members)
+        self.captures = set(op.inputs)      # exactly the external input Values
 
 
 def _fusible(op) -> bool:
@@ -127,6 +130,8 @@ def _fusible(op) -> bool:
 
 
 class _Partitioner:
+    """Greedy partition in program order into convex groups."""
+
     def __init__(self, program, options):
         self.ops = program.ops
         self.pos = {op: i for i, op in enumerate(self.ops)}
@@ -134,68 +139,95 @@ class _Partitioner:
         self.epilogue_ops: set = set()
         self.max_size = max(1, options.max_group_size)
 
-    # reachability: does op ``start`` depend on a group in ``ids``?
-    def _reaches(self, start, ids, min_pos) -> bool:
+    def _reaches(self, start, groups, min_pos) -> bool:
+        """Does op ``start`` depend on an op of one of ``groups``? Only ops from position
+        ``min_pos`` on can; past :data:`CONVEXITY_BUDGET` visited ops the answer is yes."""
+        group_of, pos = self.group_of, self.pos
         stack, seen = [start], {start}
         while stack:
             op = stack.pop()
-            group = self.group_of.get(op)
-            if group is not None and id(group) in ids:
+            if group_of.get(op) in groups:
                 return True
             if len(seen) > CONVEXITY_BUDGET:
                 return True
             for value in op.inputs:
                 producer = value.op
-                if producer not in seen and self.pos[producer] >= min_pos:
+                if producer not in seen and pos[producer] >= min_pos:
                     seen.add(producer)
                     stack.append(producer)
         return False
 
-    def _convex(self, groups, op) -> bool:
-        ids = {id(g) for g in groups}
-        min_pos = min(g.min_pos for g in groups)
-        captures = set(op.inputs)
+    def _outside(self, groups, op) -> set:
+        """External inputs of ``groups`` merged with ``op``."""
+        group_of = self.group_of
+        values = set(op.inputs)
         for group in groups:
-            captures |= group.captures
-        outside = [v for v in captures if id(self.group_of.get(v.op)) not in ids]
-        if len(set(outside)) > MAX_GROUP_ARGS:
-            return False
-        return not any(self.pos[v.op] >= min_pos and self._reaches(v.op, ids, min_pos)
-                       for v in outside)
+            values |= group.captures
+        return {v for v in values if group_of.get(v.op) not in groups}
+
+    def _merge(self, chosen, group, op):
+        """May ``op`` join ``group`` and the groups ``chosen`` before it (merging them)? The
+        merged group must not exceed :data:`MAX_GROUP_ARGS` captures and must stay convex: no
+        capture may depend on it. Returns None when not, else the captures to give the merged
+        group: all of them when groups merge; when ``op`` joins one group, only the ones it
+        adds (which are all that need the search: adding ``op`` opens no path into the
+        group's older captures)."""
+        group_of, pos = self.group_of, self.pos
+        if not chosen:
+            groups = (group,)
+            captures = group.captures
+            check = {v for v in op.inputs if v not in captures and group_of.get(v.op) is not group}
+            if len(captures) + len(check) > MAX_GROUP_ARGS:
+                return None
+            min_pos = group.min_pos
+        else:
+            groups = (*chosen, group)
+            check = self._outside(groups, op)
+            if len(check) > MAX_GROUP_ARGS:
+                return None
+            min_pos = min(g.min_pos for g in groups)
+        for value in check:
+            if pos[value.op] >= min_pos and self._reaches(value.op, groups, min_pos):
+                return None
+        return check
 
     def _candidates(self, op):
         """Producer groups ``op`` may join, with the phase it would join them in."""
-        result = op.results[0]
+        group_of = self.group_of
         found = []
         for value in op.inputs:
-            group = self.group_of.get(value.op)
-            if group is None or any(g is group for g in found):
+            group = group_of.get(value.op)
+            if group is None or group in found:
                 continue
-            in_group = [v for v in op.inputs if self.group_of.get(v.op) is group]
             if op.opdef.category == REDUCTION:
                 ok = group.phase == "map" and group.shape == value.shape
             elif group.phase == "map":
-                ok = group.shape == result.shape
+                ok = group.shape == op.results[0].shape
             else:
-                ok = group.reduced_shape == result.shape and all(
-                    v.op in self.epilogue_ops for v in in_group)
+                ok = group.reduced_shape == op.results[0].shape and all(
+                    v.op in self.epilogue_ops for v in op.inputs if group_of.get(v.op) is group)
             if ok:
                 found.append(group)
         return found
 
-    def _join(self, groups, op):
-        """Merge ``groups`` (small into large) and add ``op``; returns the merged group."""
-        groups = sorted(groups, key=lambda g: -len(g.members))
-        target = groups[0]
-        for other in groups[1:]:
-            for member in other.members:
-                self.group_of[member] = target
-            target.members.extend(other.members)
-            target.captures |= other.captures
-            target.min_pos = min(target.min_pos, other.min_pos)
+    def _join(self, groups, op, captures):
+        """Merge ``groups`` (small into large) and add ``op``, with the ``captures`` that
+        :meth:`_merge` returned; returns the merged group."""
+        group_of = self.group_of
+        if len(groups) == 1:
+            target = groups[0]
+            target.captures |= captures
+        else:
+            groups = sorted(groups, key=lambda g: -len(g.members))
+            target = groups[0]
+            for other in groups[1:]:
+                for member in other.members:
+                    group_of[member] = target
+                target.members.extend(other.members)
+                target.min_pos = min(target.min_pos, other.min_pos)
+            target.captures = captures
         target.members.append(op)
-        self.group_of[op] = target
-        target.captures.update(op.inputs)
+        group_of[op] = target
         if op.opdef.category == REDUCTION:
             target.phase, target.reduced_shape = "epilogue", op.results[0].shape
             self.epilogue_ops.add(op)
@@ -205,30 +237,34 @@ class _Partitioner:
 
     def run(self) -> list:
         groups = []
+        max_size = self.max_size
         for position, op in enumerate(self.ops):
             if not _fusible(op):
                 continue
-            chosen, size = [], 1
-            for group in sorted(self._candidates(op), key=lambda g: -len(g.members)):
-                if op.opdef.category != ELEMENTWISE or group.phase == "epilogue":
-                    if chosen:
-                        continue                  # one reduction per group
-                if any(g.phase == "epilogue" for g in chosen):
+            candidates = self._candidates(op)
+            chosen, captures, size = [], None, 1
+            if len(candidates) > 1:
+                candidates.sort(key=lambda g: -len(g.members))
+            elementwise = op.opdef.category == ELEMENTWISE
+            for group in candidates:
+                if chosen and (not elementwise or group.phase == "epilogue"
+                               or any(g.phase == "epilogue" for g in chosen)):
+                    continue                  # one reduction per group
+                if size + len(group.members) > max_size:
                     continue
-                if size + len(group.members) > self.max_size:
-                    continue
-                if self._convex(chosen + [group], op):
+                merged = self._merge(chosen, group, op)
+                if merged is not None:
                     chosen.append(group)
+                    captures = merged
                     size += len(group.members)
             if chosen:
-                self._join(chosen, op)
+                self._join(chosen, op, captures)
                 continue
             if op.opdef.category == REDUCTION:
                 group = _Group(op, position, "epilogue", op.inputs[0].shape, op.results[0].shape)
                 self.epilogue_ops.add(op)
             else:
                 group = _Group(op, position, "map", op.results[0].shape)
-            group.captures.update(op.inputs)
             self.group_of[op] = group
             groups.append(group)
         unique = {id(g): g for g in self.group_of.values()}
@@ -237,33 +273,52 @@ class _Partitioner:
 
 def partition(program, options) -> list[list[Operation]]:
     """The fused groups of ``program``: lists of two or more ops, each in program order."""
+    return _partition_and_schedule(program, options)[0]
+
+
+def _partition_and_schedule(program, options):
+    """``(groups, units in schedule order, unit number of each op)``. Convex groups can still
+    depend on each other both ways when they interleave; the groups on such a cycle of the
+    group graph are dissolved (their ops stay unfused), which leaves it acyclic."""
     partitioner = _Partitioner(program, options)
+    pos = partitioner.pos
     groups = []
     for group in partitioner.run():
         if len(group.members) >= 2:
-            groups.append(sorted(group.members, key=partitioner.pos.__getitem__))
-    groups.sort(key=lambda members: partitioner.pos[members[0]])
-    return groups
+            groups.append(sorted(group.members, key=pos.__getitem__))
+    groups.sort(key=lambda members: pos[members[0]])
+    order, unit_of, successors = _schedule(program.ops, groups, pos)
+    if len(order) < len(successors):
+        scheduled = {unit_of[members[0]] for members in order}
+        cyclic = _on_cycles(set(range(len(successors))) - scheduled, successors)
+        # units 0 .. len(groups)-1 are the groups, in order
+        groups = [members for i, members in enumerate(groups) if i not in cyclic]
+        order, unit_of, successors = _schedule(program.ops, groups, pos)
+        if len(order) < len(successors):  # dissolving the cycles' groups leaves none
+            raise AssertionError("fusion produced a cyclic schedule")
+    return groups, order, unit_of
 
 
 # --- building the fused program ------------------------------------------------------------------
-def _schedule(program, groups):
-    """Units (a group or a single op) in a topological order close to the program's."""
-    pos = {op: i for i, op in enumerate(program.ops)}
+def _schedule(ops, groups, pos):
+    """Units (a group or a single op) in a topological order close to the program's: the
+    list of units scheduled (all of them unless the groups depend on each other in a cycle),
+    the unit number of each op and each unit's successor units."""
     unit_of = {}
     units = []
     for members in groups:
         for op in members:
             unit_of[op] = len(units)
         units.append(members)
-    for op in program.ops:
+    for op in ops:
         if op not in unit_of:
             unit_of[op] = len(units)
             units.append([op])
     indegree = [0] * len(units)
     successors = [[] for _ in units]
     for index, members in enumerate(units):
-        preds = {unit_of[v.op] for op in members for v in op.inputs} - {index}
+        preds = {unit_of[v.op] for op in members for v in op.inputs}
+        preds.discard(index)
         indegree[index] = len(preds)
         for pred in preds:
             successors[pred].append(index)
@@ -278,9 +333,49 @@ def _schedule(program, groups):
             indegree[succ] -= 1
             if indegree[succ] == 0:
                 heapq.heappush(ready, (pos[units[succ][0]], succ))
-    if len(order) != len(units):  # convexity guarantees this never happens
-        raise AssertionError("fusion produced a cyclic schedule")
-    return order, unit_of
+    return order, unit_of, successors
+
+
+def _on_cycles(nodes, successors) -> set:
+    """The nodes of ``nodes`` in a strongly connected component of two or more nodes of the
+    graph ``successors`` restricted to ``nodes`` (Tarjan's algorithm, iterative)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], set()
+    for root in nodes:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(successors[root]))]
+        while work:
+            node, pending = work[-1]
+            for succ in pending:
+                if succ not in nodes:
+                    continue
+                if succ not in index:
+                    index[succ] = low[succ] = len(index)
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(successors[succ])))
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.update(component)
+    return found
 
 
 def _emit_group(builder, members, number, exported):
@@ -310,15 +405,13 @@ def _emit_group(builder, members, number, exported):
 
 
 def fuse(program, fetches, options):
-    """Copy of ``program`` with each fused group replaced by a :data:`FUSION` op."""
+    """Copy of ``program`` with each fused group replaced by a :data:`FUSION` op (the input
+    itself when nothing fuses)."""
     if not options.fusion:
-        builder = Rebuilder(program)
-        for op in program.ops:
-            builder.copy(op)
-        new, new_fetches = builder.finish(fetches)
-        return new, new_fetches, {"fused_groups": 0}
-    groups = partition(program, options)
-    order, unit_of = _schedule(program, groups)
+        return program, list(fetches), {"fused_groups": 0}
+    groups, order, unit_of = _partition_and_schedule(program, options)
+    if not groups:
+        return program, list(fetches), {"fused_groups": 0, "fused_ops": 0}
     fetched = set(fetches)
     used_outside = set()
     for op in program.ops:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..ops.core import ELEMENTWISE
 from .fusion import is_fusion, map_outputs
-from .rewrite import Rebuilder
+from .rewrite import clone
 
 NEVER = float("inf")
 
@@ -43,35 +43,32 @@ def plan(program, fetches):
     """``{Value: slot number}`` for the planned values, and the stats of the plan."""
     ops = program.ops
     fetched = set(fetches)
-    root: dict = {}          # value -> its storage root (a value owning memory)
-    planned: dict = {}       # root value -> True when it lives in a slot
+    planned: dict = {}       # value -> True when it lives in a slot
     for op in ops:
-        flags = writes_into_buffer(op)
-        for value, flag in zip(op.results, flags):
-            own = flag and value not in fetched and None not in value.shape
-            planned[value] = own
-            root[value] = value
-    # a non-planned op's results may be views of its inputs: they keep the inputs' roots alive
-    last_use: dict = {}
-    alias_roots: dict = {}
+        for value, flag in zip(op.results, writes_into_buffer(op)):
+            planned[value] = flag and value not in fetched and None not in value.shape
+    # lifetimes: a value lives until its last use, or until the last use of any value that may
+    # be a view of it (a non-planned op's results may alias its inputs); fetched values forever.
+    # ``last`` keeps first-use order, which orders the slots freed at one op.
+    last: dict = {}
     for index, op in enumerate(ops):
         for value in op.inputs:
-            for r in alias_roots.get(value, (root[value],)):
-                last_use[r] = index
-        for value, own in zip(op.results, (planned[v] for v in op.results)):
-            if not own and not op.opdef.feedable:
-                roots = set()
-                for v in op.inputs:
-                    roots.update(alias_roots.get(v, (root[v],)))
-                roots.add(value)
-                alias_roots[value] = tuple(roots)
+            last[value] = index
     for value in fetched:
-        for r in alias_roots.get(value, (root[value],)):
-            last_use[r] = NEVER
+        last[value] = NEVER
+    for op in reversed(ops):   # views come after their bases: extend bases backwards
+        if op.opdef.feedable:
+            continue
+        for value in op.results:
+            end = last.get(value)
+            if end is not None and not planned[value]:
+                for base in op.inputs:
+                    if last[base] < end:
+                        last[base] = end
     dying_at: dict = {}
-    for r, index in last_use.items():
+    for value, index in last.items():
         if index != NEVER:
-            dying_at.setdefault(index, []).append(r)
+            dying_at.setdefault(index, []).append(value)
     # assign slots; bytes[i] = memory allocated at op i, freed[i] = memory released after it
     free: dict = {}
     slots: dict = {}
@@ -86,7 +83,7 @@ def plan(program, fetches):
         for value in op.results:
             nbytes = _owned_bytes(value)
             unplanned_allocated[index] += nbytes
-            if value not in last_use:      # never read: dies at once
+            if value not in last:          # never read: dies at once
                 dying_at.setdefault(index, []).append(value)
             if not planned[value]:
                 allocated[index] += nbytes
@@ -126,12 +123,15 @@ def plan(program, fetches):
     return slots, stats
 
 
+def attach_plan(program, fetches, options) -> dict:
+    """Plan ``program`` and store the plan on it as ``program.buffer_plan`` (modifies
+    ``program``: for a program no one else holds); returns the stats."""
+    slots, stats = plan(program, fetches)
+    program.buffer_plan = slots
+    return stats
+
+
 def memory_plan(program, fetches, options):
     """Copy of ``program`` carrying its buffer plan as ``program.buffer_plan``."""
-    slots, stats = plan(program, fetches)
-    builder = Rebuilder(program)
-    for op in program.ops:
-        builder.copy(op)
-    new, new_fetches = builder.finish(fetches)
-    new.buffer_plan = {builder.get(value): slot for value, slot in slots.items()}
-    return new, new_fetches, stats
+    new, new_fetches = clone(program, fetches)
+    return new, new_fetches, attach_plan(new, new_fetches, options)

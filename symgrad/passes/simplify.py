@@ -17,6 +17,11 @@ collapse in the same sweep):
   an elementwise op whose inputs each hold one value everywhere becomes a broadcast scalar;
 * broadcast elimination: an elementwise op reads the source of a broadcast input directly
   when its result type stays the same (NumPy broadcasting does the rest).
+
+Each op is offered only the rules that can apply to its OpDef (chosen once per OpDef from the
+tables), and what is known about a Value holding one value everywhere is remembered, so the
+sweep costs a few dictionary lookups per op. Ops that the rewrites leave unused are dropped
+(the result holds only what the fetches depend on), so a following DCE finds nothing to do.
 """
 from __future__ import annotations
 
@@ -43,9 +48,9 @@ NEGATE = "negative"
 COLLAPSING_CHAINS = ("reshape", "broadcast_to")
 NO_OP_WHEN_SAME_TYPE = ("reshape", "reshape_like", "broadcast_to", "broadcast_like", "cast",
                         "squeeze", "expand_dims")
-PERMUTATIONS = {"transpose": "axes"}
+PERMUTATIONS = {"transpose": "axes"}  # op name -> attr holding the permutation
 # broadcasts an elementwise consumer can drop (it broadcasts by itself)
-BROADCASTS = ("broadcast_to", "broadcast_like")        # op name -> attr holding the permutation
+BROADCASTS = ("broadcast_to", "broadcast_like")
 # ops whose result holds one value everywhere: op name -> fill value (from the op)
 FILLS = {
     "full": lambda op: op.attrs["fill_value"],
@@ -57,33 +62,39 @@ UNIFORM_PRESERVING = ("reshape", "reshape_like", "broadcast_to", "broadcast_like
                       "expand_dims", "squeeze")
 
 
+# ops whose result may hold one value everywhere (where :func:`uniform_fill` looks)
+_MAYBE_UNIFORM = frozenset(FILLS) | {"constant"} | frozenset(UNIFORM_PRESERVING)
+
+
 def constant_value(value):
     """The array of a non-feedable source Value (constant, full...), or None."""
     op = value.op
-    if op.opdef.category != SOURCE or op.opdef.feedable:
+    opdef = op.opdef
+    if opdef.category != SOURCE or opdef.feedable:
         return None
-    if op.name == "constant":
+    if opdef.name == "constant":
         return op.attrs["value"]
     size = value.size
     if size is None or size > FOLD_LIMIT:
         return None
-    return np.asarray(op.opdef.impl(**op.attrs), dtype=value.dtype)
+    return np.asarray(opdef.impl(**op.attrs), dtype=value.dtype)
 
 
 def uniform_fill(value):
     """The single value every element of ``value`` holds, when statically known, else None."""
     for _ in range(64):  # bounded walk through data movement
         op = value.op
-        fill = FILLS.get(op.name)
+        name = op.opdef.name
+        fill = FILLS.get(name)
         if fill is not None:
             return fill(op)
-        if op.name == "constant":
+        if name == "constant":
             array = op.attrs["value"]
             if array.size == 0 or array.size > UNIFORM_CHECK_LIMIT:
                 return None
             first = array.flat[0]
             return first.item() if np.all(array == first) else None
-        if op.name in UNIFORM_PRESERVING and op.inputs:
+        if name in UNIFORM_PRESERVING and op.inputs:
             value = op.inputs[0]
             continue
         return None
@@ -94,47 +105,64 @@ def _same_type(a, b):
     return a.shape == b.shape and a.dtype == b.dtype
 
 
-def _try_identity(op, inputs):
-    rule = IDENTITY_ELEMENTS.get(op.name)
-    if rule is None or len(inputs) != 2:
+class _Sweep:
+    """State of one simplify sweep: the rebuilder and the memo of :func:`uniform_fill`."""
+
+    def __init__(self, builder):
+        self.builder = builder
+        self.fills: dict = {}
+
+    def fill(self, value):
+        """:func:`uniform_fill` of a new Value, computed once per Value."""
+        if value.op.opdef.name not in _MAYBE_UNIFORM:
+            return None
+        fills = self.fills
+        if value in fills:
+            return fills[value]
+        fill = fills[value] = uniform_fill(value)
+        return fill
+
+
+def _try_identity(sweep, op, inputs):
+    if len(inputs) != 2:
         return None
-    neutral, positions = rule
+    neutral, positions = IDENTITY_ELEMENTS[op.opdef.name]
     result = op.results[0]
     for position in positions:
         other = inputs[1 - position]
-        fill = uniform_fill(inputs[position])
+        fill = sweep.fill(inputs[position])
         if fill is not None and fill == neutral and _same_type(other, result):
             return other
     return None
 
 
-def _try_negation(builder, op, inputs):
-    rule = NEGATIONS.get(op.name)
-    if rule is None or len(inputs) != 2:
+def _try_negation(sweep, op, inputs):
+    if len(inputs) != 2:
         return None
-    minus_one, positions = rule
+    minus_one, positions = NEGATIONS[op.opdef.name]
     result = op.results[0]
     for position in positions:
         other = inputs[1 - position]
-        if uniform_fill(inputs[position]) == minus_one and _same_type(other, result):
-            if other.op.name == NEGATE:           # -(-x)
+        if sweep.fill(inputs[position]) == minus_one and _same_type(other, result):
+            if other.op.opdef.name == NEGATE:           # -(-x)
                 return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
-            return builder.emit(get_op(NEGATE), [other], {}, like=result)
+            return sweep.builder.emit(get_op(NEGATE), [other], {}, like=result)
     return None
 
 
-def _try_involution(op, inputs):
-    if op.name in INVOLUTIONS and inputs[0].op.opdef is op.opdef:
+def _try_involution(sweep, op, inputs):
+    if inputs[0].op.opdef is op.opdef:
         inner = inputs[0].op.inputs[0]
         if _same_type(inner, op.results[0]):
             return inner
     return None
 
 
-def _try_no_op(op, inputs):
-    if op.name in NO_OP_WHEN_SAME_TYPE and _same_type(inputs[0], op.results[0]):
+def _try_no_op(sweep, op, inputs):
+    name = op.opdef.name
+    if name in NO_OP_WHEN_SAME_TYPE and _same_type(inputs[0], op.results[0]):
         return inputs[0]
-    attr = PERMUTATIONS.get(op.name)
+    attr = PERMUTATIONS.get(name)
     if attr is not None and tuple(op.attrs[attr]) == tuple(range(len(op.attrs[attr]))):
         return inputs[0]
     return None
@@ -152,26 +180,31 @@ def _rebind(builder, op, inputs, attrs):
     return builder.emit(op.opdef, inputs, attrs, like=old)
 
 
-def _try_chain(builder, op, inputs):
+def _try_chain(sweep, op, inputs):
     producer = inputs[0].op
-    if producer.opdef is not op.opdef or len(op.results) != 1:
+    if producer.opdef is not op.opdef:
         return None
-    if op.name in COLLAPSING_CHAINS:
-        return _rebind(builder, op, [producer.inputs[0]] + inputs[1:], op.attrs)
-    attr = PERMUTATIONS.get(op.name)
+    name = op.opdef.name
+    if name in COLLAPSING_CHAINS:
+        return _rebind(sweep.builder, op, [producer.inputs[0]] + inputs[1:], op.attrs)
+    attr = PERMUTATIONS.get(name)
     if attr is not None:
         inner, outer = producer.attrs[attr], op.attrs[attr]
         composed = tuple(int(inner[a]) for a in outer)
         if composed == tuple(range(len(composed))):
             source = producer.inputs[0]
             return source if _same_type(source, op.results[0]) else None
-        return _rebind(builder, op, [producer.inputs[0]], dict(op.attrs, **{attr: composed}))
+        return _rebind(sweep.builder, op, [producer.inputs[0]],
+                       dict(op.attrs, **{attr: composed}))
     return None
 
 
-def _try_fold(builder, op, inputs):
-    if op.opdef.category == SOURCE or op.blocks or not inputs:
-        return None
+def _try_fold(sweep, op, inputs):
+    """Fold an op whose inputs are all small constants; True when folded."""
+    for value in inputs:        # cheap test first: every input is made by a non-feedable source
+        opdef = value.op.opdef
+        if opdef.category != SOURCE or opdef.feedable:
+            return None
     arrays = []
     for value in inputs:
         array = constant_value(value)
@@ -190,17 +223,20 @@ def _try_fold(builder, op, inputs):
     for old, array in zip(op.results, results):
         array = np.array(array, dtype=old.dtype, order="C")
         array.flags.writeable = False
-        builder.emit(constant_p, [], {"value": array}, like=old)
+        sweep.builder.emit(constant_p, [], {"value": array}, like=old)
     return True
 
 
-def _try_uniform(builder, op, inputs):
+def _try_uniform(sweep, op, inputs):
     result = op.results[0]
-    if op.opdef.category != ELEMENTWISE or None in result.shape or not inputs:
+    if None in result.shape:
         return None
-    fills = [uniform_fill(v) for v in inputs]
-    if any(f is None for f in fills):
-        return None
+    fills = []
+    for value in inputs:
+        fill = sweep.fill(value)
+        if fill is None:
+            return None
+        fills.append(fill)
     try:
         with np.errstate(all="ignore"):
             scalar = op.opdef.impl(*[np.asarray(f, dtype=v.dtype) for f, v in
@@ -211,49 +247,78 @@ def _try_uniform(builder, op, inputs):
     if scalar.ndim:
         return None
     scalar.flags.writeable = False
+    builder = sweep.builder
     if not result.shape:
         return builder.emit(get_op("constant"), [], {"value": scalar}, like=result)
     value = builder.emit(get_op("constant"), [], {"value": scalar})
     return builder.emit(get_op("broadcast_to"), [value], {"shape": result.shape}, like=result)
 
 
-def _try_drop_broadcast(builder, op, inputs):
-    if op.opdef.category != ELEMENTWISE:
+def _try_drop_broadcast(sweep, op, inputs):
+    for value in inputs:
+        if value.op.opdef.name in BROADCASTS:
+            break
+    else:
         return None
-    changed = [v.op.inputs[0] if v.op.name in BROADCASTS else v for v in inputs]
-    if all(a is b for a, b in zip(changed, inputs)):
-        return None
-    return _rebind(builder, op, changed, op.attrs)
+    changed = [v.op.inputs[0] if v.op.opdef.name in BROADCASTS else v for v in inputs]
+    return _rebind(sweep.builder, op, changed, op.attrs)
+
+
+# rules for one-result ops, in the order they are tried, each with the test on the OpDef that
+# tells whether it can apply at all
+_RULES = (
+    (_try_identity, lambda d: d.name in IDENTITY_ELEMENTS),
+    (_try_involution, lambda d: d.name in INVOLUTIONS),
+    (_try_no_op, lambda d: d.name in NO_OP_WHEN_SAME_TYPE or d.name in PERMUTATIONS),
+    (_try_uniform, lambda d: d.category == ELEMENTWISE),
+    (_try_negation, lambda d: d.name in NEGATIONS),
+    (_try_chain, lambda d: d.name in COLLAPSING_CHAINS or d.name in PERMUTATIONS),
+    (_try_drop_broadcast, lambda d: d.category == ELEMENTWISE),
+)
+
+
+_RULES_BY_OPDEF: dict = {}
+
+
+def _rules_for(opdef):
+    """The rules of :data:`_RULES` that can apply to ops of ``opdef`` (a tuple, cached)."""
+    rules = _RULES_BY_OPDEF.get(opdef)
+    if rules is None:
+        rules = tuple(rule for rule, applies in _RULES if applies(opdef))
+        _RULES_BY_OPDEF[opdef] = rules
+    return rules
 
 
 def simplify(program, fetches, options):
     """Copy of ``program`` with the rules of the module docstring applied."""
     builder = Rebuilder(program)
+    sweep = _Sweep(builder)
+    value_map = builder.value_map
+    copy = builder.copy
     rewritten = 0
     for op in program.ops:
-        inputs = builder.inputs_of(op)
-        if inputs and not op.blocks:
-            if _try_fold(builder, op, inputs):
-                rewritten += 1
-                continue
-            replacement = None
-            if len(op.results) == 1:
-                for rule in (_try_identity, _try_involution, _try_no_op):
-                    replacement = rule(op, inputs)
-                    if replacement is not None:
-                        break
-                else:
-                    for rule in (_try_uniform, _try_negation, _try_chain, _try_drop_broadcast):
-                        replacement = rule(builder, op, inputs)
-                        if replacement is not None:
-                            break
-            if replacement is not None:
-                rewritten += 1
-                builder.alias(op.results[0], replacement)
-                if replacement.name is None and op.results[0].name is not None \
-                        and replacement.op.opdef.category != SOURCE:
-                    replacement.name = op.results[0].name
-                continue
-        builder.copy(op, inputs)
-    new, new_fetches = builder.finish(fetches)
-    return new, new_fetches, {"simplified": rewritten}
+        if not op.inputs or op.blocks:
+            copy(op)
+            continue
+        inputs = [value_map[v] for v in op.inputs]
+        if op.opdef.category != SOURCE and _try_fold(sweep, op, inputs):
+            rewritten += 1
+            continue
+        replacement = None
+        if len(op.results) == 1:
+            for rule in _RULES_BY_OPDEF.get(op.opdef) or _rules_for(op.opdef):
+                replacement = rule(sweep, op, inputs)
+                if replacement is not None:
+                    break
+        if replacement is None:
+            copy(op, inputs)
+            continue
+        rewritten += 1
+        result = op.results[0]
+        value_map[result] = replacement
+        if replacement.name is None and result.name is not None \
+                and replacement.op.opdef.category != SOURCE:
+            replacement.name = result.name
+    before = len(builder.program.ops)
+    new, new_fetches = builder.finish(fetches, drop_dead=True)
+    return new, new_fetches, {"simplified": rewritten, "pruned_ops": before - len(new.ops)}
