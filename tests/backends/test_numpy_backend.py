@@ -258,3 +258,17 @@ def test_exported_value_reading_one_scratch_twice():
         y = t * t                     # exported: read outside the group by the matmul
         z = sg.exp(sg.matmul(y, sg.transpose(y)))
     _compare(prog, [z, y], {"x": np.random.rand(5, 3)}, chunk_size=4)
+
+
+def test_epilogue_reads_a_whole_input_the_chunk_loop_also_reads():
+    """Regression (found by hypothesis): an epilogue op reading a capture of the chunk loop must
+    read the whole array, not the loop's chunk view."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        v = sg.data("v", [None, 1], "float64")
+        s = sg.sum(sg.tanh(v), axis=1, keepdims=True)
+        z = s * v
+    fn = sg.compile(prog, [z], backend="numpy", chunk_size=2)
+    assert fn.stats["fused_groups"] == 1
+    feed = np.linspace(-1, 1, 9).reshape(9, 1)
+    np.testing.assert_allclose(fn(v=feed)[0], np.tanh(feed) * feed, rtol=1e-12)

@@ -289,6 +289,8 @@ class _Lowering:
                             f"{dtype_code(inner.dtype)})")
             self.local[inner] = gen.namer.value(inner)
         body.extend(self.chunked_lines() if self.chunked else self.one_pass_lines())
+        for value in self.body.captures:   # the epilogue reads whole inputs, not chunk views
+            self.local.pop(value, None)
         for inner_op in self.epilogue:
             body.append(f"# {comment(format_op_head(inner_op))}")
             body.extend(gen.simple(inner_op, self.local))
