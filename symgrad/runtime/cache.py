@@ -12,6 +12,7 @@ The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.c
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import marshal
@@ -32,8 +33,26 @@ def cache_dir(options=None) -> str:
     return path
 
 
+@functools.lru_cache(maxsize=None)
+def library_fingerprint() -> str:
+    """sha256 of the source of every symgrad module (read once per process): a key part that
+    makes any change to the code generators, passes or op emitters miss the cache."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256()
+    for folder, subfolders, files in os.walk(root):
+        subfolders.sort()
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()
+
+
 def cache_key(*parts: str) -> str:
-    """sha256 (hex) of the parts, each length-prefixed so that boundaries matter."""
+    """sha256 (hex) of the parts, each length-prefixed so that boundaries matter, and of the
+    library's own source (:func:`library_fingerprint`)."""
+    parts = parts + (library_fingerprint(),)
     digest = hashlib.sha256()
     for part in parts:
         data = part.encode("utf-8")

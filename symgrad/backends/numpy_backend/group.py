@@ -195,6 +195,8 @@ class _Lowering:
             args = gen.args(inner_op, self.local)
             attrs = visible_attrs(inner_op)
             tail = trailing(inner_op)
+            dying = list({id(v): v for v in inner_op.inputs
+                          if v in slot_of and last.get(v) == index}.values())
             if value in self.exported:
                 direct = self.plain and self.plan.get(self.exported[value]) is None
             else:   # small, or not a ufunc: a chunk-sized result NumPy allocates
@@ -202,9 +204,9 @@ class _Lowering:
             if direct:
                 lines.append(f"{name} = {numpy_emitter(inner_op)(args, attrs)}{tail}")
                 self.local[value] = name
+                for v in dying:   # the inputs' scratch buffers are free for later ops
+                    free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
                 continue
-            dying = list({id(v): v for v in inner_op.inputs
-                          if v in slot_of and last.get(v) == index}.values())
             if value in self.exported:
                 target = f"{name}[_lo:_hi]" if self.chunked else name
                 name = self.local[value]
