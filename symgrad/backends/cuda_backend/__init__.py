@@ -15,17 +15,13 @@ import shutil
 import subprocess
 import tempfile
 
-import numpy as np
-
 from ...errors import SymgradError
 from ...runtime import cache
-from ..numpy_backend import canonical_text, signature_literals
+from ..numpy_backend import signature_literals
 from ..numpy_backend.names import sanitize
-from . import kernels as kernel_lowering
 from .host import generate
 
 BACKEND = "cuda"
-TEMPLATE_VERSION = "1"
 NVRTC_OPTIONS = ("--std=c++17",)
 INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
@@ -145,15 +141,11 @@ def _write(path, text):
 
 
 def build(program, fetches, options):
-    import symgrad
-
     inputs, outputs = signature_literals(program, fetches)
-    key = cache.cache_key(BACKEND, canonical_text(program, fetches), options.key(),
-                          TEMPLATE_VERSION, kernel_lowering.template_sources(),
-                          symgrad.__version__, np.__version__)
     first = fetches[0].name if fetches and fetches[0].name else "program"
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     generated = generate(program, fetches, options, inputs, outputs)
+    key = cache.cache_key(BACKEND, generated.source, generated.cuda_source)
     path = cache.lookup(prefix, key, options)
     hit = path is not None
     if not hit:

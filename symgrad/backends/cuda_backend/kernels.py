@@ -61,11 +61,6 @@ def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
 
 
-def template_sources() -> str:
-    env = environment()
-    return "".join(env.loader.get_source(env, name)[0] for name in sorted(env.list_templates()))
-
-
 # --- which ops become kernels -------------------------------------------------------------------
 def has_cuda_emitter(op) -> bool:
     return isinstance(op.opdef.emitters.get("cuda"), str)

@@ -9,45 +9,12 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-import numpy as np
-
 from ...passes import gc_paused
 from ...runtime import cache
-from .codegen import TEMPLATE_VERSION, generate, template_sources
+from .codegen import generate
 from .names import sanitize
 
 BACKEND = "numpy"
-
-
-def _canonical_attr(value) -> str:
-    if isinstance(value, np.ndarray):
-        if value.ndim == 0:   # inlined into the source: its exact value matters
-            return f"scalar<{value.dtype.str}:{value.tobytes().hex()}>"
-        return f"array<{value.dtype.str}{value.shape}>"   # read from CONSTANTS at run time
-    if hasattr(value, "outputs") and hasattr(value, "captures"):   # a fused body
-        return "body<" + ",".join(str(v.id) for v in value.outputs) + ">"
-    if isinstance(value, float):
-        return f"float<{value.hex()}>"
-    return repr(value)
-
-
-def canonical_text(program, fetches) -> str:
-    """Everything about the program that the generated source depends on, as text."""
-    from ...ir.printer import format_op_head
-
-    lines = []
-    stack = [(op, 0) for op in reversed(program.ops)]
-    while stack:
-        op, depth = stack.pop()
-        attrs = ";".join(f"{k}={_canonical_attr(v)}" for k, v in sorted(op.attrs.items()))
-        results = ",".join(f"{v.id}:{v.name!r}:{v.dtype.str}{v.shape}" for v in op.results)
-        head = format_op_head(op.forward_op) if op.forward_op is not None else ""
-        lines.append(f"{depth}|{op.name}|{[v.id for v in op.inputs]}|{results}|{attrs}|{head}")
-        for block in reversed(op.blocks):
-            stack.extend((inner, depth + 1) for inner in reversed(block.ops))
-    lines.append("fetch " + ",".join(str(v.id) for v in fetches))
-    lines.append("params " + ",".join(repr(v.name) for v in program.parameters))
-    return "\n".join(lines)
 
 
 def signature_literals(program, fetches):
@@ -94,16 +61,15 @@ class NumpyExecutable:
 
 
 def build(program, fetches, options):
-    import symgrad
-
+    """Generate the module, then load it from the cache, keyed by the source itself (which
+    renders everything it depends on: program, fetches, options, templates) and the library's
+    code, so a second compile of the same program is a cache hit."""
     inputs, outputs = signature_literals(program, fetches)
-    key = cache.cache_key(BACKEND, canonical_text(program, fetches), options.key(),
-                          TEMPLATE_VERSION, template_sources(), symgrad.__version__,
-                          np.__version__)
     first = fetches[0].name if fetches and fetches[0].name else "program"
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     with gc_paused():
         generated = generate(program, fetches, options, inputs, outputs)
+    key = cache.cache_key(BACKEND, generated.source)
     path = cache.lookup(prefix, key, options)
     hit = path is not None
     if hit:

@@ -31,9 +31,6 @@ from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .names import Namer, comment
 from .ops_text import numpy_emitter, provenance, visible_attrs
 
-TEMPLATE_VERSION = "2"
-
-
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "numpy"),
@@ -44,12 +41,6 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
-
-
-def template_sources() -> str:
-    """The text of every template (part of the cache key)."""
-    env = environment()
-    return "".join(env.loader.get_source(env, name)[0] for name in sorted(env.list_templates()))
 
 
 @dataclasses.dataclass
