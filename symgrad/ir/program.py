@@ -7,9 +7,9 @@ creation order (``%0, %1, ...``), which is also a topological order of the globa
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 
+from ..gc_pause import gc_paused
 from .operation import Operation
 from .value import Value
 
@@ -174,13 +174,8 @@ class Program:
                 op_map[op] = new_op
                 append(new_op)
 
-        collecting = gc.isenabled()   # many small cyclic objects: full collections while
-        gc.disable()                  # copying would make cloning superlinear
-        try:
+        with gc_paused():
             copy_ops(self.ops, new.global_block())
-        finally:
-            if collecting:
-                gc.enable()
         new._next_id = self._next_id
         new.inputs = [value_map[v] for v in self.inputs]
         new.parameters = [value_map[v] for v in self.parameters]

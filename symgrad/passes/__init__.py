@@ -14,11 +14,10 @@ work per op (dictionary lookups, no text formatting, no shape rules for copied o
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import gc
 
+from ..gc_pause import gc_paused
 from ..ir.printer import format_program
 from .cse import cse
 from .fusion import FUSION, FusedBody, fuse, is_fusion, partition, split_body
@@ -40,7 +39,7 @@ DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
 ANNOTATIONS = {"memory_plan": attach_plan}
 ADDED_STATS = ("cse_merged", "simplified", "pruned_ops")   # summed over passes
 
-__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "gc_paused", "FUSION", "FusedBody", "PASSES",
+__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "FusedBody", "PASSES",
            "PassReport", "count_ops", "cse", "fuse", "is_fusion", "memory_plan", "optimize",
            "partition", "prune", "simplify", "split_body"]
 
@@ -69,17 +68,6 @@ def _annotate(op):
     return None
 
 
-@contextlib.contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector: passes allocate many small cyclic objects (ops and
-    their results), on which repeated full collections would make compiling superlinear."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def optimize(program, fetches, options, passes=None):

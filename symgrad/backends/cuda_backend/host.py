@@ -15,8 +15,6 @@ for NumPy.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import textwrap
 
 from ...ir.printer import format_op_head
 from ...ops.core import SOURCE, normalize_axis
@@ -147,14 +145,7 @@ class HostGenerator(Generator):
             else:
                 lines, reads = self.simple(op), op.inputs
             self.add_unit(op, lines, reads)
-        body = self.with_deletes()
-        outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
-                            for v in self.fetches)
-        body.append(f"return [{outputs}]")
-        for param in self.program.parameters:
-            self.constants.setdefault(param.name, param.op.attrs["init"])
-        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
-                   for _, fn in sorted(self.helpers.items())]
+        body, helpers = self.finish()
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.kernels)} "
                           f"kernels, {len(self.fetches)} outputs")
         source = kernel_lowering.render(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 
-from ...passes import gc_paused
+from ...gc_pause import gc_paused
 from ...runtime import cache
 from .codegen import generate
 from .names import sanitize

@@ -176,14 +176,7 @@ class Generator:
                 lines = self.simple(op)
                 reads = op.inputs
             self.add_unit(op, lines, reads)
-        body = self.with_deletes()
-        outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
-                            for v in self.fetches)
-        body.append(f"return [{outputs}]")
-        for param in self.program.parameters:
-            self.constants.setdefault(param.name, param.op.attrs["init"])
-        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
-                   for _, fn in sorted(self.helpers.items())]
+        body, helpers = self.finish()
         source = render(
             "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
             functions=self.functions,
@@ -193,6 +186,20 @@ class Generator:
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads)
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs)
+
+    def finish(self):
+        """``(body, helpers)``: the lines of ``run`` (with ``del`` after last uses and the
+        return of the fetches) and the source of the helper functions the ops need. Records
+        the parameters' values in ``constants``."""
+        body = self.with_deletes()
+        outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
+                            for v in self.fetches)
+        body.append(f"return [{outputs}]")
+        for param in self.program.parameters:
+            self.constants.setdefault(param.name, param.op.attrs["init"])
+        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
+                   for _, fn in sorted(self.helpers.items())]
+        return body, helpers
 
     def with_deletes(self) -> list[str]:
         """The units' lines with ``del`` after the last use of each variable."""
