@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
+from workloads import mlp_init, mlp_program, w2_program  # noqa: E402
 from common import (format_seconds, median_time, optional_import, peak_bytes,  # noqa: E402
                     print_table)
 
@@ -39,28 +40,12 @@ def _row(name, ours, hand, note=""):
 
 # --- W1 ---------------------------------------------------------------------------------------
 def w1(repeats):
-    rng = np.random.default_rng(0)
-    sizes = [784, 512, 512, 10]
-    init = [(rng.standard_normal((a, b)).astype("float32") / np.sqrt(a),
-             np.zeros(b, "float32")) for a, b in zip(sizes, sizes[1:])]
+    init = mlp_init()
+    rng = np.random.default_rng(1)
     x = rng.standard_normal((256, 784)).astype("float32")
     labels = rng.integers(0, 10, 256)
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        xv = sg.data("x", [None, 784], "float32")
-        yv = sg.data("labels", [None], "int64")
-        params = []
-        h = xv
-        for i, (w, b) in enumerate(init):
-            wv = sg.parameter(f"w{i}", w.shape, "float32", init=w)
-            bv = sg.parameter(f"b{i}", b.shape, "float32", init=b)
-            params += [wv, bv]
-            h = sg.nn.linear(h, wv, bv)
-            if i < len(init) - 1:
-                h = sg.tanh(h)
-        loss = sg.nn.softmax_cross_entropy(h, yv)
-        grads = ir_backward.grad(loss, params)
-    fn = sg.compile(prog, [loss] + grads, backend="numpy")
+    prog, fetches = mlp_program(init)
+    fn = sg.compile(prog, fetches, backend="numpy")
 
     def hand():
         acts = [x]
@@ -93,16 +78,6 @@ def w1(repeats):
 
 
 # --- W2 ---------------------------------------------------------------------------------------
-def w2_program(n):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [n], "float32")
-        loss = sg.sum(sg.tanh(x * 1.5 + 0.5) * sg.sin(x) + sg.exp(-x * x) * 0.3
-                      + sg.log1p(x * x))
-        gx, = ir_backward.grad(loss, [x])
-    return prog, gx
-
-
 def w2_hand(x):
     a = x * np.float32(1.5) + np.float32(0.5)
     t = np.tanh(a)
@@ -120,7 +95,7 @@ def w2_hand(x):
 
 
 def w2(repeats, n):
-    prog, gx = w2_program(n)
+    prog, _, gx = w2_program(n)
     fn = sg.compile(prog, [gx], backend="numpy")
     x = np.random.default_rng(0).uniform(-2, 2, n).astype("float32")
     np.testing.assert_allclose(fn(x=x)[0], w2_hand(x), rtol=1e-3, atol=1e-4)

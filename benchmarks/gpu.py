@@ -30,8 +30,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
-from symgrad import ir_backward  # noqa: E402
 from common import format_seconds, optional_import, print_table  # noqa: E402
+from workloads import mlp_init, mlp_program, w2_program  # noqa: E402
 
 cupy = optional_import("cupy")
 
@@ -96,15 +96,6 @@ def moved_bytes(compiled, feeds) -> int:
 
 
 # --- W2 ---------------------------------------------------------------------------------------
-def w2_program():
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [None], "float32")
-        y = sg.sum(sg.tanh(x * 1.5 + 0.5) * sg.sin(x) + sg.exp(-x * x) * 0.3 + sg.log1p(x * x))
-        gx, = ir_backward.grad(y, [x])
-    return prog, [y, gx]
-
-
 def w2_cupy(x):
     """Hand-written CuPy, one library call per op: the value and its analytic gradient."""
     t = cupy.tanh(x * 1.5 + 0.5)
@@ -118,7 +109,8 @@ def w2_cupy(x):
 def w2(n, repeats):
     rows = []
     x = cupy.asarray(np.random.default_rng(0).uniform(-3, 3, n).astype("float32"))
-    prog, fetches = w2_program()
+    prog, loss, gx = w2_program()
+    fetches = [loss, gx]
     fused = sg.compile(prog, fetches, backend="cuda")
     unfused = sg.compile(prog, fetches, backend="cuda", fusion=False)
     ours = gpu_time(lambda: fused(x=x), repeats)
@@ -166,27 +158,6 @@ def w2_frameworks(name, x_host, ours, repeats):
 
 
 # --- W1 ---------------------------------------------------------------------------------------
-SIZES = [784, 512, 512, 10]
-
-
-def mlp_program(init):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [None, 784], "float32")
-        labels = sg.data("labels", [None], "int64")
-        params, h = [], x
-        for i, (w, b) in enumerate(init):
-            wv = sg.parameter(f"w{i}", w.shape, "float32", init=w)
-            bv = sg.parameter(f"b{i}", b.shape, "float32", init=b)
-            params += [wv, bv]
-            h = sg.nn.linear(h, wv, bv)
-            if i < len(init) - 1:
-                h = sg.tanh(h)
-        loss = sg.nn.softmax_cross_entropy(h, labels)
-        grads = ir_backward.grad(loss, params)
-    return prog, [loss] + list(grads)
-
-
 def mlp_cupy(x, labels, params):
     """Hand-written CuPy forward and backward (matmuls on cuBLAS)."""
     hs, h = [x], x
@@ -215,9 +186,8 @@ def mlp_cupy(x, labels, params):
 
 
 def w1(batch, repeats):
-    rng = np.random.default_rng(0)
-    init = [(rng.standard_normal((a, b)).astype("float32") / np.sqrt(a),
-             np.zeros(b, "float32")) for a, b in zip(SIZES, SIZES[1:])]
+    init = mlp_init()
+    rng = np.random.default_rng(1)
     x = cupy.asarray(rng.standard_normal((batch, 784)).astype("float32"))
     labels = cupy.asarray(rng.integers(0, 10, batch))
     params = [cupy.asarray(a) for pair in init for a in pair]
