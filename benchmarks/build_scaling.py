@@ -4,28 +4,23 @@ Run: python benchmarks/build_scaling.py [--repeats N]
 Prints the median build time per size and the growth factor per 10x ops (linear = ~10x).
 """
 import argparse
-import statistics
-import time
+import os
+import sys
 
-import symgrad as sg
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import symgrad as sg  # noqa: E402
+from common import median_time  # noqa: E402
 
 
 def build_chain(n):
+    """An elementwise chain of ``n`` tanh ops on a [None, 16] input: ``(program, x, y)``."""
     prog = sg.Program()
     with sg.program_guard(prog):
-        y = sg.data("x", [None, 16])
+        x = y = sg.data("x", [None, 16])
         for _ in range(n):
             y = sg.tanh(y)
-    return prog
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return prog, x, y
 
 
 def main(argv=None):
@@ -36,7 +31,7 @@ def main(argv=None):
     print("-" * 56)
     previous = None
     for n in (1_000, 10_000, 100_000):
-        seconds = median_time(lambda: build_chain(n), args.repeats)
+        seconds = median_time(lambda: build_chain(n), args.repeats, warmup=0)
         growth = f"{seconds / previous:.1f}x" if previous else "-"
         print(f"{n:>9,} | {seconds:>16.3f} | {seconds / n * 1e6:>7.2f} | {growth}")
         previous = seconds

@@ -32,6 +32,10 @@ DOCS = Path(__file__).resolve().parents[1]
 IMG = DOCS / "img"
 DATA = DOCS / "data" / "benchmarks.json"
 
+sys.path.insert(0, str(DOCS.parent / "benchmarks"))
+from build_scaling import build_chain  # noqa: E402
+from common import median_time  # noqa: E402
+
 
 # --- graphs ------------------------------------------------------------------------------------
 def small_mlp(with_grad: bool):
@@ -92,34 +96,14 @@ def make_graphs() -> None:
 
 
 # --- benchmarks ------------------------------------------------------------------------------
-def median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def chain(n: int):
-    """An elementwise chain of ``n`` tanh ops on a [None, 16] input."""
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [None, 16])
-        y = x
-        for _ in range(n):
-            y = sg.tanh(y)
-    return prog, x, y
-
-
 def measure_scaling(sizes=(1_000, 10_000, 100_000)) -> dict:
     """Seconds to build a chain of n ops, and to append its backward with ``grad``."""
     rows = []
     for n in sizes:
-        build = median_seconds(lambda: chain(n), 3)
+        build = median_time(lambda: build_chain(n), 3, warmup=0)
 
         def differentiate():
-            prog, x, y = chain(n)
+            prog, x, y = build_chain(n)
             start = time.perf_counter()
             ir_backward.grad(sg.sum(y), [x])
             return time.perf_counter() - start
@@ -204,8 +188,8 @@ def measure_runtime(repeats: int = 20) -> dict:
         row = {"case": label}
         for name, fn in runners.items():
             fn(**feeds)
-            row[name] = 1e3 * median_seconds(lambda: fn(**feeds), repeats)
-        row["hand-written NumPy"] = 1e3 * median_seconds(lambda: by_hand(**feeds), repeats)
+            row[name] = 1e3 * median_time(lambda: fn(**feeds), repeats)
+        row["hand-written NumPy"] = 1e3 * median_time(lambda: by_hand(**feeds), repeats)
         rows.append(row)
         print("  " + ", ".join(f"{k}: {v:.2f} ms" if isinstance(v, float) else v
                                for k, v in row.items()))
