@@ -12,7 +12,7 @@ MLP_SIZES = [784, 512, 512, 10]
 def mlp_init(seed=0):
     """``[(w, b), ...]`` float32 parameters of the 784-512-512-10 MLP."""
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((a, b)).astype("float32") / np.sqrt(a), np.zeros(b, "float32"))
+    return [((rng.standard_normal((a, b)) / np.sqrt(a)).astype("float32"), np.zeros(b, "float32"))
             for a, b in zip(MLP_SIZES, MLP_SIZES[1:])]
 
 
