@@ -1,4 +1,5 @@
 """`pip install .` (not editable) must ship the Jinja templates: build a wheel and look inside."""
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -8,12 +9,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_contains_package_and_templates(tmp_path):
+    # Build from a copy of the sources, so a stale in-tree build/ directory cannot leak
+    # files that the sources no longer have into the wheel.
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", ".venv*", ".git", "__pycache__", ".pytest_cache",
+        ".hypothesis", "site", "gpu_logs"))
+    wheels = tmp_path / "wheels"
     result = subprocess.run(  # an isolated build, exactly as `pip install .` does it
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    wheel, = tmp_path.glob("symgrad-*.whl")
+    wheel, = wheels.glob("symgrad-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "symgrad/__init__.py" in names
     assert "symgrad/ir/program.py" in names

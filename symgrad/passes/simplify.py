@@ -123,31 +123,33 @@ class _Sweep:
         return fill
 
 
-def _try_identity(sweep, op, inputs):
+def _operand_beside_fill(sweep, op, inputs, table):
+    """For a binary op whose ``table`` entry is ``(fill, positions)``: the other operand
+    when one at those positions holds ``fill`` everywhere and the other already has the
+    result's type; else None."""
     if len(inputs) != 2:
         return None
-    neutral, positions = IDENTITY_ELEMENTS[op.opdef.name]
-    result = op.results[0]
+    wanted, positions = table[op.opdef.name]
     for position in positions:
         other = inputs[1 - position]
         fill = sweep.fill(inputs[position])
-        if fill is not None and fill == neutral and _same_type(other, result):
+        if fill is not None and fill == wanted and _same_type(other, op.results[0]):
             return other
     return None
 
 
+def _try_identity(sweep, op, inputs):
+    return _operand_beside_fill(sweep, op, inputs, IDENTITY_ELEMENTS)
+
+
 def _try_negation(sweep, op, inputs):
-    if len(inputs) != 2:
+    other = _operand_beside_fill(sweep, op, inputs, NEGATIONS)
+    if other is None:
         return None
-    minus_one, positions = NEGATIONS[op.opdef.name]
     result = op.results[0]
-    for position in positions:
-        other = inputs[1 - position]
-        if sweep.fill(inputs[position]) == minus_one and _same_type(other, result):
-            if other.op.opdef.name == NEGATE:           # -(-x)
-                return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
-            return sweep.builder.emit(get_op(NEGATE), [other], {}, like=result)
-    return None
+    if other.op.opdef.name == NEGATE:           # -(-x)
+        return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
+    return sweep.builder.emit(get_op(NEGATE), [other], {}, like=result)
 
 
 def _try_involution(sweep, op, inputs):

@@ -25,29 +25,10 @@ UPDATE = os.environ.get("SYMGRAD_UPDATE_GOLDEN") == "1"
 VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
 
 
-def build_sample(sample, dtype, with_grad):
-    """The sample's program and fetches: its outputs, plus the gradients of the sum of their
-    squares with respect to its float inputs when ``with_grad``."""
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        values = sample.declare(sg, dtype)
-        out = sample.build(*values)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        fetches = list(outs)
-        floats = [v for v in values if v.dtype.kind == "f"]
-        diff = [o for o in outs if o.dtype.kind == "f"]
-        if with_grad and sample.grad and floats and diff:
-            loss = sg.sum(diff[0] * diff[0])
-            for o in diff[1:]:
-                loss = loss + sg.sum(o * o)
-            fetches += ir_backward.grad(loss, floats, allow_unused=True, unused="zeros")
-    return prog, fetches
-
-
 def sample_programs():
     for sample in ALL_SAMPLES:
         for dtype, with_grad, fusion in VARIANTS:
-            prog, fetches = build_sample(sample, dtype, with_grad)
+            prog, fetches = sample.program(dtype, with_grad and sample.grad)
             yield sample, dtype, fusion, sg.compile(prog, fetches, backend="cuda", fusion=fusion)
 
 

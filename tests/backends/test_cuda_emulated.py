@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from tests.backends.test_cuda_codegen import _signatures, build_sample
+from tests.backends.test_cuda_codegen import _signatures
 from tests.ops.samples import ALL_SAMPLES
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -203,7 +203,7 @@ def programs():
     out = []
     for sample in ALL_SAMPLES:
         for dtype, with_grad, fusion in VARIANTS:
-            prog, fetches = build_sample(sample, dtype, with_grad)
+            prog, fetches = sample.program(dtype, with_grad and sample.grad)
             out.append((sample, dtype, prog, fetches,
                         sg.compile(prog, fetches, backend="cuda", fusion=fusion)))
     return out

@@ -6,7 +6,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from tests.backends.test_cuda_codegen import bias_program, build_sample, w2_program
+from tests.backends.test_cuda_codegen import bias_program, w2_program
 from tests.ops.samples import ALL_SAMPLES
 
 cupy = pytest.importorskip("cupy")
@@ -33,14 +33,14 @@ def _check(prog, fetches, feeds, rtol, atol_scale=1e-6, **options):
 @pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("sample", ALL_SAMPLES, ids=[s.id for s in ALL_SAMPLES])
 def test_sample_forward_and_grad_float64(sample, fusion):
-    prog, fetches = build_sample(sample, "float64", with_grad=True)
+    prog, fetches = sample.program("float64", with_grad=sample.grad)
     _check(prog, fetches, sample.feeds("float64"), TOLERANCE["float64"], sample.atol,
            fusion=fusion)
 
 
 @pytest.mark.parametrize("sample", ALL_SAMPLES, ids=[s.id for s in ALL_SAMPLES])
 def test_sample_forward_float32_fused(sample):
-    prog, fetches = build_sample(sample, "float32", with_grad=False)
+    prog, fetches = sample.program("float32")
     _check(prog, fetches, sample.feeds("float32"), TOLERANCE["float32"], sample.atol)
 
 

@@ -4,33 +4,13 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad import ir_backward
 from tests.ops.samples import ALL_SAMPLES
 
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4}
 
 
-def _build(sample, dtype, with_grad):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        values = sample.declare(sg, dtype)
-        out = sample.build(*values)
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        fetches = list(outs)
-        if with_grad:
-            floats = [v for v in values if v.dtype.kind == "f"]
-            diff = [o for o in outs if o.dtype.kind == "f"]
-            if floats and diff:
-                loss = sg.sum(diff[0] * diff[0])
-                for o in diff[1:]:
-                    loss = loss + sg.sum(o * o)
-                fetches += [g for g in ir_backward.grad(loss, floats, allow_unused=True,
-                                                        unused="zeros")]
-    return prog, fetches
-
-
 def _check(sample, dtype, with_grad, fusion):
-    prog, fetches = _build(sample, dtype, with_grad)
+    prog, fetches = sample.program(dtype, with_grad)
     feeds = sample.feeds(dtype)
     expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
     got = sg.compile(prog, fetches, backend="numpy", fusion=fusion, chunk_size=16)(**feeds)

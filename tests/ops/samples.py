@@ -44,6 +44,25 @@ class OpSample:
             values.append(sg.data(f"in{i}", shape, dt))
         return values
 
+    def program(self, dtype=None, with_grad=False):
+        """``(program, fetches)``: the sample's outputs, plus (``with_grad``) the gradients of
+        the sum of their squares with respect to its float inputs."""
+        import symgrad as sg
+
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            values = self.declare(sg, dtype)
+            out = self.build(*values)
+            fetches = list(out) if isinstance(out, (tuple, list)) else [out]
+            floats = [v for v in values if v.dtype.kind == "f"]
+            diff = [o for o in fetches if o.dtype.kind == "f"]
+            if with_grad and floats and diff:
+                loss = sg.sum(diff[0] * diff[0])
+                for o in diff[1:]:
+                    loss = loss + sg.sum(o * o)
+                fetches += sg.ir_backward.grad(loss, floats, allow_unused=True, unused="zeros")
+        return prog, fetches
+
     def feeds(self, dtype=None):
         return {f"in{i}": (a.astype(dtype) if dtype is not None and a.dtype.kind == "f" else a)
                 for i, a in enumerate(self.inputs)}
@@ -51,6 +70,27 @@ class OpSample:
 
 def _load(area):
     return importlib.import_module(f"tests.ops.samples_{area}").SAMPLES
+
+
+def interpret(build, *arrays, dynamic=()):
+    """Build a program whose ``data`` inputs are shaped like ``arrays`` (inputs listed in
+    ``dynamic`` with an unknown first dim), apply ``build`` and run it in the interpreter.
+    Returns ``(out, result)``: ``result`` is an array, or a list for a tuple ``out``. Checks
+    that each result has its Value's dtype and known dims."""
+    import symgrad as sg
+
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        values = [sg.data(f"in{i}", [None if i in dynamic and j == 0 else d
+                                     for j, d in enumerate(a.shape)], a.dtype)
+                  for i, a in enumerate(arrays)]
+        out = build(*values)
+    outs = list(out) if isinstance(out, tuple) else [out]
+    result = sg.compile(prog, outs, backend="interpreter")(*arrays)
+    for value, array in zip(outs, result):
+        assert array.dtype == value.dtype
+        assert all(d is None or d == s for d, s in zip(value.shape, array.shape))
+    return out, (result if isinstance(out, tuple) else result[0])
 
 
 def rng(seed=0):

@@ -4,6 +4,7 @@ import pytest
 
 import symgrad as sg
 from symgrad.ops.core import evaluate_vjp
+from tests.ops.samples import interpret
 
 RNG = np.random.default_rng(1)
 
@@ -20,22 +21,12 @@ RANK_CASES = [
 ]
 
 
-def run(build, *arrays, dynamic=()):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        values = [sg.data(f"in{i}", [None if i in dynamic and j == 0 else d
-                                     for j, d in enumerate(a.shape)], a.dtype)
-                  for i, a in enumerate(arrays)]
-        out = build(*values)
-    return out, sg.compile(prog, [out], backend="interpreter")(*arrays)[0]
-
-
 @pytest.mark.parametrize("sa, sb", RANK_CASES, ids=str)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_matches_numpy(sa, sb, dtype):
     a = RNG.standard_normal(sa).astype(dtype)
     b = RNG.standard_normal(sb).astype(dtype)
-    value, got = run(lambda x, y: x @ y, a, b)
+    value, got = interpret(lambda x, y: x @ y, a, b)
     ref = np.matmul(a, b)
     assert value.shape == ref.shape and got.dtype == ref.dtype == value.dtype
     np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == "float32" else 1e-12)
@@ -43,17 +34,17 @@ def test_matmul_matches_numpy(sa, sb, dtype):
 
 def test_matmul_promotes_and_accepts_arrays():
     a = RNG.standard_normal((2, 3)).astype(np.float32)
-    value, got = run(lambda x: sg.matmul(x, np.ones((3, 2))), a)
+    value, got = interpret(lambda x: sg.matmul(x, np.ones((3, 2))), a)
     assert value.dtype == np.float64
     np.testing.assert_allclose(got, a @ np.ones((3, 2)), rtol=1e-6)
-    value, got = run(lambda x: np.eye(2, dtype=np.float32) @ x, a)
+    value, got = interpret(lambda x: np.eye(2, dtype=np.float32) @ x, a)
     np.testing.assert_allclose(got, a)
 
 
 def test_matmul_dynamic_batch():
     a = RNG.standard_normal((4, 2, 3))
     b = RNG.standard_normal((3, 5))
-    value, got = run(lambda x, y: x @ y, a, b, dynamic=(0,))
+    value, got = interpret(lambda x, y: x @ y, a, b, dynamic=(0,))
     assert value.shape == (None, 2, 5)
     np.testing.assert_allclose(got, a @ b)
     with sg.program_guard(sg.Program()):

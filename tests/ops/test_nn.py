@@ -10,25 +10,14 @@ import symgrad as sg
 from symgrad.ops.core import evaluate_vjp
 from symgrad import nn
 from symgrad.ops import REGISTRY, kernels
+from tests.ops.samples import interpret
 
 RNG = np.random.default_rng(0)
 
 
 def run(build, *arrays, dynamic=()):
-    """Build a program with data inputs shaped like ``arrays`` and run it in the interpreter."""
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        values = [sg.data(f"in{i}", [None if i in dynamic and j == 0 else d
-                                     for j, d in enumerate(a.shape)], a.dtype)
-                  for i, a in enumerate(arrays)]
-        out = build(*values)
-    outs = list(out) if isinstance(out, tuple) else [out]
-    fn = sg.compile(prog, outs, backend="interpreter")
-    result = fn(**{f"in{i}": a for i, a in enumerate(arrays)})
-    for value, array in zip(outs, result):
-        assert array.dtype == value.dtype
-        assert all(d is None or d == s for d, s in zip(value.shape, array.shape))
-    return result if isinstance(out, tuple) else result[0]
+    """The interpreter's result(s) of ``build`` on data inputs shaped like ``arrays``."""
+    return interpret(build, *arrays, dynamic=dynamic)[1]
 
 
 # --- naive references ---------------------------------------------------------------------

@@ -176,7 +176,8 @@ def test_feeds_are_checked(saved):
 
 
 # --- the standalone runner -----------------------------------------------------------------------
-STANDALONE_SCRIPT = r'''
+# Loads the artifact's standalone module (argv[1]) where symgrad must not be importable.
+LOAD_STANDALONE = r'''
 import importlib.util, sys
 import numpy as np
 try:
@@ -188,6 +189,8 @@ else:
 spec = importlib.util.spec_from_file_location("model", sys.argv[1])
 model = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(model)
+'''
+STANDALONE_SCRIPT = LOAD_STANDALONE + r'''
 x = np.load(sys.argv[2], allow_pickle=False)
 y, total = model.run(x=x)
 y2, _ = model.run(x)
@@ -452,20 +455,7 @@ def test_standalone_runs_a_generated_grad_module(tmp_path):
     path = compiled.save(str(tmp_path / "model"))
     x = feeds()
     np.save(tmp_path / "x.npy", x)
-    script = r'''
-import importlib.util, sys
-import numpy as np
-try:
-    import symgrad
-except ImportError:
-    pass
-else:
-    raise SystemExit("symgrad is importable")
-spec = importlib.util.spec_from_file_location("model", sys.argv[1])
-model = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(model)
-np.savez(sys.argv[3], *model.run(x=np.load(sys.argv[2])))
-'''
+    script = LOAD_STANDALONE + "np.savez(sys.argv[3], *model.run(x=np.load(sys.argv[2])))\n"
     numpy_parent = os.path.dirname(os.path.dirname(np.__file__))
     script = f"import sys; sys.path.insert(0, {numpy_parent!r})\n" + script
     module_path = os.path.join(path, sg.load(path).manifest["standalone"]["module"])
