@@ -82,5 +82,6 @@ def build(program, fetches, options):
     module.CONSTANTS.update(generated.constants)
     if hasattr(module, "_POOL"):
         module._POOL = shared_pool()
-    stats = {"cache_hit": hit, "source_lines": source.count("\n")}
+    stats = {"cache_hit": hit, "source_lines": source.count("\n"),
+             "group_functions": generated.group_functions}
     return NumpyExecutable(module, path, source, dict(generated.constants), stats)

@@ -8,7 +8,8 @@ name, shape with ``None`` for run-time dims, dtype). Scalar constants are inline
 
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
-module-level function that ``run`` calls (:mod:`.group`). Chunked groups over many rows share
+module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
+are the same code up to names (:mod:`.functions`). Chunked groups over many rows share
 the module's thread pool (``threads.py.j2``: made on first use, ``options.threads`` threads,
 only stdlib imports). Values are deleted after their last use; buffers planned by the memory
 pass (``program.buffer_plan``) are allocated once and reused through ``out=``.
@@ -27,6 +28,7 @@ from ...ir.printer import format_op_head
 from ...ops.core import SOURCE
 from ...passes.fusion import is_fusion
 from . import group as group_lowering
+from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .names import Namer, comment
 from .ops_text import numpy_emitter, provenance, visible_attrs
@@ -49,6 +51,7 @@ class GeneratedModule:
     constants: dict          # name -> ndarray, for the module's CONSTANTS
     inputs: list
     outputs: list
+    group_functions: int     # distinct fused-group functions written (groups may share one)
 
 
 def _helpers_of(ops):
@@ -92,7 +95,7 @@ class Generator:
         self.parameters = set(program.parameters)
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.units: list = []          # (lines, values read, values defined)
-        self.functions: list = []      # lines of each module-level group function
+        self.functions = FunctionTable()   # the module-level group functions
         self.uses_threads = False      # does a group call the module's _over_rows?
 
     # --- expressions ---------------------------------------------------------------------------
@@ -127,20 +130,22 @@ class Generator:
         return name
 
     # --- statements ------------------------------------------------------------------------------
-    def simple(self, op, local=None) -> list[str]:
-        """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``)."""
+    def simple(self, op, local=None, name_of=None) -> list[str]:
+        """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``);
+        ``local`` maps values to the names the op reads them by, ``name_of`` names results."""
         emitter = numpy_emitter(op)
         attrs = visible_attrs(op)
         args = self.args(op, local)
-        names = [self.namer.value(v) for v in op.results]
+        names = [(name_of or self.namer.value)(v) for v in op.results]
         lines = []
         slot = self.buffer_plan.get(op.results[0]) if len(names) == 1 else None
         if slot is not None:
             buffer = self.slot(slot, op.results[0], lines)
-            lines.append(f"{names[0]} = {emitter(args, attrs, out=buffer)}{provenance(op)}")
+            lines.append(Commented(f"{names[0]} = {emitter(args, attrs, out=buffer)}",
+                                   provenance, op))
             return lines
         target = names[0] if len(names) == 1 else ", ".join(names)
-        lines.append(f"{target} = {emitter(args, attrs)}{provenance(op)}")
+        lines.append(Commented(f"{target} = {emitter(args, attrs)}", provenance, op))
         return lines
 
     def source_op(self, op) -> list[str]:
@@ -179,13 +184,14 @@ class Generator:
         body, helpers = self.finish()
         source = render(
             "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
-            functions=self.functions,
+            functions=self.functions.lines(),
             summary=comment(f"{len(self.program.ops)} top-level ops, "
                             f"{len(self.fetches)} outputs"),
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads)
-        return GeneratedModule(source, self.constants, signature_inputs, signature_outputs)
+        return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
+                               len(self.functions.entries))
 
     def finish(self):
         """``(body, helpers)``: the lines of ``run`` (with ``del`` after last uses and the

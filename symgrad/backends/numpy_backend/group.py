@@ -1,8 +1,11 @@
 """Lowering of one fused group (a ``fusion`` op) to module-level NumPy functions.
 
 Each group becomes a function ``_groupK(captures...)`` returning the group's results, called
-from ``run`` (small functions keep Python's compile time linear in program size). The
-group's *iteration shape* is the shape of its map ops (or of its reduction's input):
+from ``run`` (small functions keep Python's compile time linear in program size). A group
+whose functions are the same code as an earlier group's, up to names, calls the earlier ones
+instead (:mod:`.functions`); so the functions' text names the group's own things by
+placeholder. The group's *iteration shape* is the shape of its map ops (or of its reduction's
+input):
 
 * at most ``options.chunk_size`` elements, statically: the ops are plain NumPy expressions;
 * more (or a run-time leading dim), with a leading dim other than 1: *chunked*. A second
@@ -27,16 +30,16 @@ run once on the reduced values.
 from __future__ import annotations
 
 import math
-import textwrap
 
 import numpy as np
 
 from ...ir.printer import format_op_head, value_label
 from ...ops.core import normalize_axis
 from ...passes.fusion import split_body
+from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
-from .names import Namer, comment, docstring_line
-from .ops_text import numpy_emitter, trailing, visible_attrs
+from .names import Namer, comment
+from .ops_text import numpy_emitter, op_comment, trailing, visible_attrs
 
 # reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
 REDUCERS = {
@@ -46,7 +49,6 @@ REDUCERS = {
     "max": ("np.maximum", "lowest", False),
     "min": ("np.minimum", "highest", False),
 }
-DOC_WIDTH = 92
 
 
 def _identity(kind_identity, dtype):
@@ -59,7 +61,7 @@ def _identity(kind_identity, dtype):
     return repr(kind_identity)
 
 
-def _dims(gen, shape, captures):
+def _dims(gen, shape, captures, name_of):
     """Source for each dim of ``shape`` (a literal, or a capture's run-time dim), and per dim
     the capture it reads (or None)."""
     out, sources = [], []
@@ -71,7 +73,7 @@ def _dims(gen, shape, captures):
         for value in captures:
             k = axis - (len(shape) - value.ndim)
             if k >= 0 and value.shape[k] is None and value not in gen.scalars:
-                out.append(f"{gen.expr(value)}.shape[{k}]")
+                out.append(f"{name_of(value)}.shape[{k}]")
                 sources.append(value)
                 break
         else:
@@ -98,28 +100,10 @@ def _is_ufunc(op):
     return getattr(emitter, "ufunc", None) is not None
 
 
-def _function(name, params, doc, body) -> list[str]:
-    """The lines of ``def name(params): doc; body``."""
-    lines = [f"def {name}({', '.join(params)}):"]
-    doc_lines = doc.split("\n")
-    if len(doc_lines) == 1:
-        lines.append(f'    """{doc_lines[0]}"""')
-    else:
-        lines.append(f'    """{doc_lines[0]}')
-        lines.extend(f"    {line}" if line else "" for line in doc_lines[1:-1])
-        lines.append(f'    {doc_lines[-1]}"""')
-    lines.extend(f"    {line}" if line else "" for line in body)
-    return lines
-
-
-def _wrap(text) -> list[str]:
-    return textwrap.wrap(docstring_line(text), DOC_WIDTH, break_long_words=False,
-                         break_on_hyphens=False) or [""]
-
-
 def lower(gen, op) -> list[str]:
-    """Append fusion op ``op``'s function(s) to ``gen.functions``; return the lines of ``run``
-    that call it (see the module docstring)."""
+    """Add fusion op ``op``'s function(s) to ``gen.functions`` (a
+    :class:`~.functions.FunctionTable`, which may find them already there); return the lines of
+    ``run`` that call them (see the module docstring)."""
     return _Lowering(gen, op).lower()
 
 
@@ -135,9 +119,10 @@ class _Lowering:
         mentioned += [gen.namer.value(v) for inner in op.blocks[0].ops for v in inner.results]
         # names made for the group's functions only (``_s0``, ``x_c``...)
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
+        self.names = Placeholders()   # the functions' text names things by placeholder
         shape = (self.reduction.inputs[0].shape if self.reduction is not None
                  else self.map_ops[0].results[0].shape)
-        self.dims, self.dim_sources = _dims(gen, shape, self.body.captures)
+        self.dims, self.dim_sources = _dims(gen, shape, self.body.captures, self.name_of)
         static = None not in shape
         chunk = gen.options.chunk_size
         self.plain = static and math.prod(shape) <= chunk
@@ -145,9 +130,28 @@ class _Lowering:
         self.exported = {inner: outer for inner, outer in zip(self.body.outputs, op.results)}
         self.plan = getattr(gen, "buffer_plan", {})
         self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
+        self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
         self.scratch = []         # scratch buffer names, in allocation order
         self.temporaries = []     # names of map values living in scratch buffers
+        self.functions = []       # the group's Functions, the one ``run`` calls last
+
+    # --- names ------------------------------------------------------------------------------------
+    def name_of(self, value) -> str:
+        """How the group's functions read ``value``: a scalar constant's literal, else the
+        placeholder of its name."""
+        if value in self.gen.scalars:
+            return self.gen.expr(value)
+        return self.names.of(self.gen.namer.value(value))
+
+    def fresh(self, base: str) -> str:
+        """The placeholder of a new local name made from ``base``."""
+        return self.names.of(self.locals.fresh(base))
+
+    def args(self, op) -> list[str]:
+        gen, local = self.gen, self.local
+        return [local[v] if v in local else gen.expr(v, op, i) if v in gen.scalars
+                else self.name_of(v) for i, v in enumerate(op.inputs)]
 
     # --- text ------------------------------------------------------------------------------------
     def heading(self) -> str:
@@ -160,7 +164,7 @@ class _Lowering:
         if self.reduction is not None:
             loop.append(format_op_head(self.reduction))
         text = f"{self.heading()[0].upper()}{self.heading()[1:]}: {' and '.join(loop)}"
-        text += f" in chunks of rows ({self.name}_rows)" if self.chunked else ""
+        text += f" in chunks of rows ({self.worker})" if self.chunked else ""
         if self.epilogue:
             text += f", then {len(self.epilogue)} epilogue ops"
         text += "."
@@ -169,8 +173,7 @@ class _Lowering:
         if forward:
             ordered = sorted(forward.values(), key=lambda fwd: fwd.results[0].id)
             text += "\n\nBackward of " + "; ".join(map(format_op_head, ordered)) + "."
-        return "\n".join("\n".join(_wrap(part))
-                         for part in text.split("\n"))
+        return "\n".join("\n".join(wrap_doc(part)) for part in text.split("\n"))
 
     # --- map phase ------------------------------------------------------------------------------
     def map_lines(self, allocate, scratch_shape) -> list[str]:
@@ -183,7 +186,7 @@ class _Lowering:
             pool = free.setdefault(dtype.str, [])
             if pool:
                 return pool.pop()
-            buffer = self.locals.fresh(f"_s{len(self.scratch)}")
+            buffer = self.fresh(f"_s{len(self.scratch)}")
             allocate.append(f"{buffer} = np.empty({shape_code(scratch_shape)}, "
                             f"{dtype_code(dtype)})")
             self.scratch.append(buffer)
@@ -191,10 +194,9 @@ class _Lowering:
 
         for index, inner_op in enumerate(self.map_ops):
             value = inner_op.results[0]
-            name = gen.namer.value(value)
-            args = gen.args(inner_op, self.local)
+            name = self.name_of(value)
+            args = self.args(inner_op)
             attrs = visible_attrs(inner_op)
-            tail = trailing(inner_op)
             dying = list({id(v): v for v in inner_op.inputs
                           if v in slot_of and last.get(v) == index}.values())
             if value in self.exported:
@@ -202,7 +204,8 @@ class _Lowering:
             else:   # small, or not a ufunc: a chunk-sized result NumPy allocates
                 direct = self.plain or not _is_ufunc(inner_op)
             if direct:
-                lines.append(f"{name} = {numpy_emitter(inner_op)(args, attrs)}{tail}")
+                lines.append(Commented(f"{name} = {numpy_emitter(inner_op)(args, attrs)}",
+                                       trailing, inner_op))
                 self.local[value] = name
                 for v in dying:   # the inputs' scratch buffers are free for later ops
                     free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
@@ -223,10 +226,13 @@ class _Lowering:
             for v in dying:
                 free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
             if _is_ufunc(inner_op):
-                lines.append(f"{name} = {numpy_emitter(inner_op)(args, attrs, out=target)}{tail}")
+                lines.append(Commented(
+                    f"{name} = {numpy_emitter(inner_op)(args, attrs, out=target)}",
+                    trailing, inner_op))
             else:
                 lines.append(f"{name} = {target}")
-                lines.append(f"{numpy_emitter(inner_op)(args, attrs, out=name)}{tail}")
+                lines.append(Commented(f"{numpy_emitter(inner_op)(args, attrs, out=name)}",
+                                       trailing, inner_op))
         return lines
 
     # --- the reduction --------------------------------------------------------------------------
@@ -260,7 +266,7 @@ class _Lowering:
             count = _product([self.dims[a] for a in axes])
             lines.append(f"{acc} = np.true_divide({acc}, {count})")
         result = op.results[0]
-        name = self.gen.namer.value(result)
+        name = self.name_of(result)
         lines.append(f"{name} = np.asarray({acc}, dtype={dtype_code(result.dtype)})")
         self.local[result] = name
         return lines
@@ -274,14 +280,14 @@ class _Lowering:
     def lower(self) -> list[str]:
         gen = self.gen
         run_lines = [f"# {comment(self.heading())}"]
-        params = [gen.expr(v) for v in self.captures]
-        args = list(params)
+        params = [self.name_of(v) for v in self.captures]
+        args = [gen.expr(v) for v in self.captures]
         body = []
         if self.chunked and not self.dims[0].isdigit():
             body.append(f"_n = {self.dims[0]}")
             self.dims[0] = "_n"
         for inner, outer in self.exported_map_values():
-            name = gen.namer.value(inner)
+            name = self.name_of(inner)
             slot = self.plan.get(outer)
             if slot is not None:   # the memory plan's buffer, allocated by run
                 params.append(name)
@@ -289,18 +295,23 @@ class _Lowering:
             elif not self.plain:
                 body.append(f"{name} = np.empty({shape_code(self.dims)}, "
                             f"{dtype_code(inner.dtype)})")
-            self.local[inner] = gen.namer.value(inner)
+            self.local[inner] = name
         body.extend(self.chunked_lines() if self.chunked else self.one_pass_lines())
-        for value in self.body.captures:   # the epilogue reads whole inputs, not chunk views
-            self.local.pop(value, None)
+        for value in self.captures:   # the epilogue reads whole inputs, not chunk views
+            self.local[value] = self.name_of(value)
         for inner_op in self.epilogue:
-            body.append(f"# {comment(format_op_head(inner_op))}")
-            body.extend(gen.simple(inner_op, self.local))
-            self.local[inner_op.results[0]] = gen.namer.value(inner_op.results[0])
-        results = [gen.namer.value(v) for v in self.op.results]
+            body.append(Commented("", op_comment, inner_op))
+            body.extend(gen.simple(inner_op, self.local, self.name_of))
+            self.local[inner_op.results[0]] = self.name_of(inner_op.results[0])
+        results = [self.name_of(v) for v in self.op.results]
         body.append(f"return {', '.join(results)}")
-        gen.functions.append(_function(self.name, params, self.docstring(), body))
-        run_lines.append(f"{', '.join(results)} = {self.name}({', '.join(args)})")
+        self.functions.append(Function(self.names.of(self.name), params, self.docstring, body,
+                                       self.names.names))
+        callee, shared_with = gen.functions.add(self.functions, self.op.attrs["group"])
+        if shared_with is not None:
+            run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with})"
+        readable = ", ".join(gen.namer.value(v) for v in self.op.results)
+        run_lines.append(f"{readable} = {callee}({', '.join(args)})")
         return run_lines
 
     def one_pass_lines(self) -> list[str]:
@@ -310,9 +321,9 @@ class _Lowering:
             return lines
         _, call, _, _, _ = self.reduction_parts()
         source = self.reduction.inputs[0]
-        acc = self.locals.fresh("_acc")
-        lines.append(f"{acc} = {call(self.local.get(source) or self.gen.expr(source))}"
-                     f"{trailing(self.reduction)}")
+        acc = self.fresh("_acc")
+        lines.append(Commented(f"{acc} = {call(self.local.get(source) or self.name_of(source))}",
+                               trailing, self.reduction))
         lines.extend(self.finish_reduction(acc))
         if self.epilogue and not self.plain:
             lines.append(f"del {', '.join(self.scratch + self.temporaries + [acc])}")
@@ -332,17 +343,17 @@ class _Lowering:
         # the rows function: parameters are what its loop reads
         loop_reads = {v for o in self.loop_ops for v in o.inputs}
         shape_reads = {v for v in self.dim_sources[1:] if v is not None}
-        worker_params = [gen.expr(v) for v in self.captures
+        worker_params = [self.name_of(v) for v in self.captures
                          if v in loop_reads or v in shape_reads]
-        worker_params += [gen.namer.value(inner) for inner, _ in self.exported_map_values()]
+        worker_params += [self.name_of(inner) for inner, _ in self.exported_map_values()]
         allocate, loop = [], []
         for value in self.captures:   # captures spanning the leading dim: sliced per chunk
             if value in loop_reads and value.ndim == len(self.dims) and value.shape[0] != 1:
-                view = self.locals.fresh(f"{gen.expr(value)}_c")
-                loop.append(f"{view} = {gen.expr(value)}[_lo:_hi]")
+                view = self.fresh(f"{gen.expr(value)}_c")
+                loop.append(f"{view} = {self.name_of(value)}[_lo:_hi]")
                 self.local[value] = view
         for inner, _ in self.exported_map_values():
-            self.local[inner] = self.locals.fresh(f"{gen.namer.value(inner)}_c")
+            self.local[inner] = self.fresh(f"{gen.namer.value(inner)}_c")
         scratch_shape = ["min(_rows, _stop - _start)"] + self.dims[1:]
         loop.extend(self.map_lines(allocate, scratch_shape))
 
@@ -351,28 +362,29 @@ class _Lowering:
             ufunc, call, axes, accumulate, out_dims = self.reduction_parts()
             _, identity, _ = REDUCERS[self.reduction.opdef.reduce_kind]
             source = self.reduction.inputs[0]
-            call_text = call(self.local.get(source) or gen.expr(source))
-            acc = self.locals.fresh("_acc")
-            head = trailing(self.reduction)
+            call_text = call(self.local.get(source) or self.name_of(source))
+            acc = self.fresh("_acc")
             if 0 in axes:   # one partial accumulator per row range
                 allocate.append(f"{acc} = np.full({shape_code(out_dims)}, "
                                 f"{_identity(identity, accumulate)}, {dtype_code(accumulate)})")
-                loop.append(f"{ufunc}({acc}, {call_text}, out={acc}){head}")
+                loop.append(Commented(f"{ufunc}({acc}, {call_text}, out={acc})", trailing,
+                                      self.reduction))
                 returns = acc
             else:           # rows of one shared result
                 lines.append(f"{acc} = np.empty({shape_code(out_dims)}, "
                              f"{dtype_code(accumulate)})")
                 worker_params.append(acc)
-                loop.append(f"{call_text[:-1]}, out={acc}[_lo:_hi]){head}")
+                loop.append(Commented(f"{call_text[:-1]}, out={acc}[_lo:_hi])", trailing,
+                                      self.reduction))
             after = self.finish_reduction(acc)
 
-        worker = f"{self.name}_rows"
+        worker = self.names.of(self.worker)
         body = allocate + ["for _lo in range(_start, _stop, _rows):",
                            "    _hi = min(_lo + _rows, _stop)"]
         if self.scratch:
             body.append("    if _hi - _lo < _rows:  # the last chunk is shorter")
             body += [f"        {s} = {s}[:_hi - _lo]" for s in self.scratch]
-        body += [f"    {line}" for line in loop]
+        body += [indented(line) for line in loop]
         if returns is not None:
             body.append(f"return {returns}")
         doc = (f"Rows _start:_stop of fused group {self.op.attrs['group']}, in chunks of _rows "
@@ -381,9 +393,8 @@ class _Lowering:
             doc += (f"; returns its partial {self.reduction.opdef.reduce_kind} "
                     f"({value_label(self.reduction.results[0])})")
         doc += "."
-        gen.functions.append(_function(worker, ["_start", "_stop", "_rows"] + worker_params,
-                                       "\n".join(_wrap(doc)),
-                                       body))
+        self.functions.append(Function(worker, ["_start", "_stop", "_rows"] + worker_params,
+                                       lambda: "\n".join(wrap_doc(doc)), body, self.names.names))
 
         call_args = ", ".join([n, rows] + worker_params)
         threaded = gen.options.threads != 1

@@ -1,6 +1,7 @@
 """Python source text for scalar constants and dtypes in generated code."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -39,15 +40,21 @@ def scalar_for(array: np.ndarray, consumer, position: int) -> str:
     emitter = consumer.opdef.emitters.get("numpy")
     if getattr(emitter, "ufunc", None) is None:
         return typed_scalar(array)
-    others = [v.dtype for i, v in enumerate(consumer.inputs) if i != position]
+    others = tuple(v.dtype for i, v in enumerate(consumer.inputs) if i != position)
     if not others:
         return typed_scalar(array)
+    return python_literal(array) if _weak_is_exact(others, array.dtype, array.item()) \
+        else typed_scalar(array)
+
+
+@functools.lru_cache(maxsize=4096)
+def _weak_is_exact(others: tuple, dtype, item) -> bool:
+    """Does NumPy give the same result dtype for ``others`` with ``item`` as a weak Python
+    scalar as with a 0-d array of ``dtype``?"""
     try:
-        weak = np.result_type(*others, array.item())
-        strong = np.result_type(*others, array.dtype)
+        return np.result_type(*others, item) == np.result_type(*others, dtype)
     except TypeError:
-        return typed_scalar(array)
-    return python_literal(array) if weak == strong else typed_scalar(array)
+        return False
 
 
 def shape_code(dims) -> str:

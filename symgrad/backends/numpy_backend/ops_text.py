@@ -24,6 +24,11 @@ def numpy_emitter(op):
     return emitter
 
 
+def op_comment(op) -> str:
+    """``# %5 = tanh(%4)``: a comment line naming the op."""
+    return "# " + comment(format_op_head(op))
+
+
 def trailing(op) -> str:
     """``  # %5 = tanh(%4); backward of %3 = tanh(%2)``: the comment ending a statement."""
     text = format_op_head(op)
