@@ -163,8 +163,10 @@ class FunctionTable:
         for entry in self.entries:
             *workers, main = entry.functions
             out.extend(worker.lines() for worker in workers)
+            many = len(entry.sharers) > 1
             note = "\n".join(wrap_doc(
-                f"Fused groups {_ranges(entry.sharers)} run this function too (the same code "
-                f"on their own values).")) if entry.sharers else ""
+                f"Fused group{'s' if many else ''} {_ranges(entry.sharers)} "
+                f"run{'' if many else 's'} this function too (the same code on their own "
+                f"values).")) if entry.sharers else ""
             out.append(main.lines(note))
         return out

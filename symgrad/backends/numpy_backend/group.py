@@ -160,7 +160,8 @@ class _Lowering:
                 + (", chunked" if self.chunked else "") + f") -> {results}")
 
     def docstring(self) -> str:
-        loop = [f"{len(self.map_ops)} map ops"] if self.map_ops else []
+        count = len(self.map_ops)
+        loop = [f"{count} map op{'s' if count > 1 else ''}"] if count else []
         if self.reduction is not None:
             loop.append(format_op_head(self.reduction))
         text = f"{self.heading()[0].upper()}{self.heading()[1:]}: {' and '.join(loop)}"
@@ -178,7 +179,7 @@ class _Lowering:
     # --- map phase ------------------------------------------------------------------------------
     def map_lines(self, allocate, scratch_shape) -> list[str]:
         """Statements of the map ops; scratch allocations go to ``allocate``."""
-        gen, lines = self.gen, []
+        lines = []
         last = _last_uses(self.loop_ops)
         slot_of, free = {}, {}
 
