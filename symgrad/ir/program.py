@@ -142,10 +142,13 @@ class Program:
             raise
 
     # --- copies --------------------------------------------------------------------------
-    def clone(self):
+    def clone(self, keep=None):
         """A deep copy of the program (nested blocks included); returns ``(program,
         value_map)`` mapping old -> new Values by identity (a dict keyed by the old Value
-        objects). Copies keep ids, names, flags and types; no shape rule runs again."""
+        objects). Copies keep ids, names, flags and types; no shape rule runs again. ``keep``
+        (a set of top-level ops closed under their inputs' producers, such as
+        :func:`~symgrad.ir.graph.ancestors_of` returns) copies only those ops, and only the
+        inputs and parameters among their results."""
         new = Program()
         value_map: dict[Value, Value] = {}
         op_map: dict[Operation, Operation] = {}
@@ -174,11 +177,12 @@ class Program:
                 op_map[op] = new_op
                 append(new_op)
 
+        ops = self.ops if keep is None else [op for op in self.ops if op in keep]
         with gc_paused():
-            copy_ops(self.ops, new.global_block())
+            copy_ops(ops, new.global_block())
         new._next_id = self._next_id
-        new.inputs = [value_map[v] for v in self.inputs]
-        new.parameters = [value_map[v] for v in self.parameters]
+        new.inputs = [value_map[v] for v in self.inputs if v in value_map]
+        new.parameters = [value_map[v] for v in self.parameters if v in value_map]
         for old, value in value_map.items():
             grad = old.grad
             if grad is not None and grad in value_map:

@@ -48,7 +48,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
 
-    copy, value_map = program.clone()
+    copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
     stats = {"ops_before": len(needed)}
     passes = options.passes if options.passes is not None else DEFAULT_PASSES.get(backend)

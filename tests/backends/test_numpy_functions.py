@@ -128,3 +128,18 @@ def test_shared_functions_keep_threads_and_results_right():
         assert compiled.stats["group_functions"] < compiled.stats["fused_groups"]
         for e, g in zip(expected, compiled(**feeds)):
             np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
+
+
+def test_every_op_is_named_in_a_comment_shared_groups_included():
+    from symgrad.ir.printer import format_op_head
+    from symgrad.passes.fusion import is_fusion
+
+    prog, fetches = _chain(300)
+    compiled = sg.compile(prog, fetches, backend="numpy", max_group_size=16)
+    assert compiled.stats["group_functions"] < compiled.stats["fused_groups"]
+    source = compiled.source
+    for op in compiled.program.ops:
+        for inner in (op.blocks[0].ops if is_fusion(op) else [op]):
+            if inner.opdef.category != "source":
+                assert f"# {format_op_head(inner)}" in source or \
+                    f"#   {format_op_head(inner)}" in source, format_op_head(inner)

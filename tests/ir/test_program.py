@@ -139,6 +139,23 @@ def test_clone_is_deep_and_preserves_ids():
     copy.verify()
 
 
+def test_clone_keeps_only_the_given_ops_and_their_sources():
+    from symgrad.ir.graph import ancestors_of
+
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+        unused = sg.data("unused", [3], "float64")
+        w = sg.parameter("w", [3], "float64", init=np.ones(3))
+        y = sg.tanh(x * w)
+        sg.exp(unused)
+    copy, mapping = prog.clone(keep=ancestors_of([y]))
+    assert [op.name for op in copy.ops] == ["data", "parameter", "multiply", "tanh"]
+    assert copy.inputs == [mapping[x]] and copy.parameters == [mapping[w]]
+    assert unused not in mapping and mapping[y].id == y.id
+    copy.verify()
+
+
 def test_transaction_rolls_back():
     prog, x, w, y = build_small()
     before = str(prog)

@@ -39,7 +39,7 @@ from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
 from .names import Namer, comment
-from .ops_text import numpy_emitter, op_comment, trailing, visible_attrs
+from .ops_text import describe, numpy_emitter, op_comment, trailing, visible_attrs
 
 # reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
 REDUCERS = {
@@ -309,8 +309,9 @@ class _Lowering:
         self.functions.append(Function(self.names.of(self.name), params, self.docstring, body,
                                        self.names.names))
         callee, shared_with = gen.functions.add(self.functions, self.op.attrs["group"])
-        if shared_with is not None:
-            run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with})"
+        if shared_with is not None:   # the ops are named here: the function names another's
+            run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with}):"
+            run_lines[1:1] = [f"#   {describe(inner)}" for inner in self.op.blocks[0].ops]
         readable = ", ".join(gen.namer.value(v) for v in self.op.results)
         run_lines.append(f"{readable} = {callee}({', '.join(args)})")
         return run_lines

@@ -29,10 +29,15 @@ def op_comment(op) -> str:
     return "# " + comment(format_op_head(op))
 
 
-def trailing(op) -> str:
-    """``  # %5 = tanh(%4); backward of %3 = tanh(%2)``: the comment ending a statement."""
+def describe(op) -> str:
+    """``%5 = tanh(%4); backward of %3 = tanh(%2)``, safe inside a comment."""
     text = format_op_head(op)
     if op.forward_op is not None:
         text += f"; backward of {format_op_head(op.forward_op)}"
-    return "  # " + comment(text)
+    return comment(text)
+
+
+def trailing(op) -> str:
+    """``  # %5 = tanh(%4); backward of %3 = tanh(%2)``: the comment ending a statement."""
+    return "  # " + describe(op)
 
