@@ -8,7 +8,7 @@ from .errors import (ArtifactError, DTypeError, FeedError, FeedTypeError, GradEr
                      ProgramMismatchError, ShapeError, SymgradError, VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
 from .ops import *  # noqa: F401,F403  (one front-end function per op)
-from .ops import REGISTRY, OpDef
+from .ops import REGISTRY, Algebra, OpDef
 from .runtime import CompileOptions, CompiledProgram, Executor, compile
 
 __version__ = "0.1.0"
@@ -28,7 +28,7 @@ def load(path):
 
 __all__ = [
     *ops.__all__,
-    "ArtifactError", "Block", "CompileOptions", "CompiledProgram", "DTypeError", "Executor",
+    "Algebra", "ArtifactError", "Block", "CompileOptions", "CompiledProgram", "DTypeError", "Executor",
     "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
     "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",

@@ -8,7 +8,8 @@ from __future__ import annotations
 import inspect
 
 from ..ir.value import Value
-from ..ops.core import CATEGORIES, OPAQUE, REGISTRY, OpDef, as_values, bind, call, get_op, register
+from ..ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, call,
+                        get_op, register)
 from ..ops.shape import zeros_for
 
 __all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
@@ -96,7 +97,8 @@ def _chainer_vjp(backward):
     return vjp
 
 
-def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQUE):
+def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQUE,
+              algebra=None):
     """Register a user op and return the front-end function that builds it.
 
     ``forward(*arrays) -> array`` (a tuple of arrays for several results) is the NumPy
@@ -106,7 +108,9 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
     list/tuple of them) is written with symgrad ops, so it is differentiable again; None means
     the op has no gradient. ``cuda``: the CUDA lowering (for an elementwise op, a C
     expression over ``{0}``, ``{1}``... and ``{T}``). When ``forward`` is a module-level
-    function, the generated NumPy code gets a copy of it and calls it by name.
+    function, the generated NumPy code gets a copy of it and calls it by name. ``algebra``: an
+    :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may use (for example
+    ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
 
     Registering a name again replaces an earlier user op; a built-in op cannot be replaced.
     """
@@ -135,7 +139,8 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
         impl=forward,
         vjp=None if backward is None else _chainer_vjp(backward),
         emitters=emitters, numpy_helpers=helpers,
-        doc=inspect.getdoc(forward) or f"user-defined op {name}", user_defined=True),
+        doc=inspect.getdoc(forward) or f"user-defined op {name}", user_defined=True,
+        algebra=algebra or NO_ALGEBRA),
         replace=existing is not None)
 
     def build(*inputs):

@@ -5,7 +5,7 @@ lists its front-end functions in ``__all__``; this package re-exports them.
 """
 from . import activation, elementwise, linalg, nn_ops, reduction, shape
 from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGISTRY, SOURCE,
-                   OpDef, as_value, as_values, bind, get_op, register)
+                   Algebra, OpDef, as_value, as_values, bind, get_op, register)
 from .elementwise import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn_ops import *  # noqa: F401,F403

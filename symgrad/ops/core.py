@@ -33,6 +33,8 @@ Contract of each field:
 ``numpy_helpers``
     Pure-NumPy functions the generated module must contain for this op (their source is
     copied in, so generated code runs with NumPy alone).
+``algebra``
+    What the simplify pass may assume about the op (:class:`Algebra`; nothing by default).
 """
 from __future__ import annotations
 
@@ -56,6 +58,39 @@ OPAQUE = "opaque"            # library calls: matmul, conv2d, pooling, softmax..
 CATEGORIES = (SOURCE, ELEMENTWISE, INJECTIVE, REDUCTION, OPAQUE)
 
 
+@dataclasses.dataclass(frozen=True)
+class Algebra:
+    """Algebraic facts about an op that rewrites may rely on; every field is off by default.
+    The simplify pass reads only these (never op names), so an op defined outside the library
+    takes part in the same rewrites by declaring them.
+
+    ``identity=(e, positions)``: ``op(x, e) == x`` with ``e`` at any of ``positions`` (``x + 0``,
+    ``0 + x``, ``x / 1``). ``negation=(e, positions)``: ``op(x, e) == -x`` (``x * -1``).
+    ``negates``: the op is ``-x`` (what ``negation`` rewrites to). ``involution``:
+    ``op(op(x)) == x``. ``no_op_when_same_type``: the op returns its first input unchanged
+    when the result has that input's exact type (reshape, broadcast, cast). ``collapses``:
+    ``op(op(x, a), b) == op(x, b)``. ``permutation``: the attr holding an axis permutation
+    (the identity permutation is a no-op; chains compose). ``broadcast``: the op only
+    broadcasts its first input, so an elementwise consumer may read that input instead.
+    ``fill(op)``: the one value the result holds everywhere, or None when not known.
+    ``keeps_fill``: pure data movement of the first input (a uniform input stays uniform).
+    """
+
+    identity: tuple | None = None
+    negation: tuple | None = None
+    negates: bool = False
+    involution: bool = False
+    no_op_when_same_type: bool = False
+    collapses: bool = False
+    permutation: str | None = None
+    broadcast: bool = False
+    fill: Callable | None = None
+    keeps_fill: bool = False
+
+
+NO_ALGEBRA = Algebra()
+
+
 @dataclasses.dataclass(eq=False)
 class OpDef:
     name: str
@@ -70,6 +105,7 @@ class OpDef:
     feedable: bool = False           # data/parameter: the runner may supply its value
     doc: str = ""
     user_defined: bool = False
+    algebra: Algebra = NO_ALGEBRA
 
     def __post_init__(self):
         self._infer_cache: dict = {}

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError
-from .core import (ELEMENTWISE, OpDef, as_values, bind, broadcast_shapes, call, expr,
+from .core import (ELEMENTWISE, Algebra, OpDef, as_values, bind, broadcast_shapes, call, expr,
                    format_attrs_for_code, register, ufunc)
 
 __all__ = [
@@ -228,30 +228,35 @@ _CUDA_MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
 
 # --- arithmetic -------------------------------------------------------------------------------
 add_p = register(OpDef(
-    "add", ELEMENTWISE, binary_rule, np.add,
+    "add", ELEMENTWISE, binary_rule, np.add, algebra=Algebra(identity=(0, (0, 1))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0]),
     emitters={"numpy": ufunc("np.add"), "cuda": "(({0}) + ({1}))"}))
 
 subtract_p = register(OpDef(
     "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
+    algebra=Algebra(identity=(0, (1,))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0]),
     emitters={"numpy": ufunc("np.subtract"), "cuda": "(({0}) - ({1}))"}))
 
 multiply_p = register(OpDef(
     "multiply", ELEMENTWISE, math_rule(np.multiply), np.multiply,
+    algebra=Algebra(identity=(1, (0, 1)), negation=(-1, (0, 1))),
     vjp=lambda op, g: _both(op, lambda: g[0] * op.inputs[1], lambda: g[0] * op.inputs[0]),
     emitters={"numpy": ufunc("np.multiply"), "cuda": "(({0}) * ({1}))"}))
 
 divide_p = register(OpDef(
     "divide", ELEMENTWISE, math_rule(np.divide), np.divide, vjp=_divide_vjp,
+    algebra=Algebra(identity=(1, (1,)), negation=(-1, (1,))),
     emitters={"numpy": ufunc("np.divide"), "cuda": "(({T})({0}) / ({T})({1}))"}))
 
 power_p = register(OpDef(
     "power", ELEMENTWISE, math_rule(np.power), np.power, vjp=_power_vjp,
+    algebra=Algebra(identity=(1, (1,))),
     emitters={"numpy": ufunc("np.power"), "cuda": "pow(({T})({0}), ({T})({1}))"}))
 
 negative_p = register(OpDef(
     "negative", ELEMENTWISE, same_rule, np.negative,
+    algebra=Algebra(negates=True, involution=True),
     vjp=lambda op, g: [-g[0]],
     emitters={"numpy": ufunc("np.negative"), "cuda": "(-({0}))"}))
 
@@ -422,14 +427,17 @@ logical_not_p = register(OpDef(
 # --- dtype and constants ----------------------------------------------------------------------
 cast_p = register(OpDef(
     "cast", ELEMENTWISE, cast_rule, lambda x, dtype: x.astype(dtype), vjp=_cast_vjp,
+    algebra=Algebra(no_op_when_same_type=True),
     emitters={"numpy": _emit_cast, "cuda": "(({T})({0}))"}))
 
 zeros_like_p = register(OpDef(
     "zeros_like", ELEMENTWISE, cast_rule, _numpy_fill(0), vjp=lambda op, g: [None],
+    algebra=Algebra(fill=lambda op: 0),
     emitters={"numpy": _fill_emitter(0), "cuda": "(({T})0)"}))
 
 ones_like_p = register(OpDef(
     "ones_like", ELEMENTWISE, cast_rule, _numpy_fill(1), vjp=lambda op, g: [None],
+    algebra=Algebra(fill=lambda op: 1),
     emitters={"numpy": _fill_emitter(1), "cuda": "(({T})1)"}))
 
 

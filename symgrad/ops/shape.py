@@ -27,7 +27,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import (INJECTIVE, OpDef, as_value, as_values, bind, dtypes_shape, expr,
+from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, dtypes_shape, expr,
                    normalize_axis, register)
 from .elementwise import zeros_like
 from .source import full_p
@@ -115,6 +115,7 @@ def _reshape_to(g, like):
 
 reshape_p = register(OpDef(
     "reshape", INJECTIVE, _reshape_rule,
+    algebra=Algebra(no_op_when_same_type=True, collapses=True, keeps_fill=True),
     impl=lambda x, shape: np.reshape(x, shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0])],
     emitters={"numpy": expr("np.reshape({0}, {shape})")},
@@ -130,6 +131,7 @@ def _reshape_like_rule(types, attrs):
 
 reshape_like_p = register(OpDef(
     "reshape_like", INJECTIVE, _reshape_like_rule,
+    algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, ref: np.reshape(x, ref.shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0]), None],
     emitters={"numpy": expr("np.reshape({0}, {1}.shape)")},
@@ -162,6 +164,7 @@ def _transpose_rule(types, attrs):
 
 transpose_p = register(OpDef(
     "transpose", INJECTIVE, _transpose_rule,
+    algebra=Algebra(permutation="axes", keeps_fill=True),
     impl=lambda x, axes: np.transpose(x, axes),
     vjp=lambda op, g: [transpose(g[0], tuple(int(i) for i in np.argsort(op.attrs["axes"])))],
     emitters={"numpy": expr("np.transpose({0}, {axes})")},
@@ -218,6 +221,7 @@ def _emit_broadcast_to(args, attrs, out=None):
 broadcast_to_p = register(OpDef(
     "broadcast_to", INJECTIVE,
     lambda types, attrs: (_broadcast_target(types[0][0], tuple(attrs["shape"]), -1), types[0][1]),
+    algebra=Algebra(no_op_when_same_type=True, collapses=True, broadcast=True, keeps_fill=True),
     impl=_sg_broadcast_to,
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0])],
     emitters={"numpy": _emit_broadcast_to}, numpy_helpers=(_sg_broadcast_to,),
@@ -236,6 +240,7 @@ def broadcast_to(x, shape):
 broadcast_like_p = register(OpDef(
     "broadcast_like", INJECTIVE,
     lambda types, attrs: (_broadcast_target(types[0][0], types[1][0], None), types[0][1]),
+    algebra=Algebra(no_op_when_same_type=True, broadcast=True, keeps_fill=True),
     impl=lambda x, ref: np.broadcast_to(x, ref.shape),
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0]), None],
     emitters={"numpy": expr("np.broadcast_to({0}, {1}.shape)")},
@@ -311,6 +316,7 @@ def _squeeze_rule(types, attrs):
 
 expand_dims_p = register(OpDef(
     "expand_dims", INJECTIVE, _expand_dims_rule,
+    algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.expand_dims(x, axis),
     vjp=lambda op, g: [squeeze(g[0], op.attrs["axis"])],
     emitters={"numpy": expr("np.expand_dims({0}, {axis})")},
@@ -318,6 +324,7 @@ expand_dims_p = register(OpDef(
 
 squeeze_p = register(OpDef(
     "squeeze", INJECTIVE, _squeeze_rule,
+    algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.squeeze(x, axis),
     vjp=lambda op, g: [expand_dims(g[0], op.attrs["axis"])],
     emitters={"numpy": expr("np.squeeze({0}, {axis})")},

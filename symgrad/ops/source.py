@@ -8,7 +8,7 @@ from .. import dtypes
 from ..errors import ShapeError
 from ..ir.program import default_main_program
 from ..ir.value import format_shape
-from .core import SOURCE, OpDef, bind, register
+from .core import SOURCE, Algebra, OpDef, bind, register
 
 
 def _static_shape(shape, what, allow_unknown):
@@ -37,6 +37,19 @@ def _feed_only(**attrs):
     raise RuntimeError(f"input {attrs['name']!r} must be fed")
 
 
+UNIFORM_CHECK_LIMIT = 1 << 16   # largest constant (elements) checked for holding one value
+
+
+def _uniform_value(op):
+    """The one value a constant holds everywhere (None if it holds several, or is too big to
+    check cheaply)."""
+    array = op.attrs["value"]
+    if array.size == 0 or array.size > UNIFORM_CHECK_LIMIT:
+        return None
+    first = array.flat[0]
+    return first.item() if np.all(array == first) else None
+
+
 data_p = register(OpDef(
     "data", SOURCE, infer=_declared, impl=_feed_only, feedable=True,
     doc="A program input, fed at run time by name or position."))
@@ -48,12 +61,13 @@ parameter_p = register(OpDef(
 
 constant_p = register(OpDef(
     "constant", SOURCE, infer=lambda types, attrs: (attrs["value"].shape, attrs["value"].dtype),
-    impl=lambda value: value,
+    impl=lambda value: value, algebra=Algebra(fill=_uniform_value),
     doc="A constant array (stop_gradient=True)."))
 
 full_p = register(OpDef(
     "full", SOURCE, infer=_declared,
     impl=lambda shape, dtype, fill_value: np.full(shape, fill_value, dtype=dtype),
+    algebra=Algebra(fill=lambda op: op.attrs["fill_value"]),
     doc="A tensor of static shape filled with ``fill_value``."))
 
 

@@ -1,7 +1,7 @@
 """Algebraic simplification and constant folding, in one forward sweep.
 
-Rules (each a table entry, applied to every op after its inputs were simplified, so chains
-collapse in the same sweep):
+Rules (each an entry of :data:`_RULES`, applied to every op after its inputs were simplified,
+so chains collapse in the same sweep):
 
 * identity elements: ``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1``, ``x**1`` -> ``x``
   when the result has ``x``'s exact type (so no broadcast or cast is lost). "1" and "0" are any
@@ -18,87 +18,59 @@ collapse in the same sweep):
 * broadcast elimination: an elementwise op reads the source of a broadcast input directly
   when its result type stays the same (NumPy broadcasting does the rest).
 
-Each op is offered only the rules that can apply to its OpDef (chosen once per OpDef from the
-tables), and what is known about a Value holding one value everywhere is remembered, so the
-sweep costs a few dictionary lookups per op. Ops that the rewrites leave unused are dropped
+Which rule may apply to which op is declared on the op itself: its category and its
+:class:`~symgrad.ops.core.Algebra` (identity elements, negation, involution, no-op and chain
+facts, fills), never its name, so user-defined ops take part too. Each op is offered only the
+rules that can apply to its OpDef (chosen once per OpDef), and what is known about a Value
+holding one value everywhere is remembered, so the sweep costs a few dictionary lookups per
+op. Ops that the rewrites leave unused are dropped
 (the result holds only what the fetches depend on), so a following DCE finds nothing to do.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.core import ELEMENTWISE, SOURCE, get_op
+from ..ops.core import ELEMENTWISE, REGISTRY, SOURCE, get_op
 from .rewrite import Rebuilder
 
 FOLD_LIMIT = 1024       # largest constant (elements) that folding reads or produces
-UNIFORM_CHECK_LIMIT = 1 << 16
-
-# op name -> (identity element, operand positions that may hold it)
-IDENTITY_ELEMENTS = {
-    "add": (0, (0, 1)),
-    "subtract": (0, (1,)),
-    "multiply": (1, (0, 1)),
-    "divide": (1, (1,)),
-    "power": (1, (1,)),
-}
-INVOLUTIONS = ("negative",)
-# op name -> (value that makes it a negation, operand positions that may hold it): x*-1, x/-1
-NEGATIONS = {"multiply": (-1, (0, 1)), "divide": (-1, (1,))}
-NEGATE = "negative"
-COLLAPSING_CHAINS = ("reshape", "broadcast_to")
-NO_OP_WHEN_SAME_TYPE = ("reshape", "reshape_like", "broadcast_to", "broadcast_like", "cast",
-                        "squeeze", "expand_dims")
-PERMUTATIONS = {"transpose": "axes"}  # op name -> attr holding the permutation
-# broadcasts an elementwise consumer can drop (it broadcasts by itself)
-BROADCASTS = ("broadcast_to", "broadcast_like")
-# ops whose result holds one value everywhere: op name -> fill value (from the op)
-FILLS = {
-    "full": lambda op: op.attrs["fill_value"],
-    "ones_like": lambda op: 1,
-    "zeros_like": lambda op: 0,
-}
-# data movement that keeps "one value everywhere" of its first input
-UNIFORM_PRESERVING = ("reshape", "reshape_like", "broadcast_to", "broadcast_like", "transpose",
-                      "expand_dims", "squeeze")
-
-
-# ops whose result may hold one value everywhere (where :func:`uniform_fill` looks)
-_MAYBE_UNIFORM = frozenset(FILLS) | {"constant"} | frozenset(UNIFORM_PRESERVING)
 
 
 def constant_value(value):
-    """The array of a non-feedable source Value (constant, full...), or None."""
+    """The array of a non-feedable source Value (constant, full...) of at most
+    :data:`FOLD_LIMIT` elements, or None."""
     op = value.op
     opdef = op.opdef
     if opdef.category != SOURCE or opdef.feedable:
         return None
-    if opdef.name == "constant":
-        return op.attrs["value"]
     size = value.size
     if size is None or size > FOLD_LIMIT:
         return None
     return np.asarray(opdef.impl(**op.attrs), dtype=value.dtype)
 
 
+def _may_be_uniform(opdef) -> bool:
+    """Can ops of ``opdef`` hold one value everywhere (where :func:`uniform_fill` looks)?"""
+    return opdef.algebra.fill is not None or opdef.algebra.keeps_fill
+
+
 def uniform_fill(value):
     """The single value every element of ``value`` holds, when statically known, else None."""
     for _ in range(64):  # bounded walk through data movement
         op = value.op
-        name = op.opdef.name
-        fill = FILLS.get(name)
-        if fill is not None:
-            return fill(op)
-        if name == "constant":
-            array = op.attrs["value"]
-            if array.size == 0 or array.size > UNIFORM_CHECK_LIMIT:
-                return None
-            first = array.flat[0]
-            return first.item() if np.all(array == first) else None
-        if name in UNIFORM_PRESERVING and op.inputs:
+        algebra = op.opdef.algebra
+        if algebra.fill is not None:
+            return algebra.fill(op)
+        if algebra.keeps_fill and op.inputs:
             value = op.inputs[0]
             continue
         return None
     return None
+
+
+def _negation_op():
+    """The OpDef that declares it computes ``-x`` (``negative``)."""
+    return next(opdef for opdef in REGISTRY.values() if opdef.algebra.negates)
 
 
 def _same_type(a, b):
@@ -114,7 +86,7 @@ class _Sweep:
 
     def fill(self, value):
         """:func:`uniform_fill` of a new Value, computed once per Value."""
-        if value.op.opdef.name not in _MAYBE_UNIFORM:
+        if not _may_be_uniform(value.op.opdef):
             return None
         fills = self.fills
         if value in fills:
@@ -123,13 +95,13 @@ class _Sweep:
         return fill
 
 
-def _operand_beside_fill(sweep, op, inputs, table):
-    """For a binary op whose ``table`` entry is ``(fill, positions)``: the other operand
+def _operand_beside_fill(sweep, op, inputs, fact):
+    """For a binary op whose algebraic ``fact`` is ``(fill, positions)``: the other operand
     when one at those positions holds ``fill`` everywhere and the other already has the
     result's type; else None."""
     if len(inputs) != 2:
         return None
-    wanted, positions = table[op.opdef.name]
+    wanted, positions = fact
     for position in positions:
         other = inputs[1 - position]
         fill = sweep.fill(inputs[position])
@@ -139,17 +111,17 @@ def _operand_beside_fill(sweep, op, inputs, table):
 
 
 def _try_identity(sweep, op, inputs):
-    return _operand_beside_fill(sweep, op, inputs, IDENTITY_ELEMENTS)
+    return _operand_beside_fill(sweep, op, inputs, op.opdef.algebra.identity)
 
 
 def _try_negation(sweep, op, inputs):
-    other = _operand_beside_fill(sweep, op, inputs, NEGATIONS)
+    other = _operand_beside_fill(sweep, op, inputs, op.opdef.algebra.negation)
     if other is None:
         return None
     result = op.results[0]
-    if other.op.opdef.name == NEGATE:           # -(-x)
+    if other.op.opdef.algebra.negates:           # -(-x)
         return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
-    return sweep.builder.emit(get_op(NEGATE), [other], {}, like=result)
+    return sweep.builder.emit(_negation_op(), [other], {}, like=result)
 
 
 def _try_involution(sweep, op, inputs):
@@ -161,10 +133,10 @@ def _try_involution(sweep, op, inputs):
 
 
 def _try_no_op(sweep, op, inputs):
-    name = op.opdef.name
-    if name in NO_OP_WHEN_SAME_TYPE and _same_type(inputs[0], op.results[0]):
+    algebra = op.opdef.algebra
+    if algebra.no_op_when_same_type and _same_type(inputs[0], op.results[0]):
         return inputs[0]
-    attr = PERMUTATIONS.get(name)
+    attr = algebra.permutation
     if attr is not None and tuple(op.attrs[attr]) == tuple(range(len(op.attrs[attr]))):
         return inputs[0]
     return None
@@ -186,10 +158,10 @@ def _try_chain(sweep, op, inputs):
     producer = inputs[0].op
     if producer.opdef is not op.opdef:
         return None
-    name = op.opdef.name
-    if name in COLLAPSING_CHAINS:
+    algebra = op.opdef.algebra
+    if algebra.collapses:
         return _rebind(sweep.builder, op, [producer.inputs[0]] + inputs[1:], op.attrs)
-    attr = PERMUTATIONS.get(name)
+    attr = algebra.permutation
     if attr is not None:
         inner, outer = producer.attrs[attr], op.attrs[attr]
         composed = tuple(int(inner[a]) for a in outer)
@@ -258,23 +230,23 @@ def _try_uniform(sweep, op, inputs):
 
 def _try_drop_broadcast(sweep, op, inputs):
     for value in inputs:
-        if value.op.opdef.name in BROADCASTS:
+        if value.op.opdef.algebra.broadcast:
             break
     else:
         return None
-    changed = [v.op.inputs[0] if v.op.opdef.name in BROADCASTS else v for v in inputs]
+    changed = [v.op.inputs[0] if v.op.opdef.algebra.broadcast else v for v in inputs]
     return _rebind(sweep.builder, op, changed, op.attrs)
 
 
-# rules for one-result ops, in the order they are tried, each with the test on the OpDef that
-# tells whether it can apply at all
+# rules for one-result ops, in the order they are tried, each with the test on the OpDef (its
+# category and :class:`~symgrad.ops.core.Algebra`) that tells whether it can apply at all
 _RULES = (
-    (_try_identity, lambda d: d.name in IDENTITY_ELEMENTS),
-    (_try_involution, lambda d: d.name in INVOLUTIONS),
-    (_try_no_op, lambda d: d.name in NO_OP_WHEN_SAME_TYPE or d.name in PERMUTATIONS),
+    (_try_identity, lambda d: d.algebra.identity is not None),
+    (_try_involution, lambda d: d.algebra.involution),
+    (_try_no_op, lambda d: d.algebra.no_op_when_same_type or d.algebra.permutation is not None),
     (_try_uniform, lambda d: d.category == ELEMENTWISE),
-    (_try_negation, lambda d: d.name in NEGATIONS),
-    (_try_chain, lambda d: d.name in COLLAPSING_CHAINS or d.name in PERMUTATIONS),
+    (_try_negation, lambda d: d.algebra.negation is not None),
+    (_try_chain, lambda d: d.algebra.collapses or d.algebra.permutation is not None),
     (_try_drop_broadcast, lambda d: d.category == ELEMENTWISE),
 )
 

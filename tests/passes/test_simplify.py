@@ -123,3 +123,17 @@ def test_fourth_derivative_of_sin_is_sin():
             g, = ir_backward.grad(sg.sum(g), [x], create_graph=True)
     new, _, _ = apply(prog, [g], ["prune", "cse", "simplify", "dce"])
     assert op_names(new) == ["data", "sin"]
+
+
+def test_user_op_declaring_an_identity_takes_part():
+    def shifted(x, y):
+        return x + y
+
+    shift = sg.custom_op("shift_by_test_algebra", shifted, lambda a, b: a, None,
+                         category="elementwise", algebra=sg.Algebra(identity=(0, (1,))))
+    prog, x, y = _compile(lambda x: shift(x, sg.zeros([3, 4], "float64")))
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert op_names(new) == ["data"]
+    prog, x, y = _compile(lambda x: shift(sg.zeros([3, 4], "float64"), x))   # not declared
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert "shift_by_test_algebra" in op_names(new)
