@@ -168,20 +168,31 @@ def log_softmax_forward(x, axis):
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
 
+def check_class_indices(indices, num_classes, what):
+    """Raise ``ValueError`` naming the first index outside ``[0, num_classes)``."""
+    if indices.size and (indices.min() < 0 or indices.max() >= num_classes):
+        bad = indices[(indices < 0) | (indices >= num_classes)].ravel()[0]
+        raise ValueError(f"{what}: class index {int(bad)} is outside [0, {num_classes})")
+
+
 def softmax_cross_entropy_forward(logits, labels, axis):
     """Per-example loss ``-sum(p_label * log_softmax(logits))`` along ``axis``: ``labels``
-    are integer class indices (logits' shape without ``axis``) or float probabilities
-    shaped like ``logits``."""
+    are integer class indices (logits' shape without ``axis``; one outside the classes is a
+    ``ValueError``) or float probabilities shaped like ``logits``."""
     logp = log_softmax_forward(logits, axis)
     if labels.dtype.kind == "f":
         return -(labels * logp).sum(axis=axis)
+    check_class_indices(labels, logits.shape[axis], "softmax_cross_entropy")
     picked = np.take_along_axis(logp, np.expand_dims(labels, axis), axis=axis)
     return -np.squeeze(picked, axis=axis)
 
 
-def one_hot_forward(indices, num_classes, dtype, axis):
+def one_hot_forward(indices, num_classes, dtype, axis, strict=False):
     """1 where the class equals the index, along a new axis ``axis`` of the result; an
-    index outside ``[0, num_classes)`` gives an all-zero row."""
+    index outside ``[0, num_classes)`` gives an all-zero row (a ``ValueError`` when
+    ``strict``: the labels of a cross-entropy's gradient)."""
+    if strict:
+        check_class_indices(indices, num_classes, "softmax_cross_entropy")
     hot = np.expand_dims(indices, axis) == np.arange(num_classes).reshape(
         (num_classes,) + (1,) * (indices.ndim - axis))
     return hot.astype(dtype)

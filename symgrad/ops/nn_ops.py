@@ -389,7 +389,8 @@ def cross_entropy_vjp(op, cotangents):
     probs = bind(softmax_p, [logits], {"axis": axis})
     if labels.dtype.kind in "iu":
         target = bind(one_hot_p, [labels], {"num_classes": logits.shape[axis],
-                                           "dtype": logits.dtype.name, "axis": axis})
+                                           "dtype": logits.dtype.name, "axis": axis,
+                                           "strict": True})
         return [(probs - target) * g, None]
     mass = ops.sum(labels, axis=axis, keepdims=True)
     log_probs = bind(log_softmax_p, [logits], {"axis": axis})
@@ -412,7 +413,8 @@ softmax_cross_entropy_p = register(OpDef(
     "softmax_cross_entropy", OPAQUE, cross_entropy_rule, kernels.softmax_cross_entropy_forward,
     vjp=cross_entropy_vjp,
     emitters={"numpy": call("softmax_cross_entropy_forward", ("axis",))},
-    numpy_helpers=(kernels.log_softmax_forward, kernels.softmax_cross_entropy_forward),
+    numpy_helpers=(kernels.log_softmax_forward, kernels.check_class_indices,
+                   kernels.softmax_cross_entropy_forward),
     doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
 
 
@@ -427,10 +429,20 @@ def one_hot_rule(types, attrs):
     return shape[:axis] + (num_classes,) + shape[axis:], dtypes.as_dtype(attrs["dtype"])
 
 
+_emit_one_hot_lenient = call("one_hot_forward", ("num_classes", "dtype", "axis"))
+_emit_one_hot_strict = call("one_hot_forward", ("num_classes", "dtype", "axis", "strict"))
+
+
+def _emit_one_hot(args, attrs, out=None):
+    """``one_hot_forward(...)``, with ``strict=True`` where the op asks for it."""
+    emit = _emit_one_hot_strict if attrs.get("strict") else _emit_one_hot_lenient
+    return emit(args, attrs, out)
+
+
 one_hot_p = register(OpDef(
     "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
-    emitters={"numpy": call("one_hot_forward", ("num_classes", "dtype", "axis"))},
-    numpy_helpers=(kernels.one_hot_forward,),
+    emitters={"numpy": _emit_one_hot}, numpy_helpers=(kernels.check_class_indices,
+                                                      kernels.one_hot_forward),
     doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
 
 
@@ -526,7 +538,8 @@ def softmax_cross_entropy(logits, labels, axis=-1, reduction="mean"):
     """Cross-entropy of ``softmax(logits, axis)`` against ``labels``: integer class indices
     shaped like ``logits`` without ``axis`` (no gradient), or float probabilities shaped
     like ``logits`` (they get ``-log_softmax(logits) * g``). Integer labels must lie in
-    ``[0, classes)``; the class dim must then be static. ``reduction``: ``"mean"`` or
+    ``[0, classes)`` (run time raises ``ValueError`` naming the first that does not, in the
+    loss and in its gradient); the class dim must then be static. ``reduction``: ``"mean"`` or
     ``"sum"`` over the per-example losses, or ``"none"`` to return them."""
     if reduction not in _REDUCTIONS:
         raise ValueError(f"softmax_cross_entropy: reduction must be one of "

@@ -8,7 +8,7 @@ import pytest
 
 import symgrad as sg
 from symgrad.ops.core import evaluate_vjp
-from symgrad import nn
+from symgrad import ir_backward, nn
 from symgrad.ops import REGISTRY, kernels
 from tests.ops.samples import interpret
 
@@ -435,3 +435,31 @@ def test_gradient_penalty_double_backward():
                 values.append(fn(**shifted)[0])
             numeric[index] = (values[0] - values[1]) / 2e-6
         np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("bad", [-1, 3])
+def test_cross_entropy_labels_outside_the_classes_are_an_error(backend, bad):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        logits = sg.data("logits", [None, 3], "float64")
+        labels = sg.data("labels", [None], "int64")
+        loss = sg.nn.softmax_cross_entropy(logits, labels)
+        g, = ir_backward.grad(loss, [logits])
+    feeds = {"logits": np.zeros((2, 3)), "labels": np.array([0, bad])}
+    for fetches in ([loss], [g]):   # the gradient alone checks its labels too
+        fn = sg.compile(prog, fetches, backend=backend)
+        with pytest.raises(ValueError, match=rf"class index {bad} is outside \[0, 3\)"):
+            fn(**feeds)
+    ok = sg.compile(prog, [loss, g], backend=backend)(logits=np.zeros((2, 3)),
+                                                      labels=np.array([0, 2]))
+    np.testing.assert_allclose(ok[0], np.log(3))
+
+
+def test_one_hot_of_an_index_outside_the_classes_is_a_zero_row():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        idx = sg.data("idx", [3], "int64")
+        hot = sg.one_hot(idx, 3)
+    out, = sg.compile(prog, [hot], backend="numpy")(idx=np.array([0, 3, -1]))
+    np.testing.assert_array_equal(out, [[1, 0, 0], [0, 0, 0], [0, 0, 0]])
