@@ -15,8 +15,10 @@ so chains collapse in the same sweep):
 * constant folding: an op whose inputs are all constants of at most :data:`FOLD_LIMIT`
   elements (and whose result is that small) becomes a constant computed by its reference;
   an elementwise op whose inputs each hold one value everywhere becomes a broadcast scalar;
-* broadcast elimination: an elementwise op reads the source of a broadcast input directly
-  when its result type stays the same (NumPy broadcasting does the rest).
+* broadcast elimination: an elementwise op reads the source of a broadcast input directly,
+  or the 0-d Value under a chain of data movement (``expand_dims(broadcast_like(s))``, as in
+  the gradient of ``mean``), when its result type stays the same (NumPy broadcasting does the
+  rest).
 
 Which rule may apply to which op is declared on the op itself: its category and its
 :class:`~symgrad.ops.core.Algebra` (identity elements, negation, involution, no-op and chain
@@ -228,13 +230,27 @@ def _try_uniform(sweep, op, inputs):
     return builder.emit(get_op("broadcast_to"), [value], {"shape": result.shape}, like=result)
 
 
-def _try_drop_broadcast(sweep, op, inputs):
-    for value in inputs:
-        if value.op.opdef.algebra.broadcast:
+def _direct_source(value):
+    """What an elementwise consumer may read instead of ``value`` (NumPy broadcasting doing
+    the rest), or None: the input of a broadcast, or the 0-d Value at the bottom of a chain of
+    data movement (every element of ``value`` equals it)."""
+    op = value.op
+    direct = op.inputs[0] if op.opdef.algebra.broadcast else None
+    for _ in range(64):   # bounded walk through data movement
+        if not op.opdef.algebra.keeps_fill or not op.inputs:
             break
-    else:
+        value = op.inputs[0]
+        if value.ndim == 0:
+            return value
+        op = value.op
+    return direct
+
+
+def _try_drop_broadcast(sweep, op, inputs):
+    sources = [_direct_source(v) for v in inputs]
+    if all(source is None for source in sources):
         return None
-    changed = [v.op.inputs[0] if v.op.opdef.algebra.broadcast else v for v in inputs]
+    changed = [v if source is None else source for v, source in zip(inputs, sources)]
     return _rebind(sweep.builder, op, changed, op.attrs)
 
 

@@ -3,6 +3,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.ops.shape import broadcast_like
 from tests.passes.helpers import apply, op_names, run_both
 
 PIPE = ["simplify", "dce"]
@@ -137,3 +138,25 @@ def test_user_op_declaring_an_identity_takes_part():
     prog, x, y = _compile(lambda x: shift(sg.zeros([3, 4], "float64"), x))   # not declared
     new, fetches, _ = apply(prog, [y], PIPE)
     assert "shift_by_test_algebra" in op_names(new)
+
+
+def test_elementwise_op_reads_a_scalar_under_data_movement_directly():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        s = sg.sum(x) * 0.5                      # 0-d, not known statically
+        spread = sg.expand_dims(broadcast_like(s, sg.sum(x, axis=1)), 1)   # [None, 1]
+        y = x * spread
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert "expand_dims" not in op_names(new) and "broadcast_like" not in op_names(new)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(5, 4)})
+
+
+def test_data_movement_of_a_non_scalar_is_kept():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3, 3], "float64")
+        y = x * sg.transpose(x)                  # same type, different values: must stay
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert "transpose" in op_names(new)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(3, 3)})
