@@ -6,7 +6,7 @@ backend computes from everything its source depends on. Files are written atomic
 temporary file in the same directory, then ``os.replace``), so concurrent compiles never see a
 half-written module. Modules are imported from their real path, so tracebacks and pdb show
 the generated lines. ``SYMGRAD_DUMP=<dir>`` also copies every module compiled to that
-directory.
+directory, and ``SYMGRAD_LOG=output_code`` prints it to stderr.
 
 The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.cache/symgrad``.
 """
@@ -93,12 +93,18 @@ def store(prefix: str, key: str, text: str, options=None) -> str:
     return path
 
 
-def dump(prefix: str, key: str, text: str) -> str | None:
-    """Copy ``text`` to ``$SYMGRAD_DUMP`` when that is set; returns the path written."""
+def dump(prefix: str, key: str, text: str, suffix: str = ".py") -> str | None:
+    """Show a generated source as it is compiled: copy it to ``$SYMGRAD_DUMP`` when that is set
+    (returns the path written), and print it to stderr when ``$SYMGRAD_LOG`` (a comma-separated
+    list, as PyTorch's ``TORCH_LOGS``) names ``output_code``."""
+    name = file_name(prefix, key, suffix)
+    if "output_code" in os.environ.get("SYMGRAD_LOG", "").replace(" ", "").split(","):
+        sys.stderr.write(f"# ---- symgrad output_code: {name} ----\n{text}"
+                         f"{'' if text.endswith(chr(10)) else chr(10)}")
     directory = os.environ.get("SYMGRAD_DUMP")
     if not directory:
         return None
-    path = os.path.join(directory, file_name(prefix, key))
+    path = os.path.join(directory, name)
     write_atomic(path, text)
     return path
 

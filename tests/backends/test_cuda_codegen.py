@@ -98,6 +98,18 @@ def test_whole_program_source_compiles(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_dump_and_log_show_the_host_module_and_the_cuda_source(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SYMGRAD_DUMP", str(tmp_path))
+    monkeypatch.setenv("SYMGRAD_LOG", "output_code")
+    compiled = sg.compile(*w2_program(), backend="cuda")
+    dumped = sorted(os.listdir(tmp_path))
+    assert [name.rsplit(".", 1)[1] for name in dumped] == ["cu", "py"]
+    assert (tmp_path / dumped[0]).read_text() == compiled._executable.cuda_source
+    assert (tmp_path / dumped[1]).read_text() == compiled.source
+    err = capsys.readouterr().err
+    assert compiled.source in err and compiled._executable.cuda_source in err
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_cubins_per_architecture():
     compiled = sg.compile(*w2_program(), backend="cuda")

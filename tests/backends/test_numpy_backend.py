@@ -155,6 +155,17 @@ def test_dump_writes_every_module(tmp_path, monkeypatch):
     assert (tmp_path / "dump" / dumped[0]).read_text() == compiled.source
 
 
+def test_log_output_code_prints_every_module(monkeypatch, capsys):
+    monkeypatch.setenv("SYMGRAD_LOG", "graph, output_code")
+    prog, fetches = _softmax_grad_program()
+    compiled = sg.compile(prog, fetches, backend="numpy")
+    err = capsys.readouterr().err
+    assert err.startswith("# ---- symgrad output_code: numpy_") and compiled.source in err
+    monkeypatch.setenv("SYMGRAD_LOG", "")
+    sg.compile(prog, fetches, backend="numpy")
+    assert capsys.readouterr().err == ""
+
+
 def test_tracebacks_point_at_the_generated_file():
     prog, fetches = _softmax_grad_program()
     compiled = sg.compile(prog, fetches, backend="numpy")

@@ -135,11 +135,6 @@ def _nvrtc_cubin(source, arch) -> bytes:
         nvrtc.destroyProgram(program)
 
 
-def _write(path, text):
-    cache.write_atomic(path, text)
-    return path
-
-
 def build(program, fetches, options):
     inputs, outputs = signature_literals(program, fetches)
     first = fetches[0].name if fetches and fetches[0].name else "program"
@@ -152,11 +147,9 @@ def build(program, fetches, options):
         path = cache.store(prefix, key, generated.source, options)
     cu_path = os.path.join(cache.cache_dir(options), cache.file_name(prefix, key, ".cu"))
     if not os.path.exists(cu_path):
-        _write(cu_path, generated.cuda_source)
+        cache.write_atomic(cu_path, generated.cuda_source)
     cache.dump(prefix, key, generated.source)
-    dump = os.environ.get("SYMGRAD_DUMP")
-    if dump:
-        _write(os.path.join(dump, cache.file_name(prefix, key, ".cu")), generated.cuda_source)
+    cache.dump(prefix, key, generated.cuda_source, ".cu")
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),
              "source_lines": generated.source.count("\n"),
              "cuda_lines": generated.cuda_source.count("\n")}
