@@ -143,3 +143,49 @@ def test_every_op_is_named_in_a_comment_shared_groups_included():
             if inner.opdef.category != "source":
                 assert f"# {format_op_head(inner)}" in source or \
                     f"#   {format_op_head(inner)}" in source, format_op_head(inner)
+
+
+# --- random unrolled loops ----------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tests.backends.test_numpy_random import BINARY, REDUCE, UNARY  # noqa: E402
+
+
+def _unrolled(steps, repeats, dynamic):
+    """A random loop body (the random-program ops) applied ``repeats`` times to a state."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None if dynamic else 9, 4], "float64")
+        b = sg.data("b", [4], "float64")
+        h = x
+        for _ in range(repeats):
+            pool = [h, b, h * 0.5]
+            for kind, i, j, k in steps:
+                a = pool[i % len(pool)]
+                if kind == 0:
+                    pool.append(UNARY[k % len(UNARY)](a))
+                elif kind == 1:
+                    pool.append(BINARY[k % len(BINARY)](a, pool[j % len(pool)]))
+                else:
+                    pool.append(REDUCE[k % len(REDUCE)](a if a.ndim == 2 else a + h))
+            h = sg.tanh(h + pool[-1] * b)
+        loss = sg.sum(h)
+        grads = ir_backward.grad(loss, [x, b])
+    return prog, [loss, *grads]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100), st.integers(0, 100),
+                          st.integers(0, 100)), min_size=1, max_size=6),
+       st.integers(2, 6), st.booleans(), st.sampled_from([4, 64]), st.sampled_from([8, 65536]))
+def test_random_unrolled_loops_share_functions_and_match(steps, repeats, dynamic, cap, chunk):
+    prog, fetches = _unrolled(steps, repeats, dynamic)
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.uniform(-1, 1, (9, 4)), "b": rng.uniform(-1, 1, 4)}
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    compiled = sg.compile(prog, fetches, backend="numpy", max_group_size=cap, chunk_size=chunk)
+    assert compiled.stats["group_functions"] <= compiled.stats["fused_groups"]
+    for e, g in zip(expected, compiled(**feeds)):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
