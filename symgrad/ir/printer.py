@@ -57,6 +57,11 @@ def format_attrs(attrs: dict, result=None) -> str:
     return " {" + ", ".join(f"{k}={format_attr(v)}" for k, v in shown.items()) + "}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 op``, ``2 ops``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_op_head(op) -> str:
     """``%12 = tanh(%7)`` — the op without types, used in provenance comments."""
     results = ", ".join(value_label(v) for v in op.results)

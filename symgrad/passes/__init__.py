@@ -18,7 +18,7 @@ import dataclasses
 import functools
 
 from ..gc_pause import gc_paused
-from ..ir.printer import format_program
+from ..ir.printer import counted, format_program
 from .cse import cse
 from .fusion import FUSION, FusedBody, fuse, is_fusion, partition, split_body
 from .memory import attach_plan, memory_plan
@@ -64,7 +64,7 @@ def count_ops(program) -> int:
 
 def _annotate(op):
     if is_fusion(op):
-        return f"fused group {op.attrs['group']}: {len(op.blocks[0].ops)} ops"
+        return f"fused group {op.attrs['group']}: {counted(len(op.blocks[0].ops), 'op')}"
     return None
 
 

@@ -21,7 +21,11 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
   bounded by :data:`CONVEXITY_BUDGET` ops checks (past it, the join is refused);
 * convex groups can still interleave so that two of them read each other; the groups on such
   a cycle of the group graph are dissolved (their ops stay unfused) before scheduling;
-* groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures.
+* groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures;
+* an elementwise op or a reduction that fuses with nothing still becomes a group of its own
+  when it is big enough to split between threads (:func:`worth_a_loop`): the NumPy backend
+  runs groups as chunk loops on its thread pool, a single NumPy call runs on one thread. These
+  groups are counted apart (``stats["single_op_groups"]``) from ``stats["fused_groups"]``.
 
 Linear in program size (times the bounded checks, which only search from captures made after
 the group's first op); groups merge small into large.
@@ -29,6 +33,7 @@ the group's first op); groups merge small into large.
 from __future__ import annotations
 
 import heapq
+import math
 
 from ..ir.operation import Operation
 from ..ir.program import Block
@@ -38,6 +43,8 @@ from ..ops.core import ELEMENTWISE, OPAQUE, REDUCTION, OpDef
 from .rewrite import Rebuilder
 
 MAX_GROUP_ARGS = 32
+# a chunk loop of fewer chunks runs on the calling thread (the NumPy backend's module reads it)
+MIN_PARALLEL_CHUNKS = 4
 CONVEXITY_BUDGET = 256
 
 
@@ -127,6 +134,18 @@ def _fusible(op) -> bool:
     if category == ELEMENTWISE:
         return bool(op.inputs)
     return category == REDUCTION and op.opdef.reduce_kind is not None and len(op.inputs) == 1
+
+
+def worth_a_loop(op, options) -> bool:
+    """Should ``op``, fused with nothing, run as a group of its own? Yes for a fusible op over
+    at least :data:`MIN_PARALLEL_CHUNKS` chunks (or a size known only at run time, with a
+    leading dim other than 1), unless ``options.threads == 1``."""
+    if options.threads == 1 or not _fusible(op):
+        return False
+    shape = op.inputs[0].shape if op.opdef.category == REDUCTION else op.results[0].shape
+    if not shape or shape[0] == 1:
+        return False
+    return None in shape or math.prod(shape) >= MIN_PARALLEL_CHUNKS * options.chunk_size
 
 
 class _Partitioner:
@@ -408,10 +427,12 @@ def fuse(program, fetches, options):
     """Copy of ``program`` with each fused group replaced by a :data:`FUSION` op (the input
     itself when nothing fuses)."""
     if not options.fusion:
-        return program, list(fetches), {"fused_groups": 0}
+        return program, list(fetches), {"fused_groups": 0, "single_op_groups": 0}
     groups, order, unit_of = _partition_and_schedule(program, options)
-    if not groups:
-        return program, list(fetches), {"fused_groups": 0, "fused_ops": 0}
+    alone = {members[0] for members in order
+             if len(members) == 1 and worth_a_loop(members[0], options)}
+    if not groups and not alone:
+        return program, list(fetches), {"fused_groups": 0, "fused_ops": 0, "single_op_groups": 0}
     fetched = set(fetches)
     used_outside = set()
     for op in program.ops:
@@ -421,7 +442,7 @@ def fuse(program, fetches, options):
     builder = Rebuilder(program)
     number = 0
     for members in order:
-        if len(members) == 1:
+        if len(members) == 1 and members[0] not in alone:
             builder.copy(members[0])
             continue
         exported = [v for op in members for v in op.results
@@ -430,4 +451,5 @@ def fuse(program, fetches, options):
         number += 1
     new, new_fetches = builder.finish(fetches)
     fused_ops = sum(len(m) for m in groups)
-    return new, new_fetches, {"fused_groups": len(groups), "fused_ops": fused_ops}
+    return new, new_fetches, {"fused_groups": len(groups), "fused_ops": fused_ops,
+                              "single_op_groups": len(alone)}

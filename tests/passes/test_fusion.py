@@ -125,3 +125,39 @@ def test_fusion_is_linear_on_long_chains():
     assert sum(len(g.blocks[0].ops) for g in groups) == 5000
     assert 5000 // 64 < len(groups) < 5000 // 32     # capped by size and argument count
     assert all(len(g.inputs) <= 32 for g in groups)
+
+
+def _single(build, shape, dtype="float64"):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", shape, dtype)
+        y = build(x)
+    return prog, x, y
+
+
+def test_a_big_op_that_fuses_with_nothing_is_a_group_of_its_own():
+    chunk = 64
+    for shape, expected in [([4 * chunk], 1), ([4 * chunk - 1], 0), ([None, 3], 1),
+                            ([1, 4 * chunk], 0), ([], 0)]:
+        prog, x, y = _single(sg.sin, shape)
+        new, _, report = apply(prog, [y], ["fusion"], chunk_size=chunk)
+        assert report.stats["single_op_groups"] == expected, shape
+        assert report.stats["fused_groups"] == 0 and len(_groups(new)) == expected
+    prog, x, y = _single(sg.sin, [None, 3])
+    _, _, report = apply(prog, [y], ["fusion"], chunk_size=chunk, threads=1)
+    assert report.stats["single_op_groups"] == 0        # one thread: nothing to split
+
+
+def test_single_op_groups_run_on_threads_and_match_the_interpreter():
+    rng = np.random.default_rng(0)
+    cases = [(sg.sin, [None, 5], "float64"), (lambda v: sg.sum(v, axis=0), [None, 5], "float32"),
+             (lambda v: sg.max(v, axis=1), [None, 5], "float64"), (sg.sum, [None, 5], "float32")]
+    for build, shape, dtype in cases:
+        prog, x, y = _single(build, shape, dtype)
+        feeds = {"x": rng.standard_normal((1000, 5)).astype(dtype)}
+        expected, = sg.compile(prog, [y], backend="interpreter")(**feeds)
+        compiled = sg.compile(prog, [y], backend="numpy", chunk_size=50, threads=4)
+        assert compiled.stats["single_op_groups"] == 1 and "_over_rows(" in compiled.source
+        got, = compiled(**feeds)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...ir.printer import format_op_head
+from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE, normalize_axis
 from ...passes.fusion import is_fusion
 from ..numpy_backend.codegen import Generator, _version
@@ -81,7 +81,7 @@ class HostGenerator(Generator):
         self.kernels.append(kernel)
         results = ", ".join(f"%{v.id}" for v in op.results)
         if is_fusion(op):
-            head = (f"# fused group {op.attrs['group']} ({len(op.blocks[0].ops)} ops) -> "
+            head = (f"# fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')}) -> "
                     f"{results}: kernel {name} ({kernel.style})")
         else:
             head = f"# kernel {name} ({kernel.style})"
@@ -162,7 +162,7 @@ class HostGenerator(Generator):
 
     def host_group(self, op) -> list[str]:
         """A fused group without CUDA emitters for all its ops: its ops one by one on CuPy."""
-        lines = [comment(f"# fused group {op.attrs['group']} ({len(op.blocks[0].ops)} ops), "
+        lines = [comment(f"# fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')}), "
                          f"on the host: some op has no CUDA emitter")]
         for inner in op.blocks[0].ops:
             lines.append(f"# {comment(format_op_head(inner))}")

@@ -29,7 +29,7 @@ import math
 import jinja2
 import numpy as np
 
-from ...ir.printer import format_op_head
+from ...ir.printer import counted, format_op_head
 from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
 from ...passes.fusion import is_fusion, split_body
 from . import ctype
@@ -441,7 +441,7 @@ class KernelBuilder:
         results = ", ".join(f"%{v.id}" for v in op.results)
         if is_fusion(op):
             head = (f"kernel {self.name}: fused group {op.attrs['group']} "
-                    f"({len(op.blocks[0].ops)} ops) -> {results}")
+                    f"({counted(len(op.blocks[0].ops), 'op')}) -> {results}")
             inner = list(op.blocks[0].ops)
         else:
             head = f"kernel {self.name}: {format_op_head(op)}"

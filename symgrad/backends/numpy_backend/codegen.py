@@ -26,7 +26,7 @@ import numpy as np
 
 from ...ir.printer import format_op_head
 from ...ops.core import SOURCE
-from ...passes.fusion import is_fusion
+from ...passes.fusion import MIN_PARALLEL_CHUNKS, is_fusion
 from . import group as group_lowering
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
@@ -189,7 +189,8 @@ class Generator:
                             f"{len(self.fetches)} outputs"),
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
-            threads=self.uses_threads, thread_count=self.options.threads)
+            threads=self.uses_threads, thread_count=self.options.threads,
+            min_parallel_chunks=MIN_PARALLEL_CHUNKS)
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries))
 

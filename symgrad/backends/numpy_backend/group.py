@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ...ir.printer import format_op_head, value_label
+from ...ir.printer import counted, format_op_head, value_label
 from ...ops.core import normalize_axis
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
@@ -156,12 +156,11 @@ class _Lowering:
     # --- text ------------------------------------------------------------------------------------
     def heading(self) -> str:
         results = ", ".join(value_label(v) for v in self.op.results)
-        return (f"fused group {self.op.attrs['group']} ({len(self.op.blocks[0].ops)} ops"
+        return (f"fused group {self.op.attrs['group']} ({counted(len(self.op.blocks[0].ops), 'op')}"
                 + (", chunked" if self.chunked else "") + f") -> {results}")
 
     def docstring(self) -> str:
-        count = len(self.map_ops)
-        loop = [f"{count} map op{'s' if count > 1 else ''}"] if count else []
+        loop = [counted(len(self.map_ops), "map op")] if self.map_ops else []
         if self.reduction is not None:
             loop.append(format_op_head(self.reduction))
         text = f"{self.heading()[0].upper()}{self.heading()[1:]}: {' and '.join(loop)}"
