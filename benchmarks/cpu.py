@@ -231,13 +231,15 @@ def w4(sizes):
         build, total, compiled = _w4_time(n, lambda i: 0.9)
         growth = f"x{total / previous:.1f} per 10x ops" if previous else ""
         previous = total
-        rows.append({"workload": f"W4 grad+compile, {n:,}-op chain", "symgrad": format_seconds(total),
+        rows.append({"workload": f"W4 grad+compile, {n:,}-op chain",
+                     "symgrad": format_seconds(total),
                      "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
                              f"groups, {compiled.stats['group_functions']} functions) {growth}"})
     # every multiply by its own constant: no two groups are the same code, none share a function
     n = sizes[1]
     build, total, compiled = _w4_time(n, lambda i: 0.9 + i * 1e-6)
-    rows.append({"workload": f"W4b as W4, {n:,} ops, distinct constants", "symgrad": format_seconds(total),
+    rows.append({"workload": f"W4b as W4, {n:,} ops, distinct constants",
+                 "symgrad": format_seconds(total),
                  "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} groups, "
                          f"{compiled.stats['group_functions']} functions)"})
     return rows

@@ -50,7 +50,8 @@ def test_comments_do_not_prevent_sharing_and_are_rendered_only_when_written():
     table = FunctionTable()
     table.add([_function(["a"], [], name="f")], 0)
     first, second = (_function(["a"], [], name=n) for n in ("g", "h"))
-    first.body, second.body = [Commented("return 1", note, "%1")], [Commented("return 1", note, "%9")]
+    first.body = [Commented("return 1", note, "%1")]
+    second.body = [Commented("return 1", note, "%9")]
     table.add([first], 1)
     table.add([second], 2)
     lines = [line for function in table.lines() for line in function]

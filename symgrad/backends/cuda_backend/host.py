@@ -81,8 +81,9 @@ class HostGenerator(Generator):
         self.kernels.append(kernel)
         results = ", ".join(f"%{v.id}" for v in op.results)
         if is_fusion(op):
-            head = (f"# fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')}) -> "
-                    f"{results}: kernel {name} ({kernel.style})")
+            size = counted(len(op.blocks[0].ops), "op")
+            head = (f"# fused group {op.attrs['group']} ({size}) -> {results}: kernel {name} "
+                    f"({kernel.style})")
         else:
             head = f"# kernel {name} ({kernel.style})"
         lines = [comment(head)]
@@ -162,8 +163,9 @@ class HostGenerator(Generator):
 
     def host_group(self, op) -> list[str]:
         """A fused group without CUDA emitters for all its ops: its ops one by one on CuPy."""
-        lines = [comment(f"# fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')}), "
-                         f"on the host: some op has no CUDA emitter")]
+        size = counted(len(op.blocks[0].ops), "op")
+        lines = [comment(f"# fused group {op.attrs['group']} ({size}), on the host: some op has "
+                         f"no CUDA emitter")]
         for inner in op.blocks[0].ops:
             lines.append(f"# {comment(format_op_head(inner))}")
             lines.extend(self.simple(inner))
