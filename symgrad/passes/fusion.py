@@ -23,9 +23,10 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
   a cycle of the group graph are dissolved (their ops stay unfused) before scheduling;
 * groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures;
 * an elementwise op or a reduction that fuses with nothing still becomes a group of its own
-  when it is big enough to split between threads (:func:`worth_a_loop`): the NumPy backend
-  runs groups as chunk loops on its thread pool, a single NumPy call runs on one thread. These
-  groups are counted apart (``stats["single_op_groups"]``) from ``stats["fused_groups"]``.
+  when it is statically big enough to split between threads (:func:`worth_a_loop`): the NumPy
+  backend runs groups as chunk loops on its thread pool, a single NumPy call runs on one
+  thread. These groups are counted apart (``stats["single_op_groups"]``) from
+  ``stats["fused_groups"]``.
 
 Linear in program size (times the bounded checks, which only search from captures made after
 the group's first op); groups merge small into large.
@@ -137,15 +138,16 @@ def _fusible(op) -> bool:
 
 
 def worth_a_loop(op, options) -> bool:
-    """Should ``op``, fused with nothing, run as a group of its own? Yes for a fusible op over
-    at least :data:`MIN_PARALLEL_CHUNKS` chunks (or a size known only at run time, with a
-    leading dim other than 1), unless ``options.threads == 1``."""
+    """Should ``op``, fused with nothing, run as a group of its own? Yes for a fusible op whose
+    static size spans at least :data:`MIN_PARALLEL_CHUNKS` chunks, with a leading dim other
+    than 1 (the rows the chunks split), unless ``options.threads == 1``. A size known only at
+    run time is not enough: for small arrays the loop would only add calls."""
     if options.threads == 1 or not _fusible(op):
         return False
     shape = op.inputs[0].shape if op.opdef.category == REDUCTION else op.results[0].shape
-    if not shape or shape[0] == 1:
+    if not shape or shape[0] == 1 or None in shape:
         return False
-    return None in shape or math.prod(shape) >= MIN_PARALLEL_CHUNKS * options.chunk_size
+    return math.prod(shape) >= MIN_PARALLEL_CHUNKS * options.chunk_size
 
 
 class _Partitioner:
