@@ -20,6 +20,25 @@ def median_time(fn, repeats=7, warmup=1) -> float:
     return statistics.median(times)
 
 
+def paired_median_times(fns, repeats=7, warmup=1) -> list:
+    """Median wall time (seconds) of each of ``fns``, timed in alternation: every round calls
+    each function once (the order rotating from round to round), so a slow spell of a noisy
+    machine lands on all of them instead of on whichever ran then. Ratios of these medians
+    are what the tables report."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
+    for round_ in range(repeats):
+        for k in range(len(fns)):
+            index = (k + round_) % len(fns)
+            gc.collect()
+            start = time.perf_counter()
+            fns[index]()
+            times[index].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
 def peak_bytes(fn) -> int:
     """Peak bytes allocated (tracemalloc, which NumPy reports to) during one ``fn()`` call."""
     gc.collect()

@@ -2,7 +2,8 @@
 
 Run: python benchmarks/cpu.py [--quick]
 Prints one table of median times and ratios (hand-written time / symgrad time: above 1 means
-symgrad is faster), plus peak memory of W2/W2b. JAX / PyTorch / autograd / PyTensor rows are
+symgrad is faster), plus peak memory of W2/W2b. symgrad and its hand-written counterpart are
+timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX / PyTorch / autograd / PyTensor rows are
 added for W2 when those packages are installed and skipped otherwise.
 
 W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy, grads of
@@ -30,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
 from workloads import mlp_init, mlp_program, w2_program  # noqa: E402
-from common import (format_seconds, median_time, optional_import, peak_bytes,  # noqa: E402
-                    print_table)
+from common import (format_seconds, median_time, optional_import, paired_median_times,  # noqa: E402
+                    peak_bytes, print_table)
 
 
 def _row(name, ours, hand, note=""):
@@ -76,8 +77,9 @@ def w1(repeats):
     ref_loss, ref_grads = hand()
     assert np.allclose(got[0], ref_loss, rtol=1e-4)
     assert all(g.dtype == np.float32 for g in ref_grads)  # a fair, all-float32 baseline
-    return _row("W1 MLP grad (256x784, 784-512-512-10)", median_time(lambda: fn(x=x, labels=labels), repeats),
-                median_time(hand, repeats), f"{fn.stats['fused_groups']} fused groups")
+    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels), hand], repeats * 5)
+    return _row("W1 MLP grad (256x784, 784-512-512-10)", ours, theirs,
+                f"{fn.stats['fused_groups']} fused groups")
 
 
 # --- W2 ---------------------------------------------------------------------------------------
@@ -102,8 +104,7 @@ def w2(repeats, n):
     fn = sg.compile(prog, [gx], backend="numpy")
     x = np.random.default_rng(0).uniform(-2, 2, n).astype("float32")
     np.testing.assert_allclose(fn(x=x)[0], w2_hand(x), rtol=1e-3, atol=1e-4)
-    ours = median_time(lambda: fn(x=x), repeats)
-    hand = median_time(lambda: w2_hand(x), repeats)
+    ours, hand = paired_median_times([lambda: fn(x=x), lambda: w2_hand(x)], repeats)
     mem_ours, mem_hand = peak_bytes(lambda: fn(x=x)), peak_bytes(lambda: w2_hand(x))
     rows = [_row(f"W2 grad, {n:,} float32", ours, hand,
                  f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB; "
@@ -157,8 +158,7 @@ def w2b(repeats, n):
     rng = np.random.default_rng(0)
     av, bv = rng.standard_normal(n), rng.standard_normal(n)
     np.testing.assert_allclose(fn(a=av, b=bv)[0], hand(av, bv), rtol=1e-12)
-    ours = median_time(lambda: fn(a=av, b=bv), repeats)
-    theirs = median_time(lambda: hand(av, bv), repeats)
+    ours, theirs = paired_median_times([lambda: fn(a=av, b=bv), lambda: hand(av, bv)], repeats)
     mem_ours = peak_bytes(lambda: fn(a=av, b=bv))
     mem_hand = peak_bytes(lambda: hand(av, bv))
     return [_row(f"W2b memory-bound chain, {n:,} float64", ours, theirs,
@@ -201,8 +201,9 @@ def w3(repeats, n_ops=300):
     straight = namespace["straight"]
     xv = np.random.default_rng(0).uniform(-0.5, 0.5, 16)
     np.testing.assert_allclose(fn(x=xv)[1], straight(xv)[1], rtol=1e-9)
-    return [_row(f"W3 {n_ops} small ops on float64[16], grad", median_time(lambda: fn(x=xv), repeats * 20),
-                 median_time(lambda: straight(xv), repeats * 20), "vs straight-line NumPy")]
+    ours, theirs = paired_median_times([lambda: fn(x=xv), lambda: straight(xv)], repeats * 20)
+    return [_row(f"W3 {n_ops} small ops on float64[16], grad", ours, theirs,
+                 "vs straight-line NumPy")]
 
 
 # --- W4 ---------------------------------------------------------------------------------------
@@ -259,8 +260,8 @@ def w5(repeats, n):
     names = [o.name for op in fn.program.ops
              for o in (op.blocks[0].ops if op.blocks else [op])]
     duplicates = sum(names.count(k) - 1 for k in ("sin", "cos") if names.count(k) > 1)
-    return [_row(f"W5 4th derivative of sin, {n:,} points", median_time(lambda: fn(x=xv), repeats),
-                 median_time(lambda: np.sin(xv), repeats),
+    ours, theirs = paired_median_times([lambda: fn(x=xv), lambda: np.sin(xv)], repeats)
+    return [_row(f"W5 4th derivative of sin, {n:,} points", ours, theirs,
                  f"vs closed form; ops after passes: {', '.join(names[1:]) or '-'}; "
                  f"duplicate sin/cos: {duplicates}")]
 
