@@ -15,7 +15,10 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
   which ends the map phase; ELEMENTWISE ops that read only the reduced result (and values from
   outside) may follow it, on the reduced shape: the *epilogue*. A group has one reduction, and
   nothing in it reads a map value after the reduction, so a reduction's result is never
-  broadcast back into its own group;
+  broadcast back into its own group. An ELEMENTWISE op of the iteration shape that reads no
+  epilogue value still joins the map phase of a group that has its reduction (the backward
+  of ``sum(f(x))`` fetched with the loss runs in the loop that sums), and the group's ops are
+  ordered map phase first;
 * an op joins (and several producer groups merge into) a group when it stays convex (no path
   leaves it and re-enters): no capture the join adds may depend on the group, which a search
   bounded by :data:`CONVEXITY_BUDGET` ops checks (past it, the join is refused);
@@ -212,8 +215,15 @@ class _Partitioner:
                 return None
         return check
 
+    def _joins_map_phase(self, group, op) -> bool:
+        """Would elementwise ``op`` be a map op of ``group`` (iteration shape, and no epilogue
+        value of the group read)?"""
+        group_of, epilogue_ops = self.group_of, self.epilogue_ops
+        return group.shape == op.results[0].shape and not any(
+            v.op in epilogue_ops for v in op.inputs if group_of.get(v.op) is group)
+
     def _candidates(self, op):
-        """Producer groups ``op`` may join, with the phase it would join them in."""
+        """Producer groups ``op`` may join (as a map op, the reduction or an epilogue op)."""
         group_of = self.group_of
         found = []
         for value in op.inputs:
@@ -225,11 +235,31 @@ class _Partitioner:
             elif group.phase == "map":
                 ok = group.shape == op.results[0].shape
             else:
-                ok = group.reduced_shape == op.results[0].shape and all(
-                    v.op in self.epilogue_ops for v in op.inputs if group_of.get(v.op) is group)
+                ok = self._joins_map_phase(group, op) or (
+                    group.reduced_shape == op.results[0].shape and all(
+                        v.op in self.epilogue_ops for v in op.inputs
+                        if group_of.get(v.op) is group))
             if ok:
                 found.append(group)
         return found
+
+    def _may_merge(self, chosen, group, op) -> bool:
+        """May elementwise ``op`` join ``group`` besides the groups ``chosen`` (merging them)?
+        Only as a map op of all of them, with at most one of them past its reduction, and none
+        of the others reading that one's epilogue values (which would broadcast a reduction
+        back into its own group)."""
+        if op.opdef.category != ELEMENTWISE:
+            return False
+        groups = (*chosen, group)
+        reduced = [g for g in groups if g.phase == "epilogue"]
+        if not reduced:
+            return True
+        if len(reduced) > 1 or not all(self._joins_map_phase(g, op) for g in groups):
+            return False
+        owner, group_of, epilogue_ops = reduced[0], self.group_of, self.epilogue_ops
+        return not any(group_of.get(v.op) is owner and v.op in epilogue_ops
+                       for g in groups if g is not owner for member in g.members
+                       for v in member.inputs)
 
     def _join(self, groups, op, captures):
         """Merge ``groups`` (small into large) and add ``op``, with the ``captures`` that
@@ -246,13 +276,15 @@ class _Partitioner:
                     group_of[member] = target
                 target.members.extend(other.members)
                 target.min_pos = min(target.min_pos, other.min_pos)
+                if other.phase == "epilogue":   # the one group past its reduction
+                    target.phase, target.reduced_shape = other.phase, other.reduced_shape
             target.captures = captures
         target.members.append(op)
         group_of[op] = target
         if op.opdef.category == REDUCTION:
             target.phase, target.reduced_shape = "epilogue", op.results[0].shape
             self.epilogue_ops.add(op)
-        elif target.phase == "epilogue":
+        elif target.phase == "epilogue" and not self._joins_map_phase(target, op):
             self.epilogue_ops.add(op)
         return target
 
@@ -266,11 +298,9 @@ class _Partitioner:
             chosen, captures, size = [], None, 1
             if len(candidates) > 1:
                 candidates.sort(key=lambda g: -len(g.members))
-            elementwise = op.opdef.category == ELEMENTWISE
             for group in candidates:
-                if chosen and (not elementwise or group.phase == "epilogue"
-                               or any(g.phase == "epilogue" for g in chosen)):
-                    continue                  # one reduction per group
+                if chosen and not self._may_merge(chosen, group, op):
+                    continue
                 if size + len(group.members) > max_size:
                     continue
                 merged = self._merge(chosen, group, op)
@@ -302,12 +332,12 @@ def _partition_and_schedule(program, options):
     depend on each other both ways when they interleave; the groups on such a cycle of the
     group graph are dissolved (their ops stay unfused), which leaves it acyclic."""
     partitioner = _Partitioner(program, options)
-    pos = partitioner.pos
+    pos, epilogue_ops = partitioner.pos, partitioner.epilogue_ops
     groups = []
-    for group in partitioner.run():
+    for group in partitioner.run():   # map ops, then the reduction and the epilogue
         if len(group.members) >= 2:
-            groups.append(sorted(group.members, key=pos.__getitem__))
-    groups.sort(key=lambda members: pos[members[0]])
+            groups.append(sorted(group.members, key=lambda op: (op in epilogue_ops, pos[op])))
+    groups.sort(key=lambda members: min(pos[op] for op in members))
     order, unit_of, successors = _schedule(program.ops, groups, pos)
     if len(order) < len(successors):
         scheduled = {unit_of[members[0]] for members in order}
@@ -343,8 +373,8 @@ def _schedule(ops, groups, pos):
         indegree[index] = len(preds)
         for pred in preds:
             successors[pred].append(index)
-    ready = [(pos[members[0]], index) for index, members in enumerate(units)
-             if indegree[index] == 0]
+    start = [min(pos[op] for op in members) for members in units]
+    ready = [(start[index], index) for index in range(len(units)) if indegree[index] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
@@ -353,7 +383,7 @@ def _schedule(ops, groups, pos):
         for succ in successors[index]:
             indegree[succ] -= 1
             if indegree[succ] == 0:
-                heapq.heappush(ready, (pos[units[succ][0]], succ))
+                heapq.heappush(ready, (start[succ], succ))
     return order, unit_of, successors
 
 

@@ -18,7 +18,9 @@ so chains collapse in the same sweep):
 * broadcast elimination: an elementwise op reads the source of a broadcast input directly,
   or the 0-d Value under a chain of data movement (``expand_dims(broadcast_like(s))``, as in
   the gradient of ``mean``), when its result type stays the same (NumPy broadcasting does the
-  rest).
+  rest); an elementwise op of a broadcast 0-d Value and other 0-d Values runs on the scalars
+  and is broadcast after (``broadcast_like(s) * 0.3`` -> ``broadcast_like(s * 0.3)``), so the
+  next consumer can drop that broadcast.
 
 Which rule may apply to which op is declared on the op itself: its category and its
 :class:`~symgrad.ops.core.Algebra` (identity elements, negation, involution, no-op and chain
@@ -203,10 +205,9 @@ def _try_fold(sweep, op, inputs):
     return True
 
 
-def _try_uniform(sweep, op, inputs):
-    result = op.results[0]
-    if None in result.shape:
-        return None
+def _uniform_result(sweep, opdef, inputs, attrs, dtype):
+    """The 0-d array of ``dtype`` that ``opdef`` gives on ``inputs`` when each of them holds
+    one known value everywhere, else None."""
     fills = []
     for value in inputs:
         fill = sweep.fill(value)
@@ -215,14 +216,24 @@ def _try_uniform(sweep, op, inputs):
         fills.append(fill)
     try:
         with np.errstate(all="ignore"):
-            scalar = op.opdef.impl(*[np.asarray(f, dtype=v.dtype) for f, v in
-                                     zip(fills, inputs)], **op.attrs)
-        scalar = np.array(scalar, dtype=result.dtype)
+            scalar = opdef.impl(*[np.asarray(f, dtype=v.dtype) for f, v in zip(fills, inputs)],
+                                **attrs)
+        scalar = np.array(scalar, dtype=dtype)
     except Exception:  # the op fails on these values: leave it for run time
         return None
     if scalar.ndim:
         return None
     scalar.flags.writeable = False
+    return scalar
+
+
+def _try_uniform(sweep, op, inputs):
+    result = op.results[0]
+    if None in result.shape:
+        return None
+    scalar = _uniform_result(sweep, op.opdef, inputs, op.attrs, result.dtype)
+    if scalar is None:
+        return None
     builder = sweep.builder
     if not result.shape:
         return builder.emit(get_op("constant"), [], {"value": scalar}, like=result)
@@ -230,20 +241,29 @@ def _try_uniform(sweep, op, inputs):
     return builder.emit(get_op("broadcast_to"), [value], {"shape": result.shape}, like=result)
 
 
-def _direct_source(value):
-    """What an elementwise consumer may read instead of ``value`` (NumPy broadcasting doing
-    the rest), or None: the input of a broadcast, or the 0-d Value at the bottom of a chain of
-    data movement (every element of ``value`` equals it)."""
+def _scalar_under(value):
+    """The 0-d Value at the bottom of a chain of data movement making ``value`` (so every
+    element of ``value`` equals it), or None."""
     op = value.op
-    direct = op.inputs[0] if op.opdef.algebra.broadcast else None
     for _ in range(64):   # bounded walk through data movement
         if not op.opdef.algebra.keeps_fill or not op.inputs:
-            break
+            return None
         value = op.inputs[0]
         if value.ndim == 0:
             return value
         op = value.op
-    return direct
+    return None
+
+
+def _direct_source(value):
+    """What an elementwise consumer may read instead of ``value`` (NumPy broadcasting doing
+    the rest), or None: the 0-d Value under a chain of data movement, or the input of a
+    broadcast."""
+    scalar = _scalar_under(value)
+    if scalar is not None:
+        return scalar
+    op = value.op
+    return op.inputs[0] if op.opdef.algebra.broadcast else None
 
 
 def _try_drop_broadcast(sweep, op, inputs):
@@ -252,6 +272,35 @@ def _try_drop_broadcast(sweep, op, inputs):
         return None
     changed = [v if source is None else source for v, source in zip(inputs, sources)]
     return _rebind(sweep.builder, op, changed, op.attrs)
+
+
+def _try_sink_broadcast(sweep, op, inputs):
+    """``f(spread(a), b)`` with ``a``, ``b`` 0-d and ``spread`` data movement (the only input
+    that is not 0-d): ``broadcast_like(f(a, b), spread(a))``. The math runs once, on scalars,
+    and the next elementwise consumer reads the scalar directly (:func:`_try_drop_broadcast`),
+    so ``sum``'s gradient seed times constants no longer ties a loop to the summed value."""
+    result = op.results[0]
+    spread = [v for v in inputs if v.ndim]
+    if len(spread) != 1 or spread[0].shape != result.shape:
+        return None
+    scalar = _scalar_under(spread[0])
+    if scalar is None:
+        return None
+    scalars = [scalar if v.ndim else v for v in inputs]
+    try:
+        types = op.opdef.infer_types([(v.shape, v.dtype) for v in scalars], op.attrs)
+    except (ValueError, TypeError):
+        return None
+    if types != [((), result.dtype)]:
+        return None
+    builder = sweep.builder
+    known = _uniform_result(sweep, op.opdef, scalars, op.attrs, result.dtype)
+    if known is not None:
+        value = builder.emit(get_op("constant"), [], {"value": known})
+    else:
+        forward_op = builder.op_map.get(op.forward_op, op.forward_op)
+        value = builder.emit(op.opdef, scalars, op.attrs, forward_op=forward_op)
+    return builder.emit(get_op("broadcast_like"), [value, spread[0]], {}, like=result)
 
 
 # rules for one-result ops, in the order they are tried, each with the test on the OpDef (its
@@ -264,6 +313,7 @@ _RULES = (
     (_try_negation, lambda d: d.algebra.negation is not None),
     (_try_chain, lambda d: d.algebra.collapses or d.algebra.permutation is not None),
     (_try_drop_broadcast, lambda d: d.category == ELEMENTWISE),
+    (_try_sink_broadcast, lambda d: d.category == ELEMENTWISE),
 )
 
 

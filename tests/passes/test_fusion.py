@@ -106,11 +106,45 @@ def test_w2_gradient_is_one_fused_group():
     run_both(prog, fetches, None, {"x": np.random.rand(1000).astype("float32")}, rtol=1e-5)
 
 
-def test_w2_loss_and_gradient_fuse_into_two_groups():
+def test_w2_loss_and_gradient_fuse_into_one_group():
+    # the backward reads forward map values, not the loss: it joins the loop that sums
     prog, fetches = _w2(fetch_loss=True)
     new, _, report = apply(prog, fetches, None)
-    assert report.stats["fused_groups"] == 2
+    assert report.stats["fused_groups"] == 1
+    [group] = _groups(new)
+    map_ops, reduction, epilogue = split_body(group)
+    assert reduction.name == "sum" and not epilogue and len(map_ops) == len(group.blocks[0].ops) - 1
     run_both(prog, fetches, None, {"x": np.random.rand(1000).astype("float32")}, rtol=1e-5)
+
+
+def test_map_op_reading_the_reduction_does_not_join_the_map_phase():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [6, 5], "float64")
+        a = sg.exp(x * 2.0)
+        s = sg.sum(a, axis=1, keepdims=True)
+        late = sg.sin(a) * 3.0            # reads only map values: joins the map phase
+        h = x + s                         # reads the reduction: a group of its own
+        y = late * h                      # both: the two groups may not merge
+    new, fetches, report = apply(prog, [y, s], ["fusion"])
+    for group in _groups(new):
+        map_ops, reduction, _ = split_body(group)
+        if reduction is not None:
+            assert not any(v is reduction.results[0] for op in map_ops for v in op.inputs)
+    run_both(prog, [y, s], ["fusion"], {"x": np.random.rand(6, 5)})
+
+
+def test_map_group_merges_into_a_reduced_group_it_does_not_read():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [6, 5], "float64")
+        a = sg.exp(x * 2.0)
+        s = sg.sum(a)
+        c = sg.cos(x) * 0.5               # its own group, independent of the sum
+        y = a * c                         # joins both: they merge into one group
+    new, fetches, report = apply(prog, [y, s], ["fusion"])
+    assert report.stats["fused_groups"] == 1
+    run_both(prog, [y, s], ["fusion"], {"x": np.random.rand(6, 5)})
 
 
 def test_fusion_is_linear_on_long_chains():

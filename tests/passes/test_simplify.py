@@ -160,3 +160,26 @@ def test_data_movement_of_a_non_scalar_is_kept():
     new, fetches, _ = apply(prog, [y], PIPE)
     assert "transpose" in op_names(new)
     run_both(prog, [y], PIPE, {"x": np.random.rand(3, 3)})
+
+
+def test_math_on_a_broadcast_scalar_runs_on_the_scalar():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        s = sg.sum(x)                                   # 0-d, known at run time only
+        spread = broadcast_like(s, sg.exp(x))           # [None, 4]
+        y = sg.sin(x) * ((spread * 0.3) - s)            # scalar math, then one broadcast
+    new, fetches, _ = apply(prog, [y], PIPE)
+    assert "broadcast_like" not in op_names(new) and "exp" not in op_names(new)
+    run_both(prog, [y], PIPE, {"x": np.random.rand(5, 4)})
+
+
+def test_sum_gradient_fetched_with_the_loss_fuses_into_one_loop():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None], "float32")
+        loss = sg.sum(sg.exp(-x * x) * 0.3 + sg.sin(x))
+        gx, = ir_backward.grad(loss, [x])
+    new, fetches, report = apply(prog, [loss, gx], None)
+    assert report.stats["fused_groups"] == 1 and "broadcast_like" not in op_names(new)
+    run_both(prog, [loss, gx], None, {"x": np.random.rand(100).astype("float32")}, rtol=1e-5)

@@ -1,10 +1,17 @@
-// kernel k1_fused: fused group 1 (19 ops) -> %42
+// kernel k0_fused: fused group 0 (26 ops) -> %42
+//   %2 = multiply(%x, %1)
+//   %4 = add(%2, %3)
+//   %5 = tanh(%4)
+//   %6 = sin(%x)
+//   %8 = negative(%x)
+//   %9 = multiply(%8, %x)
+//   %10 = exp(%9)
+//   %14 = multiply(%x, %x)
 //   %21 = add(%14, %20); backward of %15 = log1p(%14)
 //   %22 = divide(%18, %21); backward of %15 = log1p(%14)
 //   %23 = multiply(%22, %x); backward of %14 = multiply(%x, %x)
 //   %25 = add(%23, %23); backward of %x = data()
-//   %26 = multiply(%19, %11); backward of %12 = multiply(%10, %11)
-//   %27 = multiply(%26, %10); backward of %10 = exp(%9)
+//   %27 = multiply(%43, %10); backward of %10 = exp(%9)
 //   %28 = multiply(%27, %x); backward of %9 = multiply(%8, %x)
 //   %29 = multiply(%27, %8); backward of %9 = multiply(%8, %x)
 //   %30 = add(%25, %29); backward of %x = data()
@@ -20,23 +27,22 @@
 //   %42 = add(%37, %41); backward of %x = data()
 // Elementwise over the iteration shape (?): one grid-stride loop, element s.
 template <typename I>
-__device__ __forceinline__ void k1_fused_body(I N, I n0, I st2_0, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, const float* __restrict__ in4, const float* __restrict__ in5, const float* __restrict__ in6, float* __restrict__ out0) {
+__device__ __forceinline__ void k0_fused_body(I N, I n0, const float* __restrict__ in0, float* __restrict__ out0) {
   for (I s = (I)blockIdx.x * blockDim.x + threadIdx.x; s < N; s += (I)gridDim.x * blockDim.x) {
-    I rest = s;
-    const I c0 = rest;
-    const float v14 = in0[s];
-    const float v0 = in1[s];
-    const float v19 = in2[c0 * st2_0];
-    const float v10 = in3[s];
-    const float v8 = in4[s];
-    const float v5 = in5[s];
-    const float v6 = in6[s];
+    const float v0 = in0[s];
+    const float v2 = ((v0) * (1.5f));  // %2 = multiply(%x, %1)
+    const float v4 = ((v2) + (0.5f));  // %4 = add(%2, %3)
+    const float v5 = tanh(v4);  // %5 = tanh(%4)
+    const float v6 = sin(v0);  // %6 = sin(%x)
+    const float v8 = (-(v0));  // %8 = negative(%x)
+    const float v9 = ((v8) * (v0));  // %9 = multiply(%8, %x)
+    const float v10 = exp(v9);  // %10 = exp(%9)
+    const float v14 = ((v0) * (v0));  // %14 = multiply(%x, %x)
     const float v21 = ((v14) + (1.0f));  // %21 = add(%14, %20); backward of %15 = log1p(%14)
     const float v22 = ((float)(1.0f) / (float)(v21));  // %22 = divide(%18, %21); backward of %15 = log1p(%14)
     const float v23 = ((v22) * (v0));  // %23 = multiply(%22, %x); backward of %14 = multiply(%x, %x)
     const float v25 = ((v23) + (v23));  // %25 = add(%23, %23); backward of %x = data()
-    const float v26 = ((v19) * (0.3f));  // %26 = multiply(%19, %11); backward of %12 = multiply(%10, %11)
-    const float v27 = ((v26) * (v10));  // %27 = multiply(%26, %10); backward of %10 = exp(%9)
+    const float v27 = ((0.3f) * (v10));  // %27 = multiply(%43, %10); backward of %10 = exp(%9)
     const float v28 = ((v27) * (v0));  // %28 = multiply(%27, %x); backward of %9 = multiply(%8, %x)
     const float v29 = ((v27) * (v8));  // %29 = multiply(%27, %8); backward of %9 = multiply(%8, %x)
     const float v30 = ((v25) + (v29));  // %30 = add(%25, %29); backward of %x = data()
@@ -53,10 +59,10 @@ __device__ __forceinline__ void k1_fused_body(I N, I n0, I st2_0, const float* _
     out0[s] = v42;
   }
 }
-extern "C" __global__ void __launch_bounds__(256) k1_fused(int N, int n0, int st2_0, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, const float* __restrict__ in4, const float* __restrict__ in5, const float* __restrict__ in6, float* __restrict__ out0) {
-  k1_fused_body<int>(N, n0, st2_0, in0, in1, in2, in3, in4, in5, in6, out0);
+extern "C" __global__ void __launch_bounds__(256) k0_fused(int N, int n0, const float* __restrict__ in0, float* __restrict__ out0) {
+  k0_fused_body<int>(N, n0, in0, out0);
 }
-extern "C" __global__ void __launch_bounds__(256) k1_fused_i64(long long N, long long n0, long long st2_0, const float* __restrict__ in0, const float* __restrict__ in1, const float* __restrict__ in2, const float* __restrict__ in3, const float* __restrict__ in4, const float* __restrict__ in5, const float* __restrict__ in6, float* __restrict__ out0) {
-  k1_fused_body<long long>(N, n0, st2_0, in0, in1, in2, in3, in4, in5, in6, out0);
+extern "C" __global__ void __launch_bounds__(256) k0_fused_i64(long long N, long long n0, const float* __restrict__ in0, float* __restrict__ out0) {
+  k0_fused_body<long long>(N, n0, in0, out0);
 }
 
