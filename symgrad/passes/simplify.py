@@ -266,7 +266,14 @@ def _direct_source(value):
     return op.inputs[0] if op.opdef.algebra.broadcast else None
 
 
+def _moved(inputs) -> bool:
+    """Is one of ``inputs`` made by data movement (the cheap test before the walks)?"""
+    return any(v.op.opdef.algebra.keeps_fill for v in inputs)
+
+
 def _try_drop_broadcast(sweep, op, inputs):
+    if not _moved(inputs):
+        return None
     sources = [_direct_source(v) for v in inputs]
     if all(source is None for source in sources):
         return None
@@ -279,6 +286,8 @@ def _try_sink_broadcast(sweep, op, inputs):
     that is not 0-d): ``broadcast_like(f(a, b), spread(a))``. The math runs once, on scalars,
     and the next elementwise consumer reads the scalar directly (:func:`_try_drop_broadcast`),
     so ``sum``'s gradient seed times constants no longer ties a loop to the summed value."""
+    if not _moved(inputs):
+        return None
     result = op.results[0]
     spread = [v for v in inputs if v.ndim]
     if len(spread) != 1 or spread[0].shape != result.shape:

@@ -24,14 +24,13 @@ import textwrap
 import jinja2
 import numpy as np
 
-from ...ir.printer import format_op_head
 from ...ops.core import SOURCE
 from ...passes.fusion import MIN_PARALLEL_CHUNKS, is_fusion
 from . import group as group_lowering
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .names import Namer, comment
-from .ops_text import numpy_emitter, provenance, visible_attrs
+from .ops_text import OpText, numpy_emitter, visible_attrs
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
@@ -96,6 +95,7 @@ class Generator:
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.units: list = []          # (lines, values read, values defined)
         self.functions = FunctionTable()   # the module-level group functions
+        self.text = OpText()               # comments naming ops
         self.uses_threads = False      # does a group call the module's _over_rows?
 
     # --- expressions ---------------------------------------------------------------------------
@@ -142,10 +142,10 @@ class Generator:
         if slot is not None:
             buffer = self.slot(slot, op.results[0], lines)
             lines.append(Commented(f"{names[0]} = {emitter(args, attrs, out=buffer)}",
-                                   provenance, op))
+                                   self.text.provenance, op))
             return lines
         target = names[0] if len(names) == 1 else ", ".join(names)
-        lines.append(Commented(f"{target} = {emitter(args, attrs)}", provenance, op))
+        lines.append(Commented(f"{target} = {emitter(args, attrs)}", self.text.provenance, op))
         return lines
 
     def source_op(self, op) -> list[str]:
@@ -166,7 +166,7 @@ class Generator:
         return [f"{self.namer.value(value)} = CONSTANTS[{ascii(key)}]"]
 
     def add_unit(self, op, lines, reads):
-        head = [f"# {comment(format_op_head(op))}"] if lines and not is_fusion(op) else []
+        head = [self.text.line(op)] if lines and not is_fusion(op) else []
         self.units.append((head + lines, list(reads), list(op.results)))
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:

@@ -33,13 +33,13 @@ import math
 
 import numpy as np
 
-from ...ir.printer import counted, format_op_head, value_label
+from ...ir.printer import counted, value_label
 from ...ops.core import normalize_axis
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
 from .names import Namer, comment
-from .ops_text import describe, numpy_emitter, op_comment, trailing, visible_attrs
+from .ops_text import numpy_emitter, visible_attrs
 
 # reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
 REDUCERS = {
@@ -162,7 +162,7 @@ class _Lowering:
     def docstring(self) -> str:
         loop = [counted(len(self.map_ops), "map op")] if self.map_ops else []
         if self.reduction is not None:
-            loop.append(format_op_head(self.reduction))
+            loop.append(self.gen.text.head(self.reduction))
         text = f"{self.heading()[0].upper()}{self.heading()[1:]}: {' and '.join(loop)}"
         text += f" in chunks of rows ({self.worker})" if self.chunked else ""
         if self.epilogue:
@@ -172,7 +172,7 @@ class _Lowering:
                    if inner.forward_op is not None}
         if forward:
             ordered = sorted(forward.values(), key=lambda fwd: fwd.results[0].id)
-            text += "\n\nBackward of " + "; ".join(map(format_op_head, ordered)) + "."
+            text += "\n\nBackward of " + "; ".join(map(self.gen.text.head, ordered)) + "."
         return "\n".join("\n".join(wrap_doc(part)) for part in text.split("\n"))
 
     # --- map phase ------------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class _Lowering:
                 direct = self.plain or not _is_ufunc(inner_op)
             if direct:
                 lines.append(Commented(f"{name} = {numpy_emitter(inner_op)(args, attrs)}",
-                                       trailing, inner_op))
+                                       self.gen.text.trailing, inner_op))
                 self.local[value] = name
                 for v in dying:   # the inputs' scratch buffers are free for later ops
                     free.setdefault(v.dtype.str, []).append(slot_of.pop(v))
@@ -228,11 +228,11 @@ class _Lowering:
             if _is_ufunc(inner_op):
                 lines.append(Commented(
                     f"{name} = {numpy_emitter(inner_op)(args, attrs, out=target)}",
-                    trailing, inner_op))
+                    self.gen.text.trailing, inner_op))
             else:
                 lines.append(f"{name} = {target}")
                 lines.append(Commented(f"{numpy_emitter(inner_op)(args, attrs, out=name)}",
-                                       trailing, inner_op))
+                                       self.gen.text.trailing, inner_op))
         return lines
 
     # --- the reduction --------------------------------------------------------------------------
@@ -300,7 +300,7 @@ class _Lowering:
         for value in self.captures:   # the epilogue reads whole inputs, not chunk views
             self.local[value] = self.name_of(value)
         for inner_op in self.epilogue:
-            body.append(Commented("", op_comment, inner_op))
+            body.append(Commented("", gen.text.line, inner_op))
             body.extend(gen.simple(inner_op, self.local, self.name_of))
             self.local[inner_op.results[0]] = self.name_of(inner_op.results[0])
         results = [self.name_of(v) for v in self.op.results]
@@ -310,6 +310,7 @@ class _Lowering:
         callee, shared_with = gen.functions.add(self.functions, self.op.attrs["group"])
         if shared_with is not None:   # the ops are named here: the function names another's
             run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with}):"
+            describe = gen.text.describe
             run_lines[1:1] = [f"#   {describe(inner)}" for inner in self.op.blocks[0].ops]
         readable = ", ".join(gen.namer.value(v) for v in self.op.results)
         run_lines.append(f"{readable} = {callee}({', '.join(args)})")
@@ -324,7 +325,7 @@ class _Lowering:
         source = self.reduction.inputs[0]
         acc = self.fresh("_acc")
         lines.append(Commented(f"{acc} = {call(self.local.get(source) or self.name_of(source))}",
-                               trailing, self.reduction))
+                               self.gen.text.trailing, self.reduction))
         lines.extend(self.finish_reduction(acc))
         if self.epilogue and not self.plain:
             lines.append(f"del {', '.join(self.scratch + self.temporaries + [acc])}")
@@ -368,14 +369,14 @@ class _Lowering:
             if 0 in axes:   # one partial accumulator per row range
                 allocate.append(f"{acc} = np.full({shape_code(out_dims)}, "
                                 f"{_identity(identity, accumulate)}, {dtype_code(accumulate)})")
-                loop.append(Commented(f"{ufunc}({acc}, {call_text}, out={acc})", trailing,
+                loop.append(Commented(f"{ufunc}({acc}, {call_text}, out={acc})", gen.text.trailing,
                                       self.reduction))
                 returns = acc
             else:           # rows of one shared result
                 lines.append(f"{acc} = np.empty({shape_code(out_dims)}, "
                              f"{dtype_code(accumulate)})")
                 worker_params.append(acc)
-                loop.append(Commented(f"{call_text[:-1]}, out={acc}[_lo:_hi])", trailing,
+                loop.append(Commented(f"{call_text[:-1]}, out={acc}[_lo:_hi])", gen.text.trailing,
                                       self.reduction))
             after = self.finish_reduction(acc)
 

@@ -16,6 +16,14 @@ def dtype_code(dtype) -> str:
 def python_literal(array: np.ndarray) -> str:
     """Source of a 0-d array's value as a Python literal that converts back to it exactly
     (shortest round-trip digits of its own precision; ``np.nan``/``np.inf`` when not finite)."""
+    return _literal(array.dtype.str, array.tobytes())
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal(dtype: str, data: bytes) -> str:
+    """:func:`python_literal` of the 0-d array of ``dtype`` holding ``data`` (keyed by the
+    bytes, so ``-0.0`` and ``0.0`` stay apart)."""
+    array = np.frombuffer(data, dtype=dtype).reshape(())
     value = array[()]
     if array.dtype.kind == "b":
         return repr(bool(value))

@@ -5,13 +5,6 @@ from ...ir.printer import format_op_head
 from .names import comment
 
 
-def provenance(op) -> str:
-    """``# backward of %12 = tanh(%7)`` for a backward op, else ``""``."""
-    if op.forward_op is None:
-        return ""
-    return "  # " + comment(f"backward of {format_op_head(op.forward_op)}")
-
-
 def visible_attrs(op) -> dict:
     return {k: v for k, v in op.attrs.items() if not k.startswith("_")}
 
@@ -24,20 +17,36 @@ def numpy_emitter(op):
     return emitter
 
 
-def op_comment(op) -> str:
-    """``# %5 = tanh(%4)``: a comment line naming the op."""
-    return "# " + comment(format_op_head(op))
+class OpText:
+    """The comments naming ops in one generated module; each op's head (``%5 = tanh(%4)``) is
+    formatted once, however many backward ops name it as their forward op."""
 
+    def __init__(self):
+        self.heads: dict = {}
 
-def describe(op) -> str:
-    """``%5 = tanh(%4); backward of %3 = tanh(%2)``, safe inside a comment."""
-    text = format_op_head(op)
-    if op.forward_op is not None:
-        text += f"; backward of {format_op_head(op.forward_op)}"
-    return comment(text)
+    def head(self, op) -> str:
+        text = self.heads.get(op)
+        if text is None:
+            text = self.heads[op] = format_op_head(op)
+        return text
 
+    def describe(self, op) -> str:
+        """``%5 = tanh(%4); backward of %3 = tanh(%2)``, safe inside a comment."""
+        text = self.head(op)
+        if op.forward_op is not None:
+            text += f"; backward of {self.head(op.forward_op)}"
+        return comment(text)
 
-def trailing(op) -> str:
-    """``  # %5 = tanh(%4); backward of %3 = tanh(%2)``: the comment ending a statement."""
-    return "  # " + describe(op)
+    def trailing(self, op) -> str:
+        """``  # %5 = tanh(%4); backward of %3 = tanh(%2)``: the comment ending a statement."""
+        return "  # " + self.describe(op)
 
+    def provenance(self, op) -> str:
+        """``  # backward of %12 = tanh(%7)`` for a backward op, else ``""``."""
+        if op.forward_op is None:
+            return ""
+        return "  # " + comment(f"backward of {self.head(op.forward_op)}")
+
+    def line(self, op) -> str:
+        """``# %5 = tanh(%4)``: a comment line naming the op."""
+        return "# " + comment(self.head(op))
