@@ -74,6 +74,8 @@ class Algebra:
     broadcasts its first input, so an elementwise consumer may read that input instead.
     ``fill(op)``: the one value the result holds everywhere, or None when not known.
     ``keeps_fill``: pure data movement of the first input (a uniform input stays uniform).
+    ``shape_only``: positions of inputs the op reads only for their run-time shape (``size``,
+    the reference of ``broadcast_like``), which any Value of that same shape may replace.
     """
 
     identity: tuple | None = None
@@ -86,6 +88,7 @@ class Algebra:
     broadcast: bool = False
     fill: Callable | None = None
     keeps_fill: bool = False
+    shape_only: tuple = ()
 
 
 NO_ALGEBRA = Algebra()

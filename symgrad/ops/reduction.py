@@ -22,7 +22,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
-from .core import (OPAQUE, REDUCTION, OpDef, as_value, bind, format_attrs_for_code,
+from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, format_attrs_for_code,
                    normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
@@ -214,7 +214,7 @@ size_p = register(OpDef(
     "size", OPAQUE,
     lambda types, attrs: ((), np.dtype(attrs["dtype"])),
     impl=lambda x, axis, dtype: np.asarray(math.prod(x.shape[a] for a in axis), dtype=dtype),
-    emitters={"numpy": _emit_size},
+    emitters={"numpy": _emit_size}, algebra=Algebra(shape_only=(0,)),
     doc="The number of elements of the input in ``axis``, read from its run-time shape "
         "(a scalar of ``dtype``; used by mean's VJP when those dims are unknown)."))
 

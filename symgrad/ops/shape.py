@@ -131,7 +131,7 @@ def _reshape_like_rule(types, attrs):
 
 reshape_like_p = register(OpDef(
     "reshape_like", INJECTIVE, _reshape_like_rule,
-    algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
+    algebra=Algebra(no_op_when_same_type=True, keeps_fill=True, shape_only=(1,)),
     impl=lambda x, ref: np.reshape(x, ref.shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0]), None],
     emitters={"numpy": expr("np.reshape({0}, {1}.shape)")},
@@ -240,7 +240,8 @@ def broadcast_to(x, shape):
 broadcast_like_p = register(OpDef(
     "broadcast_like", INJECTIVE,
     lambda types, attrs: (_broadcast_target(types[0][0], types[1][0], None), types[0][1]),
-    algebra=Algebra(no_op_when_same_type=True, broadcast=True, keeps_fill=True),
+    algebra=Algebra(no_op_when_same_type=True, broadcast=True, keeps_fill=True,
+                    shape_only=(1,)),
     impl=lambda x, ref: np.broadcast_to(x, ref.shape),
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0]), None],
     emitters={"numpy": expr("np.broadcast_to({0}, {1}.shape)")},

@@ -15,6 +15,8 @@ so chains collapse in the same sweep):
 * constant folding: an op whose inputs are all constants of at most :data:`FOLD_LIMIT`
   elements (and whose result is that small) becomes a constant computed by its reference;
   an elementwise op whose inputs each hold one value everywhere becomes a broadcast scalar;
+* shape sources: an input read only for its shape (``size``, ``broadcast_like``'s reference)
+  reads the earliest Value certainly of that run-time shape;
 * broadcast elimination: an elementwise op reads the source of a broadcast input directly,
   or the 0-d Value under a chain of data movement (``expand_dims(broadcast_like(s))``, as in
   the gradient of ``mean``), when its result type stays the same (NumPy broadcasting does the
@@ -156,6 +158,46 @@ def _rebind(builder, op, inputs, attrs):
     if types != [(old.shape, old.dtype)]:
         return None
     return builder.emit(op.opdef, inputs, attrs, like=old)
+
+
+def _cannot_stretch(other, shape) -> bool:
+    """Is ``other`` (an operand of an elementwise op whose result has ``shape``) statically 1,
+    or absent, at every unknown dim of ``shape``, so that it cannot stretch a size-1 dim?"""
+    offset = len(shape) - other.ndim
+    return all(d is not None or k < offset or other.shape[k - offset] == 1
+               for k, d in enumerate(shape))
+
+
+def _shape_source(value):
+    """The earliest Value certainly of ``value``'s run-time shape along a chain of elementwise
+    producers: an operand with the result's static shape whose unknown dims no other operand
+    can stretch (``tanh(x)`` and ``x * x`` have ``x``'s shape, ``x + b`` too for ``b`` of
+    static shape)."""
+    for _ in range(64):   # bounded walk
+        op = value.op
+        if op.opdef.category != ELEMENTWISE:
+            return value
+        shape = value.shape
+        for operand in op.inputs:
+            if operand.shape == shape and all(
+                    other is operand or _cannot_stretch(other, shape) for other in op.inputs):
+                value = operand
+                break
+        else:
+            return value
+    return value
+
+
+def _try_shape_source(sweep, op, inputs):
+    """Inputs read only for their shape (``size(x)``, ``broadcast_like(g, ref)``) read the
+    earliest Value of that shape instead (:func:`_shape_source`), so that a fused loop need
+    not export an array for its shape alone."""
+    changed = list(inputs)
+    for position in op.opdef.algebra.shape_only:
+        changed[position] = _shape_source(inputs[position])
+    if all(new is old for new, old in zip(changed, inputs)):
+        return None
+    return _rebind(sweep.builder, op, changed, op.attrs)
 
 
 def _try_chain(sweep, op, inputs):
@@ -315,6 +357,7 @@ def _try_sink_broadcast(sweep, op, inputs):
 # rules for one-result ops, in the order they are tried, each with the test on the OpDef (its
 # category and :class:`~symgrad.ops.core.Algebra`) that tells whether it can apply at all
 _RULES = (
+    (_try_shape_source, lambda d: bool(d.algebra.shape_only)),
     (_try_identity, lambda d: d.algebra.identity is not None),
     (_try_involution, lambda d: d.algebra.involution),
     (_try_no_op, lambda d: d.algebra.no_op_when_same_type or d.algebra.permutation is not None),

@@ -166,7 +166,7 @@ def test_fusion_gives_one_kernel_per_group():
 def test_dynamic_batch_dims_are_kernel_arguments():
     compiled = sg.compile(*bias_program(), backend="cuda")
     dynamic = [t for t in compiled.kernels.values() if "iteration shape (?" in t]
-    assert len(dynamic) == 2
+    assert len(dynamic) == 1        # forward and backward of the bias in one column reduction
     for text in dynamic:
         assert re.search(r"\bint n0\b", text) and "long long n0" in text   # 32/64-bit entries
     assert "x.shape[0]" in compiled.source

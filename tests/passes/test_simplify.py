@@ -183,3 +183,30 @@ def test_sum_gradient_fetched_with_the_loss_fuses_into_one_loop():
     new, fetches, report = apply(prog, [loss, gx], None)
     assert report.stats["fused_groups"] == 1 and "broadcast_like" not in op_names(new)
     run_both(prog, [loss, gx], None, {"x": np.random.rand(100).astype("float32")}, rtol=1e-5)
+
+
+def test_inputs_read_for_their_shape_read_the_earliest_value_of_that_shape():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float64")
+        b = sg.data("b", [3], "float64")
+        h = sg.tanh(x + b)
+        loss = sg.mean(h * h)                   # mean's gradient reads size(h * h)
+        gb, = ir_backward.grad(loss, [b])
+    new, fetches, _ = apply(prog, [loss, gb], PIPE)
+    [size] = [op for op in new.ops if op.name == "size"]
+    assert size.inputs[0].op.name == "data" and size.inputs[0].name == "x"
+    run_both(prog, [loss, gb], None, {"x": np.random.rand(5, 3), "b": np.random.rand(3)})
+
+
+def test_an_operand_that_may_stretch_is_no_shape_source():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float64")
+        y = sg.data("y", [None, 3], "float64")      # either may be 1 along dim 0 at run time
+        gx, gy = ir_backward.grad(sg.mean(x * y), [x, y])
+    new, fetches, _ = apply(prog, [gx, gy], PIPE)
+    [size] = [op for op in new.ops if op.name == "size"]
+    assert size.inputs[0].op.name == "multiply"
+    run_both(prog, [gx, gy], None, {"x": np.random.rand(1, 3), "y": np.random.rand(4, 3)})
+    run_both(prog, [gx, gy], None, {"x": np.random.rand(4, 3), "y": np.random.rand(1, 3)})
