@@ -1,5 +1,8 @@
-"""Suite-wide fixtures: generated modules go to a per-session temporary cache."""
+"""Suite-wide fixtures: generated modules go to a per-session temporary cache, and every fused
+group whose code is shared by structure is rendered anyway and checked against it."""
 import pytest
+
+from symgrad.backends.numpy_backend import group
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -8,5 +11,6 @@ def _symgrad_cache_dir(tmp_path_factory):
     patcher.setenv("SYMGRAD_CACHE_DIR", str(tmp_path_factory.mktemp("symgrad-cache")))
     patcher.delenv("SYMGRAD_DUMP", raising=False)
     patcher.delenv("SYMGRAD_LOG", raising=False)
+    patcher.setattr(group, "CHECK_STRUCTURES", True)
     yield
     patcher.undo()

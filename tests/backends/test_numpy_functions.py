@@ -192,3 +192,27 @@ def test_random_unrolled_loops_share_functions_and_match(steps, repeats, dynamic
     for e, g in zip(expected, compiled(**feeds)):
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
+
+
+def test_a_seen_structure_renders_nothing(monkeypatch):
+    from symgrad.backends.numpy_backend import group
+
+    monkeypatch.setattr(group, "CHECK_STRUCTURES", False)
+    rendered = []
+    render = group._Lowering.render
+    monkeypatch.setattr(group._Lowering, "render",
+                        lambda self: rendered.append(self.op.attrs["group"]) or render(self))
+    prog, fetches = _chain(400)
+    compiled = sg.compile(prog, fetches, backend="numpy", max_group_size=16)
+    assert len(rendered) < compiled.stats["fused_groups"] / 4
+    assert len(rendered) >= compiled.stats["group_functions"]
+
+
+def test_check_mode_catches_a_structure_that_misses_something(monkeypatch):
+    from symgrad.backends.numpy_backend import group
+
+    monkeypatch.setattr(group, "CHECK_STRUCTURES", True)
+    monkeypatch.setattr(group._Lowering, "structure", lambda self: "all groups alike")
+    prog, fetches = _chain(64, scale=lambda i: 1.0 + i / 1000)
+    with pytest.raises(AssertionError, match="equal structure rendered different code"):
+        sg.compile(prog, fetches, backend="numpy", max_group_size=8)

@@ -132,30 +132,59 @@ def _ranges(numbers) -> str:
 class _Entry:
     functions: list      # the first group's functions; the last one is the one ``run`` calls
     group: int
+    code: str            # the functions' code with placeholders: what sharing compares
     sharers: list = dataclasses.field(default_factory=list)
+
+    def share(self, group: int) -> tuple[str, int]:
+        self.sharers.append(group)
+        main = self.functions[-1]
+        return fill(main.name, main.names), self.group
+
+
+def _code(functions) -> str:
+    return "\n".join(function.code() for function in functions)
 
 
 class FunctionTable:
-    """The module's group functions, each distinct one kept once (see the module docstring)."""
+    """The module's group functions, each distinct one kept once (see the module docstring).
+
+    Groups are looked up twice: by *structure* first (what the lowering computes from the IR
+    before rendering anything, :meth:`reuse`), then, once rendered, by code (:meth:`add`)."""
 
     def __init__(self):
         self.entries: list[_Entry] = []
         self.by_code: dict[str, _Entry] = {}
+        self.by_structure: dict = {}
 
-    def add(self, functions, group: int) -> tuple[str, int | None]:
+    def reuse(self, structure, group: int) -> tuple[str | None, int | None]:
+        """``(name run calls, group it belongs to)`` when a group of this ``structure`` was
+        added, else ``(None, None)``: then render the functions and :meth:`add` them."""
+        entry = self.by_structure.get(structure)
+        return (None, None) if entry is None else entry.share(group)
+
+    def add(self, functions, group: int, structure=None) -> tuple[str, int | None]:
         """Record fused group ``group``'s ``functions``. Returns the name ``run`` calls and the
         group whose functions that is (None: this group's own)."""
-        key = "\n".join(function.code() for function in functions)
-        entry = self.by_code.get(key)
-        if entry is None:
-            entry = self.by_code[key] = _Entry(list(functions), group)
-            self.entries.append(entry)
-            shared_with = None
-        else:
-            entry.sharers.append(group)
-            shared_with = entry.group
-        main = entry.functions[-1]
-        return fill(main.name, main.names), shared_with
+        code = _code(functions)
+        entry = self.by_code.get(code)
+        if entry is not None:
+            if structure is not None:
+                self.by_structure.setdefault(structure, entry)
+            return entry.share(group)
+        entry = self.by_code[code] = _Entry(list(functions), group, code)
+        if structure is not None:
+            self.by_structure[structure] = entry
+        self.entries.append(entry)
+        main = functions[-1]
+        return fill(main.name, main.names), None
+
+    def check(self, functions, structure) -> None:
+        """Assert that ``functions``, rendered for a group whose structure was found, are
+        the code recorded for that structure."""
+        expected = self.by_structure[structure].code
+        if _code(functions) != expected:
+            raise AssertionError("two fused groups of equal structure rendered different code:"
+                                 f"\n{_code(functions)}\n---\n{expected}")
 
     def lines(self) -> list[list[str]]:
         """The source lines of each function to write, in the order first added."""

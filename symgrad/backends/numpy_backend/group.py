@@ -35,6 +35,7 @@ import numpy as np
 
 from ...ir.printer import counted, value_label
 from ...ops.core import normalize_axis
+from ...passes.cse import attr_key
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
@@ -107,28 +108,64 @@ def lower(gen, op) -> list[str]:
     return _Lowering(gen, op).lower()
 
 
+# Render the functions of groups that share a structure anyway, and check that their code is
+# the same (the test suite turns this on, so every program it compiles checks the claim of
+# :meth:`_Lowering.structure`)
+CHECK_STRUCTURES = False
+
+
+def _attrs_key(attrs) -> tuple:
+    return tuple(sorted((k, attr_key(v)) for k, v in attrs.items())) if attrs else ()
+
+
 class _Lowering:
     def __init__(self, gen, op):
         self.gen, self.op = gen, op
         self.body = op.attrs["_body"]
         self.map_ops, self.reduction, self.epilogue = split_body(op)
         self.loop_ops = self.map_ops + ([self.reduction] if self.reduction is not None else [])
-        # every value the functions mention gets its module-wide name first
         self.captures = [v for v in op.inputs if v not in gen.scalars]
+        self.shape = (self.reduction.inputs[0].shape if self.reduction is not None
+                      else self.map_ops[0].results[0].shape)
+        static = None not in self.shape
+        self.plain = static and math.prod(self.shape) <= gen.options.chunk_size
+        self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain
+        self.exported = {inner: outer for inner, outer in zip(self.body.outputs, op.results)}
+        self.plan = getattr(gen, "buffer_plan", {})
+
+    def structure(self) -> tuple:
+        """Everything the code of the group's functions depends on, with the group's Values
+        numbered: per input its type (or a scalar constant's dtype and bytes), per op its
+        OpDef, attributes, operands and result types, the exported values and which of them
+        the memory plan gives a buffer. Groups of equal structure render to the same code
+        (with other names), so a group whose structure was seen renders nothing."""
+        scalars = self.gen.scalars
+        number, inputs = {}, []
+        for value in self.op.inputs:
+            number[value] = len(number)
+            array = scalars.get(value)
+            inputs.append(("v", value.shape, value.dtype) if array is None
+                          else ("s", array.dtype, array.tobytes()))
+        ops = []
+        for inner in self.op.blocks[0].ops:
+            ops.append((inner.opdef, _attrs_key(inner.attrs),
+                        tuple([number[v] for v in inner.inputs]),
+                        tuple([(v.shape, v.dtype) for v in inner.results])))
+            for value in inner.results:
+                number[value] = len(number)
+        return (tuple(inputs), tuple(ops), tuple([number[v] for v in self.body.outputs]),
+                tuple([self.plan.get(v) is not None for v in self.op.results]))
+
+    def _start_rendering(self):
+        """Names and state used only to render the group's functions."""
+        gen, op = self.gen, self.op
+        # every value the functions mention gets its module-wide name first
         mentioned = [gen.expr(v) for v in self.captures]
         mentioned += [gen.namer.value(v) for inner in op.blocks[0].ops for v in inner.results]
         # names made for the group's functions only (``_s0``, ``x_c``...)
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
-        shape = (self.reduction.inputs[0].shape if self.reduction is not None
-                 else self.map_ops[0].results[0].shape)
-        self.dims, self.dim_sources = _dims(gen, shape, self.body.captures, self.name_of)
-        static = None not in shape
-        chunk = gen.options.chunk_size
-        self.plain = static and math.prod(shape) <= chunk
-        self.chunked = bool(shape) and shape[0] != 1 and not self.plain
-        self.exported = {inner: outer for inner, outer in zip(self.body.outputs, op.results)}
-        self.plan = getattr(gen, "buffer_plan", {})
+        self.dims, self.dim_sources = _dims(gen, self.shape, self.body.captures, self.name_of)
         self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
@@ -278,20 +315,41 @@ class _Lowering:
         return [(inner, outer) for inner, outer in self.exported.items() if inner.op in map_set]
 
     def lower(self) -> list[str]:
-        gen = self.gen
+        gen, group = self.gen, self.op.attrs["group"]
         run_lines = [f"# {comment(self.heading())}"]
-        params = [self.name_of(v) for v in self.captures]
         args = [gen.expr(v) for v in self.captures]
+        for _, outer in self.exported_map_values():
+            slot = self.plan.get(outer)
+            if slot is not None:   # the memory plan's buffer, allocated by run
+                args.append(gen.slot(slot, outer, run_lines))
+        structure = self.structure()
+        table = gen.functions
+        callee, shared_with = table.reuse(structure, group)
+        if callee is None:
+            callee, shared_with = table.add(self.render(), group, structure)
+        elif CHECK_STRUCTURES:
+            table.check(self.render(), structure)
+        if shared_with is not None:   # the ops are named here: the function names another's
+            run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with}):"
+            describe = gen.text.describe
+            run_lines[1:1] = [f"#   {describe(inner)}" for inner in self.op.blocks[0].ops]
+        readable = ", ".join(gen.namer.value(v) for v in self.op.results)
+        run_lines.append(f"{readable} = {callee}({', '.join(args)})")
+        return run_lines
+
+    def render(self) -> list:
+        """The group's Functions (see the module docstring)."""
+        self._start_rendering()
+        gen = self.gen
+        params = [self.name_of(v) for v in self.captures]
         body = []
         if self.chunked and not self.dims[0].isdigit():
             body.append(f"_n = {self.dims[0]}")
             self.dims[0] = "_n"
         for inner, outer in self.exported_map_values():
             name = self.name_of(inner)
-            slot = self.plan.get(outer)
-            if slot is not None:   # the memory plan's buffer, allocated by run
+            if self.plan.get(outer) is not None:   # the memory plan's buffer, from run
                 params.append(name)
-                args.append(gen.slot(slot, outer, run_lines))
             elif not self.plain:
                 body.append(f"{name} = np.empty({shape_code(self.dims)}, "
                             f"{dtype_code(inner.dtype)})")
@@ -307,14 +365,7 @@ class _Lowering:
         body.append(f"return {', '.join(results)}")
         self.functions.append(Function(self.names.of(self.name), params, self.docstring, body,
                                        self.names.names))
-        callee, shared_with = gen.functions.add(self.functions, self.op.attrs["group"])
-        if shared_with is not None:   # the ops are named here: the function names another's
-            run_lines[0] += f" (runs {callee}: the same code as fused group {shared_with}):"
-            describe = gen.text.describe
-            run_lines[1:1] = [f"#   {describe(inner)}" for inner in self.op.blocks[0].ops]
-        readable = ", ".join(gen.namer.value(v) for v in self.op.results)
-        run_lines.append(f"{readable} = {callee}({', '.join(args)})")
-        return run_lines
+        return self.functions
 
     def one_pass_lines(self) -> list[str]:
         lines = []
