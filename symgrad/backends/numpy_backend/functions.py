@@ -15,7 +15,10 @@ the lowering asks for them (:class:`Placeholders`), and leaves comments and docs
 rendered later (:class:`Commented`). Two groups share when that text is equal: equal text with
 different names filled in is the same function up to renaming its locals, so sharing never
 changes what runs. Only the functions written out get their names filled in and their
-comments rendered.
+comments rendered. Before rendering, a group is looked up by its *structure* (see
+``group._Lowering.structure``): one whose structure was seen reuses that group's functions
+without rendering; the test suite renders them anyway and checks that the code is the same
+(``group.CHECK_STRUCTURES``).
 """
 from __future__ import annotations
 
