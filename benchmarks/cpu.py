@@ -3,8 +3,9 @@
 Run: python benchmarks/cpu.py [--quick]
 Prints one table of median times and ratios (hand-written time / symgrad time: above 1 means
 symgrad is faster), plus peak memory of W2/W2b. symgrad and its hand-written counterpart are
-timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX / PyTorch / autograd / PyTensor rows are
-added for W2 when those packages are installed and skipped otherwise.
+timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX /
+PyTorch / autograd / PyTensor rows are added for W2 when those packages are installed and
+skipped otherwise.
 
 W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy, grads of
     all weights and biases (float32).
@@ -241,8 +242,8 @@ def w4(sizes):
     build, total, compiled = _w4_time(n, lambda i: 0.9 + i * 1e-6)
     rows.append({"workload": f"W4b as W4, {n:,} ops, distinct constants",
                  "symgrad": format_seconds(total),
-                 "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} groups, "
-                         f"{compiled.stats['group_functions']} functions)"})
+                 "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
+                         f"groups, {compiled.stats['group_functions']} functions)"})
     return rows
 
 
