@@ -10,8 +10,9 @@ class CompiledProgram:
     Call it with feeds by name or positionally (in ``data`` order); it returns a **list** with
     one array per fetch. Attributes: ``source`` (the generated module, or the IR text for the
     interpreter), ``kernels`` (CUDA kernels by name), ``ir`` (the optimized program's text,
-    fusion groups marked), ``stats`` (op counts before/after passes, fused groups, planned peak
-    bytes), ``signature`` and ``outputs`` (input/output specs), ``program`` (the optimized
+    fusion groups marked), ``stats`` (op counts before/after passes, ``fused_groups`` and
+    ``single_op_groups``, ``group_functions`` written by the NumPy backend, planned peak bytes,
+    ``cache_hit``), ``signature`` and ``outputs`` (input/output specs), ``program`` (the optimized
     program), ``fetches`` (the fetched Values of ``program``) and ``backend``.
     """
 
