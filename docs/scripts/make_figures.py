@@ -34,7 +34,7 @@ DATA = DOCS / "data" / "benchmarks.json"
 
 sys.path.insert(0, str(DOCS.parent / "benchmarks"))
 from build_scaling import build_chain  # noqa: E402
-from common import median_time  # noqa: E402
+from common import median_time, paired_median_times  # noqa: E402
 
 
 # --- graphs ------------------------------------------------------------------------------------
@@ -185,11 +185,10 @@ def measure_runtime(repeats: int = 20) -> dict:
         expected = runners["interpreter"](**feeds)
         for got, want in zip(by_hand(**feeds), expected):
             np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-4)
-        row = {"case": label}
-        for name, fn in runners.items():
-            fn(**feeds)
-            row[name] = 1e3 * median_time(lambda: fn(**feeds), repeats)
-        row["hand-written NumPy"] = 1e3 * median_time(lambda: by_hand(**feeds), repeats)
+        calls = {name: (lambda fn=fn: fn(**feeds)) for name, fn in runners.items()}
+        calls["hand-written NumPy"] = lambda: by_hand(**feeds)
+        times = paired_median_times(list(calls.values()), repeats)
+        row = {"case": label, **{name: 1e3 * t for name, t in zip(calls, times)}}
         rows.append(row)
         print("  " + ", ".join(f"{k}: {v:.2f} ms" if isinstance(v, float) else v
                                for k, v in row.items()))
