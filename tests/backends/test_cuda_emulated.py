@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad import ir_backward
 from tests.backends.test_cuda_codegen import _signatures
 from tests.ops.samples import ALL_SAMPLES
 
@@ -262,6 +263,12 @@ def _reductions():
          lambda x: [sg.sum(x, axis=(0, 2)), sg.max(x, axis=(0, 2), keepdims=True) - 1.0])
     case("broadcast-views", [(64, 1), (1, 48)],
          lambda a, b: [sg.sum(sg.broadcast_to(a, (64, 48)) * b, axis=1) / sg.sum(b)])
+    # map ops after the reduction that read only map values: map outputs of reduce kernels
+    case("col-late-map", [(3000, 40), (40,)],
+         lambda x, b: [sg.sum(x * b, axis=0), sg.exp(x * b) - x])
+    case("loss-and-gradient", [(700, 9)],
+         lambda x: [sg.sum(sg.tanh(x) * x), *ir_backward.grad(sg.sum(sg.tanh(x) * x), [x])],
+         "float32", dynamic=True)
     return cases
 
 
