@@ -26,11 +26,12 @@ so chains collapse in the same sweep):
 
 Which rule may apply to which op is declared on the op itself: its category and its
 :class:`~symgrad.ops.core.Algebra` (identity elements, negation, involution, no-op and chain
-facts, fills), never its name, so user-defined ops take part too. Each op is offered only the
-rules that can apply to its OpDef (chosen once per OpDef), and what is known about a Value
-holding one value everywhere is remembered, so the sweep costs a few dictionary lookups per
-op. Ops that the rewrites leave unused are dropped
-(the result holds only what the fetches depend on), so a following DCE finds nothing to do.
+facts, fills, shape-only inputs), never its name, so user-defined ops take part too. Each op
+is offered only the rules that can apply to its OpDef (chosen once per OpDef), and what is
+known about a Value holding one value everywhere is remembered, so the sweep costs a few
+dictionary lookups per op (the walks through data movement and elementwise producers are
+bounded). Ops that the rewrites leave unused are dropped (the result holds only what the
+fetches depend on), so a following DCE finds nothing to do.
 """
 from __future__ import annotations
 
