@@ -39,12 +39,17 @@ def attr_key(value):
     return (type(value).__name__, value)
 
 
+def attrs_key(attrs) -> tuple:
+    """A hashable key with value equality for an op's whole attribute dict."""
+    return tuple(sorted((k, attr_key(v)) for k, v in attrs.items())) if attrs else ()
+
+
 def op_key(opdef, inputs, attrs):
     """The hash-consing key of applying ``opdef`` to ``inputs`` with ``attrs``."""
     ids = tuple(map(id, inputs))
     if not attrs:
         return opdef, ids
-    return opdef, ids, tuple(sorted((k, attr_key(v)) for k, v in attrs.items()))
+    return opdef, ids, attrs_key(attrs)
 
 
 def find_twins(program) -> dict:

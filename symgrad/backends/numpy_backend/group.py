@@ -35,7 +35,7 @@ import numpy as np
 
 from ...ir.printer import counted, value_label
 from ...ops.core import normalize_axis
-from ...passes.cse import attr_key
+from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
@@ -114,10 +114,6 @@ def lower(gen, op) -> list[str]:
 CHECK_STRUCTURES = False
 
 
-def _attrs_key(attrs) -> tuple:
-    return tuple(sorted((k, attr_key(v)) for k, v in attrs.items())) if attrs else ()
-
-
 class _Lowering:
     def __init__(self, gen, op):
         self.gen, self.op = gen, op
@@ -148,7 +144,7 @@ class _Lowering:
                           else ("s", array.dtype, array.tobytes()))
         ops = []
         for inner in self.op.blocks[0].ops:
-            ops.append((inner.opdef, _attrs_key(inner.attrs),
+            ops.append((inner.opdef, attrs_key(inner.attrs),
                         tuple([number[v] for v in inner.inputs]),
                         tuple([(v.shape, v.dtype) for v in inner.results])))
             for value in inner.results:
