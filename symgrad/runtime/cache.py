@@ -99,8 +99,8 @@ def dump(prefix: str, key: str, text: str, suffix: str = ".py") -> str | None:
     list, as PyTorch's ``TORCH_LOGS``) names ``output_code``."""
     name = file_name(prefix, key, suffix)
     if "output_code" in os.environ.get("SYMGRAD_LOG", "").replace(" ", "").split(","):
-        sys.stderr.write(f"# ---- symgrad output_code: {name} ----\n{text}"
-                         f"{'' if text.endswith(chr(10)) else chr(10)}")
+        ending = "" if text.endswith("\n") else "\n"
+        sys.stderr.write(f"# ---- symgrad output_code: {name} ----\n{text}{ending}")
     directory = os.environ.get("SYMGRAD_DUMP")
     if not directory:
         return None
