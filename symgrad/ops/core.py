@@ -378,9 +378,10 @@ def expr(template: str, out_kw: bool = False):
 
 
 def call(function_name: str, attr_names=()):
-    """Emitter calling a helper (from ``numpy_helpers``) with args and the named attrs."""
+    """Emitter calling a helper (from ``numpy_helpers``) with args and the named attrs (as
+    keywords; an attr the op does not have is left to the helper's default)."""
     def emit(args, attrs, out=None):
-        parts = list(args) + [f"{k}={_fmt_attr(attrs[k])}" for k in attr_names]
+        parts = list(args) + [f"{k}={_fmt_attr(attrs[k])}" for k in attr_names if k in attrs]
         code = f"{function_name}({', '.join(parts)})"
         return code if out is None else f"{out}[...] = {code}"
     return emit

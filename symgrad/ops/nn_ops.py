@@ -429,20 +429,10 @@ def one_hot_rule(types, attrs):
     return shape[:axis] + (num_classes,) + shape[axis:], dtypes.as_dtype(attrs["dtype"])
 
 
-_emit_one_hot_lenient = call("one_hot_forward", ("num_classes", "dtype", "axis"))
-_emit_one_hot_strict = call("one_hot_forward", ("num_classes", "dtype", "axis", "strict"))
-
-
-def _emit_one_hot(args, attrs, out=None):
-    """``one_hot_forward(...)``, with ``strict=True`` where the op asks for it."""
-    emit = _emit_one_hot_strict if attrs.get("strict") else _emit_one_hot_lenient
-    return emit(args, attrs, out)
-
-
 one_hot_p = register(OpDef(
     "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
-    emitters={"numpy": _emit_one_hot}, numpy_helpers=(kernels.check_class_indices,
-                                                      kernels.one_hot_forward),
+    emitters={"numpy": call("one_hot_forward", ("num_classes", "dtype", "axis", "strict"))},
+    numpy_helpers=(kernels.check_class_indices, kernels.one_hot_forward),
     doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
 
 
