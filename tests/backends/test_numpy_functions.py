@@ -151,7 +151,7 @@ def test_every_op_is_named_in_a_comment_shared_groups_included():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.backends.test_numpy_random import BINARY, REDUCE, UNARY  # noqa: E402
+from tests.backends.test_numpy_random import apply_steps  # noqa: E402
 
 
 def _unrolled(steps, repeats, dynamic):
@@ -162,15 +162,7 @@ def _unrolled(steps, repeats, dynamic):
         b = sg.data("b", [4], "float64")
         h = x
         for _ in range(repeats):
-            pool = [h, b, h * 0.5]
-            for kind, i, j, k in steps:
-                a = pool[i % len(pool)]
-                if kind == 0:
-                    pool.append(UNARY[k % len(UNARY)](a))
-                elif kind == 1:
-                    pool.append(BINARY[k % len(BINARY)](a, pool[j % len(pool)]))
-                else:
-                    pool.append(REDUCE[k % len(REDUCE)](a if a.ndim == 2 else a + h))
+            pool = apply_steps(steps, [h, b, h * 0.5], h)
             h = sg.tanh(h + pool[-1] * b)
         loss = sg.sum(h)
         grads = ir_backward.grad(loss, [x, b])

@@ -26,21 +26,26 @@ def programs(draw):
     return steps, fetch_picks, with_grad, dynamic
 
 
+def apply_steps(steps, pool, full):
+    """Append to ``pool`` one Value per random step (unary, binary or reduction of earlier pool
+    Values); a reduction of a 1-d Value first adds ``full`` to make it 2-d."""
+    for kind, i, j, k in steps:
+        a = pool[i % len(pool)]
+        if kind == 0:
+            pool.append(UNARY[k % len(UNARY)](a))
+        elif kind == 1:
+            pool.append(BINARY[k % len(BINARY)](a, pool[j % len(pool)]))
+        else:
+            pool.append(REDUCE[k % len(REDUCE)](a if a.ndim == 2 else a + full))
+    return pool
+
+
 def _build(steps, fetch_picks, with_grad, dynamic):
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None if dynamic else 9, 4], "float64")
         b = sg.data("b", [4], "float64")
-        pool = [x, b, x * 0.5]
-        for kind, i, j, k in steps:
-            a = pool[i % len(pool)]
-            if kind == 0:
-                pool.append(UNARY[k % len(UNARY)](a))
-            elif kind == 1:
-                pool.append(BINARY[k % len(BINARY)](a, pool[j % len(pool)]))
-            else:
-                full = a if a.ndim == 2 else a + x
-                pool.append(REDUCE[k % len(REDUCE)](full))
+        pool = apply_steps(steps, [x, b, x * 0.5], x)
         fetches = [pool[3 + p % (len(pool) - 3)] for p in fetch_picks] if len(pool) > 3 else [pool[2]]
         if with_grad:
             loss = sg.sum(fetches[0])
