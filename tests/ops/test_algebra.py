@@ -9,8 +9,13 @@ RNG = np.random.default_rng(0)
 X = RNG.uniform(0.5, 2.0, (3, 4))
 
 
-def _call(opdef, operands):
-    return opdef.impl(*operands)
+def _with_element_at(opdef, fact):
+    """``opdef``'s results on ``X`` and the fact's element at each of its positions."""
+    element, positions = fact
+    for position in positions:
+        operands = [X, X]
+        operands[position] = np.full_like(X, element)
+        yield opdef.impl(*operands)
 
 
 def _with_algebra(field):
@@ -20,20 +25,14 @@ def _with_algebra(field):
 
 @pytest.mark.parametrize("opdef", _with_algebra("identity"))
 def test_identity_element(opdef):
-    element, positions = opdef.algebra.identity
-    for position in positions:
-        operands = [X, X]
-        operands[position] = np.full_like(X, element)
-        np.testing.assert_array_equal(_call(opdef, operands), X)
+    for result in _with_element_at(opdef, opdef.algebra.identity):
+        np.testing.assert_array_equal(result, X)
 
 
 @pytest.mark.parametrize("opdef", _with_algebra("negation"))
 def test_negation_element(opdef):
-    element, positions = opdef.algebra.negation
-    for position in positions:
-        operands = [X, X]
-        operands[position] = np.full_like(X, element)
-        np.testing.assert_array_equal(_call(opdef, operands), -X)
+    for result in _with_element_at(opdef, opdef.algebra.negation):
+        np.testing.assert_array_equal(result, -X)
 
 
 @pytest.mark.parametrize("opdef", _with_algebra("involution"))
