@@ -39,3 +39,7 @@ class GradError(SymgradError, ValueError):
 
 class ArtifactError(SymgradError, ValueError):
     """An AOT artifact is missing, modified, malformed or of an unsupported format."""
+
+
+class ScopeError(SymgradError, ValueError):
+    """A Value was read outside the region (branch or loop body) that defines it."""

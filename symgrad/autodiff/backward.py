@@ -9,12 +9,14 @@ that produced the Value they belong to.
 from __future__ import annotations
 
 from ..errors import GradError
+from ..ir.graph import walk_ops
 from ..ir.printer import format_op_head
 from ..ir.value import Value
 from ..ops.core import evaluate_vjp
 from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
+from .context import calling_vjp
 
 
 def shapes_match(shape, expected) -> bool:
@@ -23,32 +25,40 @@ def shapes_match(shape, expected) -> bool:
         a is None or b is None or a == b for a, b in zip(shape, expected))
 
 
-def sweep_unused(program, start, first_id, keep):
-    """Remove the ops appended to ``program`` since position ``start`` (their results numbered
-    from ``first_id`` on) that do not feed any Value in ``keep``, and renumber the results of
-    the ops kept so that numbering stays dense. Linear in the appended ops."""
-    block = program.global_block()
+def sweep_unused(block, start, first_id, keep, grown=()):
+    """Remove the ops appended to ``block`` since position ``start`` (their results numbered
+    from ``first_id`` on) that do not feed any Value in ``keep``, and renumber what this call
+    made so that numbering stays dense: the results ``grown`` onto existing ops (a loop that
+    now records residuals) first, then the kept ops' Values, nested blocks included. Linear in
+    the appended ops."""
+    program = block.program
     appended = block.ops[start:]
-    if not appended:
-        return
     marked = set()
-    stack = [v.op for v in keep if v.id >= first_id]
+    stack = [v.op for v in keep if v.id >= first_id and v.op is not None]
     while stack:
         op = stack.pop()
         if op in marked:
             continue
         marked.add(op)
-        stack.extend(u.op for u in op.inputs if u.id >= first_id and u.op not in marked)
-    if len(marked) == len(appended):
-        return
+        stack.extend(u.op for u in op.inputs
+                     if u.id >= first_id and u.op is not None and u.op not in marked)
     kept = [op for op in appended if op in marked]
-    block.ops[start:] = kept
-    program.forget_cached_constants(first_id)
+    if len(kept) != len(appended):
+        block.ops[start:] = kept
+        program.forget_cached_constants(first_id)
     next_id = first_id
-    for op in kept:
-        for value in op.results:
-            value.id = next_id
-            next_id += 1
+    for value in grown:
+        value.id = next_id
+        next_id += 1
+    for block_op in kept:
+        for op in walk_ops([block_op]):
+            for value in op.results:
+                value.id = next_id
+                next_id += 1
+            for inner in op.blocks:
+                for value in inner.args:
+                    value.id = next_id
+                    next_id += 1
     program._next_id = next_id
 
 
@@ -65,7 +75,6 @@ class Backward:
 
     def __init__(self, program, policy, live):
         self.program = program
-        self.block = program.global_block()
         self.policy = policy
         self.live = live
         self.cotangent: dict = {}
@@ -119,7 +128,7 @@ class Backward:
     def _call_vjp(self, op, cotangents, wanted):
         """The VJP's gradients, checked against the types of the inputs that need one. Ops
         it builds for gradients nobody needs are left for the final :func:`sweep_unused`."""
-        with self.program.backward_of(op):
+        with self.program.backward_of(op), calling_vjp(wanted):
             grads = evaluate_vjp(op, cotangents, wanted)
         if len(grads) != len(op.inputs):
             raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "

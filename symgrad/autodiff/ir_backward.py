@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from ..errors import GradError
 from ..gc_pause import gc_paused
-from ..ir.program import program_guard
+from ..ir.program import current_block, program_guard
 from ..ir.value import Value
 from ..ops.elementwise import add, cast
 from . import arguments
 from .arguments import describe
 from .backward import Backward, sweep_unused
+from .context import grad_call
 from .reach import FROZEN_GRADIENTS, Policy, explain_unreachable, live_ops, search
 
 __all__ = ["grad", "append_backward"]
@@ -73,11 +74,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     scale = arguments.loss_scale(loss_scale)
     unused = arguments.unused_mode(unused)
 
-    first_op, first_id = program.num_ops, program._next_id
-    with gc_paused(), program.transaction(), program_guard(program):
+    block = current_block(program)    # inside a branch or body function: that block
+    first_op, first_id = len(block.ops), program._next_id
+    with gc_paused(), program.transaction(), program_guard(program), grad_call(policy) as call:
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
-            v for v in cone if v.op.opdef.feedable and not v.stop_gradient]
+            v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]
         ops, live = live_ops(inputs + leaves, cone, cone_ops, policy)
         backward = Backward(program, policy, live)
         backward.seed(outputs, seeds, scale)
@@ -89,8 +91,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             fresh = _Fresh(program, first_id)
             results = [fresh(g, x) for g, x in zip(results, inputs)]
             stored = [(v, fresh(g, v)) for v, g in stored]
-        sweep_unused(program, first_op, first_id,
-                     [g for g in results if g is not None] + [g for _, g in stored])
+        sweep_unused(block, first_op, first_id,
+                     [g for g in results if g is not None] + [g for _, g in stored], call.grown)
     # Success: only now touch attributes.
     if not create_graph:
         for g in list(results) + [g for _, g in stored]:

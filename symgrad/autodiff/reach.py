@@ -13,7 +13,9 @@ cut those edges (the :class:`Policy`):
 The backward pass differentiates only the ops that lie on a path from some input to some
 output: the *cone* (Values the outputs reach backwards, :func:`search`) intersected with what
 the inputs reach forwards (:func:`live_ops`). Both walks are iterative and linear in the size of
-the part of the program they visit.
+the part of the program they visit. A region op is one node of the walk (its inputs include
+its captures); the backward of a region's block walks that block alone (``within``), stopping
+at the block's arguments and at the Values it captures.
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ STOP_GRADIENT = "stop_gradient"
 INTEGER = "integer"
 NO_VJP = "no VJP"
 REASONS = (NO_GRAD_VARS, FROZEN, STOP_GRADIENT, INTEGER, NO_VJP)
+BOUNDARY = "block boundary"   # a block argument, or a capture of the block being differentiated
 
 
 class Policy:
@@ -75,13 +78,18 @@ class Policy:
             return FROZEN if value in FROZEN_GRADIENTS else STOP_GRADIENT
         if not dtypes.is_float(value.dtype):  # (only met when the diagnosis relaxes INTEGER)
             return INTEGER
-        if value.op.opdef.vjp is None:
+        op = value.op
+        if op is None:
+            return BOUNDARY
+        if op.opdef.vjp is None:
             return NO_VJP
         return None
 
 
-def search(outputs, policy, relaxed=frozenset()):
-    """Walk backwards from ``outputs``, ignoring the cuts whose reason is in ``relaxed``.
+def search(outputs, policy, relaxed=frozenset(), within=None):
+    """Walk backwards from ``outputs``, ignoring the cuts whose reason is in ``relaxed``; with
+    ``within`` (a block), Values defined outside that block are reached but not walked
+    through.
 
     Returns ``(parent, ops)``: ``parent`` maps every reached Value to the Value whose
     producer consumed it on the walk (None for an output), in visiting order; ``ops`` is the
@@ -102,7 +110,7 @@ def search(outputs, policy, relaxed=frozenset()):
         if reason is not None and reason not in relaxed:
             continue
         op = value.op
-        if op in ops:
+        if op in ops or (within is not None and op.block is not within):
             continue
         ops.add(op)
         stack.extend((u, value) for u in op.inputs if u not in parent)

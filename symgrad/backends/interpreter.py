@@ -1,9 +1,14 @@
 """The reference interpreter: runs the IR op by op with each OpDef's NumPy ``impl``.
 
 It is the oracle every pass and backend is tested against, so it stays as simple as
-possible: no fusion, no buffer reuse, float64 where the program says float64.
+possible: no fusion, no buffer reuse, float64 where the program says float64. A region op
+runs by its OpDef's reference semantics (``Region.run``), which call back into
+:func:`run_block` for its blocks; a block reads the Values of enclosing blocks from their
+environments.
 """
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 
@@ -16,21 +21,45 @@ def needed_ops(program, fetches):
     return [op for op in program.ops if op in needed]
 
 
-def execute(ops, fetches, feeds):
-    """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays. Returns the fetches."""
-    env: dict = {}
+def run_ops(ops, env, feeds=None) -> None:
+    """Run ``ops`` in order, storing every result in ``env``; ``feeds`` maps feedable Values
+    to arrays."""
     for op in ops:
-        if op.opdef.feedable and op.results[0] in feeds:
+        if feeds and op.opdef.feedable and op.results[0] in feeds:
             outputs = (feeds[op.results[0]],)
         else:
             args = [env[v] for v in op.inputs]
-            result = op.opdef.impl(*args, **op.attrs)
-            outputs = result if isinstance(result, tuple) else (result,)
+            if op.blocks:
+                outputs = op.opdef.region.run(
+                    op, args, lambda block, arrays: run_block(block, arrays, env))
+            else:
+                result = op.opdef.impl(*args, **op.attrs)
+                outputs = result if isinstance(result, tuple) else (result,)
         for value, array in zip(op.results, outputs):
-            array = np.asarray(array)
-            if array.dtype != value.dtype:  # keep the IR's types exactly (NumPy scalars drift)
-                array = array.astype(value.dtype)
-            env[value] = array
+            env[value] = _typed(array, value)
+
+
+def run_block(block, args, outer_env) -> list:
+    """Run ``block`` with its arguments bound to ``args``, reading captured Values from
+    ``outer_env``; returns the yielded arrays."""
+    env = collections.ChainMap({}, outer_env)
+    for value, array in zip(block.args, args):
+        env[value] = _typed(array, value)
+    run_ops(block.ops, env)
+    return [env[v] for v in block.yields]
+
+
+def _typed(array, value):
+    array = np.asarray(array)
+    if array.dtype != value.dtype:  # keep the IR's types exactly (NumPy scalars drift)
+        array = array.astype(value.dtype)
+    return array
+
+
+def execute(ops, fetches, feeds):
+    """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays. Returns the fetches."""
+    env: dict = {}
+    run_ops(ops, env, feeds)
     return [env[v] for v in fetches]
 
 

@@ -1,23 +1,86 @@
-"""Graph queries over a program: users, reachability, and networkx / Graphviz views.
+"""The graph-query kit: every walk over a program, regions included, lives here.
 
-All traversals are iterative and linear in the number of ops.
+* :func:`walk_ops` visits ops and the ops of their nested blocks (each op before its inner
+  ops); :func:`walk_blocks` visits blocks the same way.
+* :func:`free_values` lists what a set of blocks reads from outside (a region op's
+  captures); :func:`is_visible` tells whether a block may read a Value.
+* :func:`ancestors_of`, :func:`liveness` / :func:`live_ops` and :func:`last_uses` answer
+  dependence and liveness within one block. A region op lists its captures among its inputs,
+  so these never need to look inside nested blocks: a Value read deep inside a loop body is
+  read, at the loop's level, by the loop op.
+* :func:`users`, :func:`to_networkx` and :func:`to_dot` are views for people and tools.
+
+All walks are iterative and linear in the number of ops they visit.
 """
 from __future__ import annotations
 
 from .printer import format_attrs, value_label
 
 
-def users(program) -> dict:
-    """Map each Value (by identity) to the list of ops that read it."""
-    table: dict = {}
-    for op in program.ops:
-        for value in op.inputs:
-            table.setdefault(value, []).append(op)
-    return table
+def walk_ops(ops):
+    """Every op of ``ops`` (a block's list) and of their nested blocks, at any depth, each op
+    before its inner ops."""
+    stack = [iter(ops)]
+    while stack:
+        op = next(stack[-1], None)
+        if op is None:
+            stack.pop()
+            continue
+        yield op
+        if op.blocks:
+            stack.extend(iter(block.ops) for block in reversed(op.blocks))
+
+
+def walk_blocks(blocks):
+    """``blocks`` and every block nested in them, outer blocks first."""
+    stack = list(reversed(blocks))
+    while stack:
+        block = stack.pop()
+        yield block
+        for op in block.ops:
+            if op.blocks:
+                stack.extend(reversed(op.blocks))
+
+
+def defined_in(blocks) -> set:
+    """Every Value that ``blocks`` (or blocks nested in them) define: arguments and results."""
+    defined = set()
+    for block in walk_blocks(blocks):
+        defined.update(block.args)
+        for op in block.ops:
+            defined.update(op.results)
+    return defined
+
+
+def free_values(blocks) -> list:
+    """The Values that ops (and yields) of ``blocks`` read without defining them, in order of
+    first use: what a region op owning ``blocks`` captures."""
+    defined = defined_in(blocks)
+    free: dict = {}
+    for block in walk_blocks(blocks):
+        for op in block.ops:
+            for value in op.inputs:
+                if value not in defined:
+                    free[value] = None
+        for value in block.yields:
+            if value not in defined:
+                free[value] = None
+    return list(free)
+
+
+def is_visible(value, block) -> bool:
+    """May ops of ``block`` read ``value`` (defined in ``block`` or a block enclosing it)?"""
+    defining = value.block
+    while block is not None:
+        if block is defining:
+            return True
+        block = block.parent_block
+    return False
 
 
 def ancestors_of(values) -> set:
-    """Ops on which ``values`` depend (iterative depth-first search), as a set of ops."""
+    """Ops of the values' own blocks on which ``values`` depend (iterative depth-first search),
+    as a set of ops. Block arguments have no producer: the walk stops there."""
     seen = set()
     stack = [v.op for v in values if v.op is not None]
     while stack:
@@ -29,19 +92,78 @@ def ancestors_of(values) -> set:
     return seen
 
 
+def liveness(ops, needed) -> tuple[list, set]:
+    """``(live ops, needed values)``: the ops of ``ops`` (one block's list, in order) that the
+    Values ``needed`` depend on, in program order, and every Value read on the way. One
+    backward sweep: an op is live when one of its results is needed."""
+    needed = set(needed)
+    live = []
+    for op in reversed(ops):
+        for value in op.results:
+            if value in needed:
+                live.append(op)
+                needed.update(op.inputs)
+                break
+    live.reverse()
+    return live, needed
+
+
+def live_ops(ops, needed) -> list:
+    """The ops of ``ops`` that ``needed`` depend on, in program order (see :func:`liveness`)."""
+    return liveness(ops, needed)[0]
+
+
+def last_uses(ops, reads_after=()) -> dict:
+    """``{Value: index of the last op of ops reading it}``; Values in ``reads_after`` (read
+    after the last op, such as a block's yields) map to ``len(ops)``."""
+    last = {}
+    for index, op in enumerate(ops):
+        for value in op.inputs:
+            last[value] = index
+    for value in reads_after:
+        last[value] = len(ops)
+    return last
+
+
+def users(ops) -> dict:
+    """Map each Value (by identity) to the list of ops of ``ops`` that read it."""
+    table: dict = {}
+    for op in ops:
+        for value in op.inputs:
+            table.setdefault(value, []).append(op)
+    return table
+
+
+# --- views ---------------------------------------------------------------------------------------
+def _label(op) -> str:
+    return f"{', '.join(map(value_label, op.results))} = {op.name}"
+
+
 def to_networkx(program):
-    """A ``networkx.DiGraph``: one node per op (attributes ``op``, ``name``, ``label``,
-    ``backward``) and an edge per Value flowing from producer to consumer (``value``)."""
+    """A ``networkx.DiGraph``: one node per op, nested ops included (attributes ``op``,
+    ``name``, ``label``, ``backward``, ``depth``), one node per block argument (``arg``), and
+    an edge per Value flowing from its producer to each consumer (``value``)."""
     import networkx as nx
 
     graph = nx.DiGraph()
-    for index, op in enumerate(program.ops):
-        graph.add_node(index, op=op, name=op.name, backward=op.forward_op is not None,
-                       label=f"{', '.join(map(value_label, op.results))} = {op.name}")
-    position = {op: i for i, op in enumerate(program.ops)}
-    for index, op in enumerate(program.ops):
+    node_of: dict = {}
+    for block in walk_blocks([program.global_block()]):
+        depth = 0
+        parent = block.parent_block
+        while parent is not None:
+            depth, parent = depth + 1, parent.parent_block
+        for arg in block.args:
+            node_of[arg] = len(node_of)
+            graph.add_node(node_of[arg], arg=arg, name="arg", label=value_label(arg),
+                           backward=False, depth=depth)
+        for op in block.ops:
+            node_of[op] = len(node_of)
+            graph.add_node(node_of[op], op=op, name=op.name, label=_label(op),
+                           backward=op.forward_op is not None, depth=depth)
+    for op in walk_ops(program.ops):
         for value in op.inputs:
-            graph.add_edge(position[value.op], index, value=value)
+            source = node_of[value.op if value.op is not None else value]
+            graph.add_edge(source, node_of[op], value=value)
     return graph
 
 
@@ -50,29 +172,55 @@ def _dot_escape(text: str) -> str:
 
 
 def to_dot(program, groups=None) -> str:
-    """Graphviz source. Backward ops are drawn shaded; ``groups`` (a list of lists of ops,
-    e.g. fusion groups) are drawn as clusters."""
+    """Graphviz source. Backward ops are drawn shaded; the blocks of region ops are drawn as
+    clusters inside their op's cluster; ``groups`` (a list of lists of top-level ops, e.g.
+    fusion groups) are drawn as clusters too."""
     lines = ["digraph program {", '  rankdir=TB; node [shape=box, fontname="monospace"];']
-    position = {op: i for i, op in enumerate(program.ops)}
+    name_of: dict = {}
 
-    def node(op):
-        label = f"{', '.join(map(value_label, op.results))} = {op.name}{format_attrs(op.attrs)}"
+    def node_name(thing):
+        name = name_of.get(thing)
+        if name is None:
+            name = name_of[thing] = f"n{len(name_of)}"
+        return name
+
+    def node(op, indent):
+        label = f"{_label(op)}{format_attrs(op.attrs)}"
         label += "\n" + ", ".join(v.type_str for v in op.results)
         style = ', style=filled, fillcolor="#ffe9c6"' if op.forward_op is not None else ""
-        return f'  n{position[op]} [label="{_dot_escape(label)}"{style}];'
+        return f'{indent}{node_name(op)} [label="{_dot_escape(label)}"{style}];'
+
+    clusters = iter(range(1 << 62))
+
+    def emit_ops(ops, pad):
+        # recursion over nesting depth only (a region op's blocks are clusters in its cluster)
+        for op in ops:
+            if not op.blocks:
+                lines.append(node(op, pad))
+                continue
+            lines.append(f'{pad}subgraph cluster_r{next(clusters)} {{ label="{op.name}"; '
+                         f'style=rounded; color=gray;')
+            lines.append(node(op, pad + "  "))
+            for block in op.blocks:
+                lines.append(f'{pad}  subgraph cluster_r{next(clusters)} {{ label=""; '
+                             f'style=dotted;')
+                lines.extend(f'{pad}    {node_name(arg)} [label="{_dot_escape(value_label(arg))}'
+                             f'", shape=ellipse];' for arg in block.args)
+                emit_ops(block.ops, pad + "    ")
+                lines.append(f"{pad}  }}")
+            lines.append(f"{pad}}}")
 
     grouped = set()
     for g, group in enumerate(groups or []):
         lines.append(f'  subgraph cluster_{g} {{ label="group {g}"; style=dashed; color=blue;')
         for op in group:
-            lines.append("  " + node(op))
+            lines.append(node(op, "    "))
             grouped.add(op)
         lines.append("  }")
-    for op in program.ops:
-        if op not in grouped:
-            lines.append(node(op))
-    for op in program.ops:
+    emit_ops([op for op in program.ops if op not in grouped], "  ")
+    for op in walk_ops(program.ops):
         for value in op.inputs:
-            lines.append(f"  n{position[value.op]} -> n{position[op]};")
+            source = value.op if value.op is not None else value
+            lines.append(f"  {node_name(source)} -> {node_name(op)};")
     lines.append("}")
     return "\n".join(lines)

@@ -62,11 +62,24 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def explicit_count(op) -> int:
+    """How many of a region op's inputs are its explicit operands (the rest are captures)."""
+    explicit = getattr(op.opdef, "explicit_inputs", None)
+    return len(op.inputs) if explicit is None else explicit(op.attrs)
+
+
 def format_op_head(op) -> str:
-    """``%12 = tanh(%7)`` — the op without types, used in provenance comments."""
+    """``%12 = tanh(%7)`` — the op without types, used in provenance comments. A control-flow
+    op (a region op with named blocks) shows its captures apart: ``%9 = scan(%1, %2)
+    captures(%w)``."""
     results = ", ".join(value_label(v) for v in op.results)
-    args = ", ".join(value_label(v) for v in op.inputs)
-    return f"{results} = {op.name}({args})"
+    named = getattr(op.opdef, "block_names", ())
+    count = explicit_count(op) if named else len(op.inputs)
+    args = ", ".join(value_label(v) for v in op.inputs[:count])
+    head = f"{results} = {op.name}({args})"
+    if count < len(op.inputs):
+        head += " captures(" + ", ".join(value_label(v) for v in op.inputs[count:]) + ")"
+    return head
 
 
 def format_op(op) -> str:
@@ -78,19 +91,49 @@ def format_op(op) -> str:
     return line
 
 
-def format_program(program, annotate=None) -> str:
-    """The whole program; ``annotate(op) -> str | None`` may add a trailing comment per op."""
-    lines = [f"program #{program.uid} ({len(program.ops)} ops) {{"]
-    for op in program.ops:
-        line = "  " + format_op(op)
+def format_block_header(op, index) -> str | None:
+    """``body(%2 : float32[3], %3 : float32[4]):`` for block ``index`` of region op ``op``, or
+    None for an unnamed block without arguments (a fused group's)."""
+    block = op.blocks[index]
+    names = getattr(op.opdef, "block_names", ())
+    if index >= len(names) and not block.args:
+        return None
+    name = names[index] if index < len(names) else f"block{index}"
+    args = ", ".join(f"{value_label(a)} : {a.type_str}" for a in block.args)
+    return f"{name}({args}):"
+
+
+def format_yield(block) -> str:
+    return "yield " + ", ".join(value_label(v) for v in block.yields)
+
+
+def format_ops(ops, indent="  ", annotate=None) -> list[str]:
+    """The lines of ``ops``, nested blocks indented under their op (a header naming the block
+    and its arguments, its ops, then ``yield ...``). Recursion is over nesting depth only."""
+    lines = []
+    for op in ops:
+        line = indent + format_op(op)
         if annotate is not None:
             extra = annotate(op)
             if extra:
                 line += ("  " if op.forward_op is None else "; ") + \
                     ("# " if op.forward_op is None else "") + extra
         lines.append(line)
-        for block in op.blocks:
-            for inner in block.ops:
-                lines.append("    " + format_op(inner))
+        for index, block in enumerate(op.blocks):
+            header = format_block_header(op, index)
+            inner = indent + "  "
+            if header is not None:
+                lines.append(inner + header)
+                inner += "  "
+            lines.extend(format_ops(block.ops, inner, annotate))
+            if block.yields:
+                lines.append(inner + format_yield(block))
+    return lines
+
+
+def format_program(program, annotate=None) -> str:
+    """The whole program; ``annotate(op) -> str | None`` may add a trailing comment per op."""
+    lines = [f"program #{program.uid} ({len(program.ops)} ops) {{"]
+    lines.extend(format_ops(program.ops, "  ", annotate))
     lines.append("}")
     return "\n".join(lines)

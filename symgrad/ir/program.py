@@ -1,12 +1,22 @@
-"""``Program`` and ``Block``: ordered lists of operations in SSA form.
+"""``Program`` and ``Block``: ordered lists of operations in SSA form, and where new ops go.
 
-A program owns a global block (``program.global_block()``); nested blocks (owned by control
-flow ops) hang off operations and share the program's value numbering. Values are numbered in
-creation order (``%0, %1, ...``), which is also a topological order of the global block.
+A program owns a global block (``program.global_block()``). Region ops (``cond``,
+``while_loop``, ``scan``, the fusion op) own nested blocks; a nested block has *arguments*
+(Values defined on entry: a loop's carries, a branch's operands) and *yields* (the Values it
+hands back to its op). Ops of a nested block may read Values of the blocks that enclose it
+directly (captures); the region op lists those captures among its inputs, after its explicit
+operands, so every block's dataflow is complete at its own level. All blocks share the
+program's value numbering (``%0, %1, ...`` in creation order).
+
+New ops go into the *insertion block*: the innermost block pushed with :func:`insertion_point`
+for the program (a region op's builder pushes its block while the user's branch or body
+function runs), else the global block. ``program_guard`` and insertion points are per thread
+(context variables), so threads building their own programs never see each other's.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 
 from ..gc_pause import gc_paused
@@ -17,21 +27,45 @@ _program_ids = itertools.count()
 
 
 class Block:
-    """A straight-line list of operations; ``parent_op`` is None for the global block."""
+    """A straight-line list of operations with arguments and yielded results;
+    ``parent_op`` is None for the global block, and for a region's block while the region op
+    is being built (``outer`` then names the block the op will go into)."""
 
-    __slots__ = ("program", "ops", "parent_op", "__weakref__")
+    __slots__ = ("program", "ops", "parent_op", "args", "yields", "outer", "__weakref__")
 
-    def __init__(self, program, parent_op=None):
+    def __init__(self, program, parent_op=None, outer=None):
         self.program = program
         self.ops: list[Operation] = []
         self.parent_op = parent_op
+        self.args: list[Value] = []
+        self.yields: list[Value] = []
+        self.outer = outer
 
-    def append_op(self, opdef, inputs, attrs, result_types, loc=None, forward_op=None):
-        """Create an op with results of ``result_types`` [(shape, dtype), ...] and append it."""
+    @property
+    def parent_block(self):
+        """The block enclosing this one (None for the global block)."""
+        op = self.parent_op
+        return op.block if op is not None else self.outer
+
+    def add_arg(self, shape, dtype, name=None) -> Value:
+        """A new argument of the block (numbered like any Value of the program)."""
+        program = self.program
+        value = Value(program, program._take_id(), shape, dtype, index=len(self.args),
+                      name=name, arg_of=self)
+        self.args.append(value)
+        return value
+
+    def append_op(self, opdef, inputs, attrs, result_types, loc=None, forward_op=None,
+                  blocks=()):
+        """Create an op with results of ``result_types`` [(shape, dtype), ...] (and nested
+        ``blocks``, which it becomes the parent of) and append it."""
         program = self.program
         if forward_op is None:
             forward_op = program._backward_of
-        op = Operation(opdef, inputs, attrs, self, loc=loc, forward_op=forward_op)
+        op = Operation(opdef, inputs, attrs, self, loc=loc, forward_op=forward_op,
+                       blocks=blocks)
+        for block in op.blocks:
+            block.parent_op = op
         results = op.results
         for index, (shape, dtype) in enumerate(result_types):
             results.append(Value(program, program._next_id, shape, dtype, op=op, index=index))
@@ -39,11 +73,23 @@ class Block:
         self.ops.append(op)
         return op
 
+    def encloses(self, other) -> bool:
+        """Is ``other`` this block or a block nested (at any depth) inside it?"""
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent_block
+        return False
+
     def __iter__(self):
         return iter(self.ops)
 
     def __len__(self):
         return len(self.ops)
+
+    def __repr__(self):
+        owner = "global" if self.parent_op is None else f"of {self.parent_op.name}"
+        return f"<Block {owner}: {len(self.args)} args, {len(self.ops)} ops>"
 
 
 class Program:
@@ -60,7 +106,9 @@ class Program:
         self.inputs: list[Value] = []
         self.parameters: list[Value] = []
         self._backward_of = None
-        self._scalar_constants: dict = {}  # (dtype, type, value) -> constant Value, for reuse
+        self._scalar_constants: dict = {}  # (block, dtype, type, value) -> constant Value
+        self._undo: list = []              # changes to existing ops, undone by a failed transaction
+        self._open_transactions = 0
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:
@@ -103,21 +151,36 @@ class Program:
             self._backward_of = saved
 
     # --- transactions ----------------------------------------------------------------------
+    def record_undo(self, undo) -> None:
+        """Inside a :meth:`transaction`, remember ``undo()``, which reverts a change made to
+        an existing op (a transformation that grows an op calls it); a failed transaction
+        calls it. Outside any transaction it is forgotten."""
+        if self._open_transactions:
+            self._undo.append(undo)
+
     def _snapshot(self):
-        return (self._next_id, len(self.ops), len(self.inputs), len(self.parameters))
+        block = current_block(self)
+        return (block, len(block.ops), self._next_id, len(self.inputs), len(self.parameters),
+                len(self._undo))
 
     def _restore(self, snapshot):
-        """Drop every op and Value created after ``snapshot`` (used by failed transformations)."""
-        next_id, num_ops, num_inputs, num_params = snapshot
-        del self.ops[num_ops:]
+        """Drop every op and Value created after ``snapshot`` in the insertion block, and
+        revert the changes recorded since (used by failed transformations)."""
+        block, num_ops, next_id, num_inputs, num_params, num_undo = snapshot
+        while len(self._undo) > num_undo:
+            self._undo.pop()()
+        del block.ops[num_ops:]
         del self.inputs[num_inputs:]
         del self.parameters[num_params:]
         self._next_id = next_id
         self.forget_cached_constants(next_id)
 
     def cached_scalar_constant(self, key, make):
-        """The constant Value cached under ``key``, made by ``make()`` on first use. Reusing
-        one Value for every ``x * 2.0`` keeps programs (and backward passes) small."""
+        """The constant Value cached under ``key`` in the insertion block, made by ``make()``
+        on first use. Reusing one Value for every ``x * 2.0`` keeps programs (and backward
+        passes) small; the cache is per block, so a constant of a loop body is never read
+        outside it."""
+        key = (current_block(self), key)
         value = self._scalar_constants.get(key)
         if value is None:
             value = self._scalar_constants[key] = make()
@@ -131,15 +194,21 @@ class Program:
 
     @contextlib.contextmanager
     def transaction(self):
-        """Everything appended inside is removed again if the block raises."""
+        """Everything appended to the insertion block inside is removed again, and every
+        recorded change reverted, if the block raises."""
         snapshot = self._snapshot()
         saved_backward_of = self._backward_of
+        self._open_transactions += 1
         try:
             yield
         except BaseException:
             self._restore(snapshot)
             self._backward_of = saved_backward_of
             raise
+        finally:
+            self._open_transactions -= 1
+            if not self._open_transactions:
+                self._undo.clear()
 
     # --- copies --------------------------------------------------------------------------
     def clone(self, keep=None):
@@ -152,34 +221,12 @@ class Program:
         new = Program()
         value_map: dict[Value, Value] = {}
         op_map: dict[Operation, Operation] = {}
-
-        def copy_ops(ops, block):
-            append = block.ops.append
-            for op in ops:
-                forward_op = op.forward_op
-                if forward_op is not None:
-                    forward_op = op_map.get(forward_op, forward_op)
-                new_op = Operation(op.opdef, [value_map[v] for v in op.inputs], op.attrs, block,
-                                   op.loc, forward_op)
-                results = new_op.results
-                for old in op.results:
-                    value = Value(new, old.id, old.shape, old.dtype, new_op, old.index, old.name,
-                                  old.stop_gradient)
-                    results.append(value)
-                    value_map[old] = value
-                for old_block in op.blocks:   # nesting depth, not program size, bounds this
-                    inner = Block(new, parent_op=new_op)
-                    copy_ops(old_block.ops, inner)
-                    new_op.blocks.append(inner)
-                body = op.attrs.get("_body") if op.blocks else None
-                if hasattr(body, "remap"):    # a fused body: captures/outputs into the copy
-                    new_op.attrs["_body"] = body.remap(value_map, new_op.blocks)
-                op_map[op] = new_op
-                append(new_op)
-
+        block = new.global_block()
         ops = self.ops if keep is None else [op for op in self.ops if op in keep]
         with gc_paused():
-            copy_ops(ops, new.global_block())
+            for op in ops:
+                block.ops.append(copy_op(op, [value_map[v] for v in op.inputs], op.attrs,
+                                         block, value_map, op_map))
         new._next_id = self._next_id
         new.inputs = [value_map[v] for v in self.inputs if v in value_map]
         new.parameters = [value_map[v] for v in self.parameters if v in value_map]
@@ -215,22 +262,121 @@ class Program:
         return to_dot(self, groups=groups)
 
 
-# --- the default program and program_guard ----------------------------------------------------
-_program_stack: list[Program] = [Program()]
+# --- copying ops -------------------------------------------------------------------------------
+# Copies fill every slot of a fresh Operation / Value directly: the constructors would only
+# re-check types that the copied objects already have
+_new_op = Operation.__new__
+_new_value = Value.__new__
+
+
+def copy_value(old, program, op=None, arg_of=None) -> Value:
+    """A copy of ``old`` (same id, type, name and flags) for ``program``."""
+    value = _new_value(Value)
+    value.program = program
+    value.id = old.id
+    value.shape = old.shape
+    value.dtype = old.dtype
+    value.op = op
+    value.index = old.index
+    value.name = old.name
+    value.stop_gradient = old.stop_gradient
+    value.grad = None
+    value.arg_of = arg_of
+    return value
+
+
+def copy_op(op, inputs, attrs, block, value_map, op_map, fill_block=None, kept=None) -> Operation:
+    """A copy of ``op`` for ``block`` (not appended to it) reading ``inputs``, with ``attrs``;
+    its results keep their ids, names and types and are entered in ``value_map`` (old Value
+    -> new), and ``op_map`` maps ``op`` to the copy (provenance follows it). Nested blocks are
+    copied with their arguments and yields; ``fill_block(index, old_block, new_block)``, if
+    given, fills each new block instead of copying its ops unchanged (a pass that rewrites
+    inside regions). ``kept = (result indices, [yield indices per block])`` keeps only those
+    results and yields (a region narrowed by dead-code elimination). Nesting depth, not program
+    size, bounds the recursion."""
+    program = block.program
+    forward_op = op.forward_op
+    if forward_op is not None:
+        forward_op = op_map.get(forward_op, forward_op)
+    new_op = _new_op(Operation)
+    new_op.opdef = op.opdef
+    new_op.inputs = list(inputs)
+    new_op.attrs = dict(attrs)
+    new_op.block = block
+    new_op.loc = op.loc
+    new_op.forward_op = forward_op
+    new_op.blocks = []
+    new_op.results = results = []
+    kept_results, kept_yields = kept if kept is not None else (None, None)
+    olds = op.results if kept_results is None else [op.results[i] for i in kept_results]
+    for index, old in enumerate(olds):
+        value = copy_value(old, program, op=new_op)
+        value.index = index
+        results.append(value)
+        value_map[old] = value
+    for number, old_block in enumerate(op.blocks):
+        inner = Block(program, parent_op=new_op)
+        for old_arg in old_block.args:
+            arg = copy_value(old_arg, program, arg_of=inner)
+            inner.args.append(arg)
+            value_map[old_arg] = arg
+        new_op.blocks.append(inner)
+        if fill_block is not None:
+            fill_block(number, old_block, inner)
+        else:
+            for inner_op in old_block.ops:
+                inner.ops.append(copy_op(inner_op, [value_map[v] for v in inner_op.inputs],
+                                         inner_op.attrs, inner, value_map, op_map))
+        yields = old_block.yields if kept_yields is None else \
+            [old_block.yields[i] for i in kept_yields[number]]
+        inner.yields = [value_map[v] for v in yields]
+    op_map[op] = new_op
+    return new_op
+
+
+# --- the default program, program_guard and insertion points ------------------------------------
+_default_program = Program()
+_guarded: contextvars.ContextVar = contextvars.ContextVar("symgrad_guarded_programs",
+                                                          default=())
+_insertion: contextvars.ContextVar = contextvars.ContextVar("symgrad_insertion_blocks",
+                                                            default=())
 
 
 def default_main_program() -> Program:
-    """The program ops go into when no input Value names one (``program_guard`` sets it)."""
-    return _program_stack[-1]
+    """The program ops go into when no input Value names one: the innermost
+    ``program_guard``'s program of this thread, else the process-wide default program."""
+    guarded = _guarded.get()
+    return guarded[-1] if guarded else _default_program
 
 
 @contextlib.contextmanager
 def program_guard(program: Program):
-    """Build ops into ``program`` inside the ``with`` block (Paddle's ``program_guard``)."""
+    """Build ops into ``program`` inside the ``with`` block (Paddle's ``program_guard``); per
+    thread."""
     if not isinstance(program, Program):
         raise TypeError(f"program_guard expects a symgrad.Program, got {type(program).__name__}")
-    _program_stack.append(program)
+    token = _guarded.set(_guarded.get() + (program,))
     try:
         yield program
     finally:
-        _program_stack.pop()
+        _guarded.reset(token)
+
+
+def current_block(program: Program) -> Block:
+    """Where ops built for ``program`` go now: its innermost block pushed by
+    :func:`insertion_point` in this thread, else its global block."""
+    for block in reversed(_insertion.get()):
+        if block.program is program:
+            return block
+    return program.global_block()
+
+
+@contextlib.contextmanager
+def insertion_point(block: Block):
+    """Build the ops of ``block.program`` into ``block`` inside the ``with`` block (a region
+    op's builder runs the user's branch or body function here)."""
+    token = _insertion.set(_insertion.get() + (block,))
+    try:
+        yield block
+    finally:
+        _insertion.reset(token)

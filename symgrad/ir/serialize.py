@@ -1,14 +1,18 @@
 """Program <-> JSON, without pickle.
 
 ``program_to_json(program, array_sink, fetches=())`` returns a JSON-able dict;
-``program_from_json(obj, array_source)`` rebuilds an equivalent :class:`Program` (same value ids,
-names, types, stop_gradient flags, ``.grad`` links, backward provenance and nested blocks) that
-can be printed, verified, compiled and differentiated again; ``fetches_from_json(obj,
-program)`` gives back the fetched Values of the loaded program.
+``program_from_json(obj, array_source, op_table)`` rebuilds an equivalent :class:`Program`
+(same value ids, names, types, stop_gradient flags, ``.grad`` links, backward provenance and
+nested blocks with their arguments and yields) that can be printed, verified, compiled and
+differentiated again; ``fetches_from_json(obj, program)`` gives back the fetched Values of the
+loaded program. ``op_table`` maps op names to OpDefs: the IR layer knows no op, so the caller
+passes the table (``symgrad.ops.op_table()``: the registry plus the library's internal ops).
+Nothing but the ops of that table is ever looked up, imported or instantiated on load.
 
 Values are referenced by their *position* in :func:`program_values` order (every result of
-every op, nested blocks in preorder), not by ``Value.id``: ids are only unique per block (a
-fusion op's results reuse the ids of the inner Values they export).
+every op and every argument of every block, nested blocks in preorder), not by ``Value.id``:
+ids are only unique per block (a fusion op's results reuse the ids of the inner Values they
+yield).
 
 Arrays never go into the JSON: ``array_sink(array) -> name`` stores each ndarray attr (a
 constant's value, a parameter's init...) and returns a name; ``array_source(name) -> ndarray``
@@ -21,60 +25,36 @@ gives it back. Other attrs are encoded with tags so that types survive the round
     np.generic scalar                      {"$scalar": "float32", "value": 1.5}
     slice, Ellipsis                        {"$slice": [start, stop, step]}, {"$ellipsis": true}
     ndarray                                {"$array": name}
-    Value, nested Block of the op          {"$value": position}, {"$block": index in op.blocks}
-    registered attr class                  {"$object": class name, "fields": {slot: value}}
-
-Attr classes (plain slot records such as the fusion pass's body description) are allowed with
-:func:`register_attr_class`; ops kept out of the public registry (the fusion op) are found
-through :func:`register_internal_op`. Nothing else is ever imported or instantiated on load.
 
 Layout: ``{"format", "version", "next_id", "inputs", "parameters", "grads", "fetches", "ops",
 "detached_ops"}``; each op is ``{"id", "op", "inputs", "attrs", "results", "forward_op", "loc",
 "blocks"}`` where ``forward_op`` is the ``id`` of the op it is the backward of and ``blocks`` a
-list of nested op lists. ``detached_ops`` keeps forward ops that passes removed from the program
-but that backward ops still name as their provenance. Walks are iterative (programs reach
-100,000 ops).
+list of ``{"args": [value records], "ops": [...], "yields": [positions]}``. ``detached_ops``
+keeps forward ops that passes removed from the program but that backward ops still name as
+their provenance. Walks are iterative (programs reach 100,000 ops).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from ..errors import ArtifactError
 from ..gc_pause import gc_paused
+from .graph import walk_ops
 from .operation import Operation
 from .program import Block, Program
 from .value import Value
 
 FORMAT = "symgrad-program"
-VERSION = 1
-
-INTERNAL_OPS: dict = {}      # name -> OpDef of library ops kept out of the public registry
-ATTR_CLASSES: dict = {}      # name -> class allowed as an attr value (slot records)
-
-
-def register_internal_op(opdef):
-    """Let programs containing ``opdef`` (not in the public registry) be loaded."""
-    INTERNAL_OPS[opdef.name] = opdef
-    return opdef
-
-
-def register_attr_class(cls):
-    """Allow instances of ``cls`` (a record with ``__slots__``) as attr values; usable as a
-    class decorator. Its slots are stored as attrs; loading fills a fresh instance."""
-    if not hasattr(cls, "__slots__"):
-        raise TypeError(f"{cls.__name__} must declare __slots__ to be stored as an attr")
-    ATTR_CLASSES[cls.__name__] = cls
-    return cls
+VERSION = 2      # 2: blocks carry arguments and yields (format 1 stored fused bodies as objects)
 
 
 # --- attrs ----------------------------------------------------------------------------------
 class _Encoder:
-    def __init__(self, array_sink, positions=None, op=None):
+    def __init__(self, array_sink):
         self.array_sink = array_sink
-        self.positions = positions or {}
-        self.op = op
 
     def __call__(self, value):
         if value is None or isinstance(value, (bool, str)):
@@ -99,22 +79,12 @@ class _Encoder:
             return {"$slice": [self(v) for v in (value.start, value.stop, value.step)]}
         if value is Ellipsis:
             return {"$ellipsis": True}
-        if isinstance(value, Value) and value in self.positions:
-            return {"$value": self.positions[value]}
-        if isinstance(value, Block) and self.op is not None and value in self.op.blocks:
-            return {"$block": self.op.blocks.index(value)}
-        cls = type(value)
-        if ATTR_CLASSES.get(cls.__name__) is cls:
-            return {"$object": cls.__name__,
-                    "fields": {slot: self(getattr(value, slot)) for slot in cls.__slots__}}
-        raise TypeError(f"cannot serialize a {cls.__name__} attr without pickle")
+        raise TypeError(f"cannot serialize a {type(value).__name__} attr without pickle")
 
 
 class _Decoder:
-    def __init__(self, array_source, values=(), op=None):
+    def __init__(self, array_source):
         self.array_source = array_source
-        self.values = values
-        self.op = op
 
     def __call__(self, obj):
         if isinstance(obj, list):
@@ -144,24 +114,12 @@ class _Decoder:
             return slice(*(self(v) for v in payload))
         if tag == "$ellipsis":
             return Ellipsis
-        if tag == "$value":
-            return _at(self.values, payload, "an attr")
-        if tag == "$block":
-            return self.op.blocks[payload]
-        if tag == "$object":
-            cls = ATTR_CLASSES.get(payload)
-            if cls is None:
-                raise ArtifactError(f"attr class {payload!r} is not registered for loading")
-            instance = cls.__new__(cls)
-            for slot in cls.__slots__:
-                setattr(instance, slot, self(obj["fields"][slot]))
-            return instance
         raise ArtifactError(f"unknown attr tag {tag!r}")
 
 
 def encode_attr(value, array_sink):
-    """The JSON form of one attr value without Value/Block references (see the module
-    docstring); ``TypeError`` for a type that cannot be stored without pickle."""
+    """The JSON form of one attr value (see the module docstring); ``TypeError`` for a type
+    that cannot be stored without pickle."""
     return _Encoder(array_sink)(value)
 
 
@@ -171,21 +129,21 @@ def decode_attr(obj, array_source):
 
 
 # --- program -> JSON ------------------------------------------------------------------------
-def _walk_ops(block):
-    """Every op of ``block`` and of its nested blocks, each op before its inner ops."""
-    stack = [iter(block.ops)]
-    while stack:
-        op = next(stack[-1], None)
-        if op is None:
-            stack.pop()
-            continue
-        yield op
-        stack.extend(iter(inner.ops) for inner in reversed(op.blocks))
-
-
 def program_values(program) -> list:
-    """Every Value the program defines, nested blocks included, in serialization order."""
-    return [v for op in _walk_ops(program.global_block()) for v in op.results]
+    """Every Value the program defines, nested blocks included, in serialization order: each
+    op's results, then for each of its blocks the block's arguments and inner values."""
+    values = []
+    stack = [iter(program.ops)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, Value):
+            values.append(item)
+        else:
+            values.extend(item.results)
+            stack.extend(itertools.chain(block.args, block.ops) for block in reversed(item.blocks))
+    return values
 
 
 _DTYPE_NAMES: dict = {}   # np.dtype -> name, and name -> np.dtype (dtype.name is slow)
@@ -220,7 +178,7 @@ def program_to_json(program: Program, array_sink, fetches=()) -> dict:
 def _program_to_json(program, array_sink, fetches):
     positions = {v: i for i, v in enumerate(program_values(program))}
     op_ids: dict[Operation, int] = {}
-    for op in _walk_ops(program.global_block()):
+    for op in walk_ops(program.ops):
         op_ids[op] = len(op_ids)
     detached: list[Operation] = []
     for op in list(op_ids):
@@ -229,9 +187,9 @@ def _program_to_json(program, array_sink, fetches):
             op_ids[forward] = len(op_ids)
             detached.append(forward)
             forward = forward.forward_op
+    encode = _Encoder(array_sink)
 
     def op_record(op, inputs):
-        encode = _Encoder(array_sink, positions, op)
         try:
             attrs = {k: encode(v) for k, v in op.attrs.items()}
         except TypeError as exc:
@@ -252,9 +210,13 @@ def _program_to_json(program, array_sink, fetches):
             continue
         record = op_record(op, [_position(positions, v, op) for v in op.inputs])
         out.append(record)
-        record["blocks"] = [[] for _ in op.blocks]
-        stack.extend((iter(block.ops), inner)
-                     for block, inner in reversed(list(zip(op.blocks, record["blocks"]))))
+        record["blocks"] = []
+        for block in op.blocks:
+            block_record = {"args": [_value_record(v) for v in block.args], "ops": [],
+                            "yields": [_position(positions, v, op) for v in block.yields]}
+            record["blocks"].append(block_record)
+        stack.extend((iter(block.ops), block_record["ops"])
+                     for block, block_record in reversed(list(zip(op.blocks, record["blocks"]))))
 
     # a detached op's inputs may be gone from the program too: keep their types
     detached_records = [op_record(op, [_value_record(v) for v in op.inputs]) for op in detached]
@@ -277,16 +239,8 @@ def _position(positions, value, where):
 
 
 # --- JSON -> program ------------------------------------------------------------------------
-def _op_table():
-    """Every op a program may name: the public registry plus the library's internal ops."""
-    from ..ops.core import REGISTRY  # late imports: the IR layer does not import ops at load
-    from .. import passes  # noqa: F401  (registers the library's internal ops)
-
-    return {**INTERNAL_OPS, **REGISTRY}
-
-
 def _lookup_opdef(table, name):
-    opdef = table.get(name)
+    opdef = table.get(name) if isinstance(name, str) else None
     if opdef is None:
         raise ArtifactError(
             f"program uses op {name!r}, which is not registered in this process; import the "
@@ -294,10 +248,11 @@ def _lookup_opdef(table, name):
     return opdef
 
 
-def _new_value(program, record, op, index):
+def _new_value(program, record, op, index, arg_of=None):
     shape = [None if d is None else int(d) for d in record["shape"]]
     return Value(program, int(record["id"]), shape, _dtype(record["dtype"]), op=op,
-                 index=index, name=record["name"], stop_gradient=bool(record["stop_gradient"]))
+                 index=index, name=record["name"], stop_gradient=bool(record["stop_gradient"]),
+                 arg_of=arg_of)
 
 
 def _at(values, position, where):
@@ -306,13 +261,13 @@ def _at(values, position, where):
     return values[position]
 
 
-def program_from_json(obj, array_source) -> Program:
-    """Rebuild the Program described by ``obj`` (from :func:`program_to_json`). Raises
-    :class:`~symgrad.errors.ArtifactError` for a malformed description, a newer format or an
-    op that is not registered."""
+def program_from_json(obj, array_source, op_table) -> Program:
+    """Rebuild the Program described by ``obj`` (from :func:`program_to_json`), looking its
+    ops up by name in ``op_table``. Raises :class:`~symgrad.errors.ArtifactError` for a
+    malformed description, another format version or an op the table does not hold."""
     try:
         with gc_paused():
-            return _program_from_json(obj, array_source)
+            return _program_from_json(obj, array_source, op_table)
     except ArtifactError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
@@ -329,18 +284,22 @@ def fetches_from_json(obj, program) -> list:
     return [_at(values, position, "fetches") for position in fetches]
 
 
-def _program_from_json(obj, array_source):
+def _program_from_json(obj, array_source, table):
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ArtifactError(f"not a serialized symgrad program (expected format {FORMAT!r})")
     version = obj.get("version")
     if not isinstance(version, int) or version > VERSION:
         raise ArtifactError(f"serialized program version {version!r} is not supported by this "
                             f"symgrad (it reads versions up to {VERSION}); upgrade symgrad")
+    if version < VERSION:
+        raise ArtifactError(f"serialized program version {version} was written by an older "
+                            f"symgrad (this one reads version {VERSION}); compile and save the "
+                            f"program again")
     program = Program()
     values: list[Value] = []
     ops: dict[int, Operation] = {}
-    pending = []  # (op, record): inputs, attrs and provenance are wired in the second pass
-    table = _op_table()
+    pending = []         # (op, record): inputs, attrs and provenance are wired in the second pass
+    pending_yields = []  # (block, positions)
 
     def build(record, block):
         op = Operation(_lookup_opdef(table, record["op"]), [], {}, block, loc=record.get("loc"))
@@ -364,25 +323,35 @@ def _program_from_json(obj, array_source):
             value = _new_value(program, result, op, index)
             values.append(value)
             op.results.append(value)
-        nested = [(Block(program, parent_op=op), inner) for inner in record.get("blocks", [])]
+        nested = []
+        for block_record in record.get("blocks", []):
+            inner = Block(program, parent_op=op)
+            for index, arg in enumerate(block_record["args"]):
+                value = _new_value(program, arg, None, index, arg_of=inner)
+                values.append(value)
+                inner.args.append(value)
+            pending_yields.append((inner, block_record["yields"]))
+            nested.append((inner, block_record["ops"]))
         op.blocks = [b for b, _ in nested]
-        stack.extend((iter(inner), b) for b, inner in reversed(nested))
+        stack.extend((iter(inner_ops), b) for b, inner_ops in reversed(nested))
 
     for record in obj.get("detached_ops", []):
         op = build(record, None)
         op.results = [_new_value(program, r, op, i) for i, r in enumerate(record["results"])]
         op.inputs = [_new_value(program, r, None, 0) for r in record["inputs"]]
 
+    decode = _Decoder(array_source)
     for op, record in pending:
         if op.block is not None:
             op.inputs = [_at(values, v, f"op {op.name}") for v in record["inputs"]]
-        decode = _Decoder(array_source, values, op)
         op.attrs = {k: decode(v) for k, v in record["attrs"].items()}
         forward = record.get("forward_op")
         if forward is not None:
             if forward not in ops:
                 raise ArtifactError(f"op {op.name}: provenance names unknown op id {forward}")
             op.forward_op = ops[forward]
+    for block, positions in pending_yields:
+        block.yields = [_at(values, v, "a block's yields") for v in positions]
 
     program._next_id = max([int(obj["next_id"])] + [v.id + 1 for v in values])
     program.inputs = [_at(values, i, "inputs") for i in obj["inputs"]]

@@ -1,25 +1,58 @@
-"""The IR verifier: SSA order, program membership, and result types against shape rules."""
+"""The IR verifier: SSA order and scoping, program membership, region captures, and result
+types against shape rules, in every block."""
 from __future__ import annotations
 
 from ..errors import VerificationError
-from .printer import format_op
+from .graph import free_values
+from .printer import explicit_count, format_op
 
 
 def verify(program) -> None:
-    """Check that every op's inputs are defined earlier in the same program, that results
-    belong to their op, and that result types equal what the op's shape rule infers."""
-    defined: set[int] = set()
-    for position, op in enumerate(program.ops):
-        def where():
-            return f"op #{position} `{format_op(op)}`"
+    """Check, block by block (nested blocks included), that every Value an op reads (or a
+    block yields) is defined earlier in its block, as an argument of it, or before the region
+    op in an enclosing block; that results belong to their op; that a region op lists every
+    Value its blocks capture among its inputs; and that result types equal what the op's
+    shape rule infers."""
+    _verify_block(program, program.global_block(), set(), "op #")
 
+
+def _verify_block(program, block, visible, prefix):
+    """``visible``: the Values of enclosing blocks defined before this block's op; the block's
+    own definitions are added while it is checked and removed after, so they never leak out.
+    Recursion is over nesting depth only."""
+    defined = []
+    for arg in block.args:
+        if arg.program is not program or arg.arg_of is not block:
+            raise VerificationError(f"{prefix}: argument %{arg.id} is not owned by its block")
+        visible.add(arg)
+        defined.append(arg)
+    for position, op in enumerate(block.ops):
+        def where():
+            return f"{prefix}{position} `{format_op(op)}`"
+
+        if op.block is not block:
+            raise VerificationError(f"{where()}: the op does not name its block")
         for value in op.inputs:
             if value.program is not program:
                 raise VerificationError(f"{where()}: input %{value.id} belongs to another program")
-            if id(value) not in defined:
-                raise VerificationError(f"{where()}: input %{value.id} is used before it is defined")
+            if value not in visible:
+                raise VerificationError(f"{where()}: input %{value.id} is used before it is "
+                                        f"defined, or outside the region that defines it")
+        for index, inner in enumerate(op.blocks):
+            if inner.parent_op is not op:
+                raise VerificationError(f"{where()}: block {index} does not name its op")
+            _verify_block(program, inner, visible, f"{prefix}{position}.{index}.")
+        if op.blocks:
+            inputs = set(op.inputs)
+            missing = [v for v in free_values(op.blocks) if v not in inputs]
+            if missing:
+                raise VerificationError(f"{where()}: its blocks read %{missing[0].id}, which "
+                                        f"the op does not list among its inputs")
+            if explicit_count(op) > len(op.inputs):
+                raise VerificationError(f"{where()}: fewer inputs than explicit operands")
         try:
-            expected = op.opdef.infer_types([(v.shape, v.dtype) for v in op.inputs], op.attrs)
+            expected = op.opdef.infer_types([(v.shape, v.dtype) for v in op.inputs], op.attrs,
+                                            op.blocks)
         except Exception as exc:  # the shape rule itself rejects the op
             raise VerificationError(f"{where()}: shape rule fails: {exc}") from exc
         actual = [(v.shape, v.dtype) for v in op.results]
@@ -29,6 +62,13 @@ def verify(program) -> None:
         for index, value in enumerate(op.results):
             if value.op is not op or value.index != index or value.program is not program:
                 raise VerificationError(f"{where()}: result {index} is not owned by the op")
-            if id(value) in defined:
+            if value in visible:
                 raise VerificationError(f"{where()}: %{value.id} is defined twice")
-            defined.add(id(value))
+            visible.add(value)
+            defined.append(value)
+    for value in block.yields:
+        if value not in visible:
+            raise VerificationError(f"{prefix[:-1]}: yields %{value.id}, which the block "
+                                    f"cannot see")
+    if block.parent_op is not None:
+        visible.difference_update(defined)

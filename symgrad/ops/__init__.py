@@ -1,11 +1,17 @@
 """The op library: the registry and one front-end function per op.
 
-Importing this package registers every built-in op. Each area lives in its own module and
-lists its front-end functions in ``__all__``; this package re-exports them.
+Importing this package registers every built-in op and installs Value's operators. Each area
+lives in its own module and lists its front-end functions in ``__all__``; this package
+re-exports them.
 """
-from . import activation, elementwise, linalg, nn_ops, reduction, shape
-from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGISTRY, SOURCE,
-                   Algebra, OpDef, as_value, as_values, bind, get_op, register)
+import sys
+
+from . import (activation, control_flow, elementwise, fused, linalg, nn_ops, operators,
+               reduction, shape)
+from .control_flow import *  # noqa: F401,F403
+from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGION, REGISTRY,
+                   SOURCE, Algebra, OpDef, Region, as_value, as_values, bind, get_op, op_table,
+                   register)
 from .elementwise import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn_ops import *  # noqa: F401,F403
@@ -13,6 +19,8 @@ from .reduction import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .source import constant, data, full, ones, parameter, zeros
 
+operators.install(sys.modules[__name__])
+
 __all__ = ["constant", "data", "full", "ones", "parameter", "zeros",
            *elementwise.__all__, *activation.__all__, *reduction.__all__, *shape.__all__,
-           *linalg.__all__, *nn_ops.__all__]
+           *linalg.__all__, *nn_ops.__all__, *control_flow.__all__]

@@ -35,18 +35,24 @@ Contract of each field:
     copied in, so generated code runs with NumPy alone).
 ``algebra``
     What the simplify pass may assume about the op (:class:`Algebra`; nothing by default).
+``region``
+    For a region op (category ``REGION``: ``cond``, ``while_loop``, ``scan``, the fusion op),
+    its :class:`Region` rules; ``infer`` then takes ``(input_types, attrs, blocks)``.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 from typing import Callable
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ProgramMismatchError, ShapeError
+from ..errors import DTypeError, ProgramMismatchError, ScopeError, ShapeError
+from ..ir.graph import free_values, is_visible
 from ..ir.location import user_location
-from ..ir.program import default_main_program
+from ..ir.program import current_block, default_main_program
 from ..ir.value import Value, format_shape
 
 # --- categories (fusion and codegen dispatch on these, never on op names) -----------------------
@@ -55,7 +61,8 @@ ELEMENTWISE = "elementwise"  # out[i] = f(a[i], b[i], ...) under NumPy broadcast
 INJECTIVE = "injective"      # pure data movement: reshape, transpose, broadcast, slice, pad, concat
 REDUCTION = "reduction"      # reduces axes: sum, mean, max, min, prod, argmax...
 OPAQUE = "opaque"            # library calls: matmul, conv2d, pooling, softmax...
-CATEGORIES = (SOURCE, ELEMENTWISE, INJECTIVE, REDUCTION, OPAQUE)
+REGION = "region"            # owns nested blocks: cond, while_loop, scan, fused groups
+CATEGORIES = (SOURCE, ELEMENTWISE, INJECTIVE, REDUCTION, OPAQUE, REGION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +101,26 @@ class Algebra:
 NO_ALGEBRA = Algebra()
 
 
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """What every layer needs to know about a region op, declared once with its OpDef.
+
+    ``block_names``: a name per block, for the printer (``("then", "else")``).
+    ``explicit_inputs(attrs) -> int``: how many leading inputs are explicit operands; the
+    rest are captures (the Values of enclosing blocks that its blocks read).
+    ``run(op, args, run_block) -> [array, ...]``: the reference semantics, given the input
+    arrays and ``run_block(block, arg_arrays) -> [yielded arrays]`` (the interpreter's).
+    ``narrow(op, used) -> (attrs, kept_results, kept_yields) | None``: given which results are
+    used, the attrs, result indices and per-block yield indices of an equivalent op without
+    the unused results (None when nothing can be dropped); lets DCE reach into regions.
+    """
+
+    block_names: tuple
+    explicit_inputs: Callable
+    run: Callable
+    narrow: Callable | None = None
+
+
 @dataclasses.dataclass(eq=False)
 class OpDef:
     name: str
@@ -109,17 +136,30 @@ class OpDef:
     doc: str = ""
     user_defined: bool = False
     algebra: Algebra = NO_ALGEBRA
+    region: Region | None = None
 
     def __post_init__(self):
         self._infer_cache: dict = {}
         if self.category not in CATEGORIES:
             raise ValueError(f"unknown op category {self.category!r}")
 
-    def infer_types(self, input_types, attrs) -> list:
-        """The rule's result normalised to a list of ``(shape tuple, np.dtype)``.
+    @property
+    def block_names(self) -> tuple:
+        return self.region.block_names if self.region is not None else ()
+
+    def explicit_inputs(self, attrs) -> int:
+        """How many leading inputs of an op with ``attrs`` are explicit operands (a region
+        op's others are captures)."""
+        return self.region.explicit_inputs(attrs)
+
+    def infer_types(self, input_types, attrs, blocks=()) -> list:
+        """The rule's result normalised to a list of ``(shape tuple, np.dtype)`` (a region
+        op's rule also reads its ``blocks``).
 
         Results of attr-free ops are memoised by input types (shape rules are pure), which
         keeps building long programs and their backward cheap."""
+        if self.region is not None:
+            return [(tuple(s), np.dtype(d)) for s, d in self.infer(input_types, attrs, blocks)]
         if not attrs:
             key = tuple(input_types)
             cached = self._infer_cache.get(key)
@@ -147,7 +187,7 @@ class OpDef:
 
 
 def _numpy_lowers(opdef) -> bool:
-    return opdef.category == SOURCE or "numpy" in opdef.emitters
+    return opdef.category in (SOURCE, REGION) or "numpy" in opdef.emitters
 
 
 # Which code generator lowers which op: the NumPy backend needs a "numpy" emitter; the CUDA
@@ -171,6 +211,7 @@ def evaluate_vjp(op, cotangents, wanted=None) -> list:
 
 
 REGISTRY: dict[str, OpDef] = {}
+INTERNAL_OPS: dict[str, OpDef] = {}   # library ops kept out of the public registry (fusion)
 
 
 def register(opdef: OpDef, *, replace: bool = False) -> OpDef:
@@ -179,6 +220,19 @@ def register(opdef: OpDef, *, replace: bool = False) -> OpDef:
         raise ValueError(f"op {opdef.name!r} is already registered")
     REGISTRY[opdef.name] = opdef
     return opdef
+
+
+def register_internal_op(opdef: OpDef) -> OpDef:
+    """Declare a library op that users do not build (the fusion op): kept out of the public
+    registry, but programs holding it can be loaded."""
+    INTERNAL_OPS[opdef.name] = opdef
+    return opdef
+
+
+def op_table() -> dict[str, OpDef]:
+    """Every op a program may name, by name: the public registry and the internal ops (what
+    :func:`symgrad.ir.serialize.program_from_json` looks ops up in)."""
+    return {**INTERNAL_OPS, **REGISTRY}
 
 
 def get_op(name: str) -> OpDef:
@@ -220,23 +274,77 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
     elif inputs:
         if program_of(inputs, opdef.name) is not program:
             raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program")
+    block = current_block(program)
+    check_visible(opdef.name, inputs, block)
     input_types = [(v.shape, v.dtype) for v in inputs]
     try:
         result_types = opdef.infer_types(input_types, attrs)
     except (ShapeError, DTypeError) as exc:
-        loc = user_location()
-        shown = ", ".join(dtypes_shape(t) for t in input_types) or "no inputs"
-        message = f"{opdef.name}: {exc} (inputs: {shown})"
-        if loc:
-            message += f"\n  built at {loc}"
-        raise type(exc)(message) from None
+        raise_with_context(exc, opdef.name, input_types)
     # Backward ops point at the forward op's line (cheaper than walking the stack each time).
     forward_op = program._backward_of
     loc = forward_op.loc if forward_op is not None else user_location()
-    op = program.global_block().append_op(opdef, inputs, attrs, result_types, loc=loc)
+    op = block.append_op(opdef, inputs, attrs, result_types, loc=loc)
     if len(op.results) == 1:
         return op.results[0]
     return tuple(op.results)
+
+
+def bind_region(opdef: OpDef, operands, attrs, blocks, program):
+    """Build one region op of ``program`` owning ``blocks`` (filled by the caller, not yet
+    attached): its inputs are ``operands`` followed by the captures (what the blocks read from
+    enclosing blocks, :func:`~symgrad.ir.graph.free_values`). Returns the op."""
+    block = current_block(program)
+    inputs = list(operands) + free_values(blocks)
+    check_visible(opdef.name, inputs, block)
+    input_types = [(v.shape, v.dtype) for v in inputs]
+    try:
+        result_types = opdef.infer_types(input_types, attrs, blocks)
+    except (ShapeError, DTypeError) as exc:
+        raise_with_context(exc, opdef.name, input_types)
+    forward_op = program._backward_of
+    loc = forward_op.loc if forward_op is not None else user_location()
+    return block.append_op(opdef, inputs, attrs, result_types, loc=loc, blocks=blocks)
+
+
+_scope_checked: contextvars.ContextVar = contextvars.ContextVar("symgrad_scope_checked",
+                                                               default=True)
+
+
+@contextlib.contextmanager
+def deferred_scope_checks():
+    """Let ops read Values of other regions inside the ``with`` block: a loop's VJP builds its
+    backward body from the forward body's Values, then replaces them by residuals."""
+    token = _scope_checked.set(False)
+    try:
+        yield
+    finally:
+        _scope_checked.reset(token)
+
+
+def check_visible(name, inputs, block) -> None:
+    """Raise :class:`ScopeError` if an input is not visible from ``block`` (a Value built in
+    a branch or loop body read outside it, or in another region)."""
+    if not _scope_checked.get():
+        return
+    for value in inputs:
+        defining = value.block
+        if defining is not block and not is_visible(value, block):
+            raise ScopeError(
+                f"{name}: %{value.id} ({value.type_str}) was built inside a region (a cond "
+                f"branch or loop body) and cannot be read outside it; return it from the "
+                f"branch or body function instead")
+
+
+def raise_with_context(exc, name, input_types):
+    """Re-raise a shape rule's ``exc`` prefixed with the op name, the input types and the
+    user's source line."""
+    loc = user_location()
+    shown = ", ".join(dtypes_shape(t) for t in input_types) or "no inputs"
+    message = f"{name}: {exc} (inputs: {shown})"
+    if loc:
+        message += f"\n  built at {loc}"
+    raise type(exc)(message) from None
 
 
 def dtypes_shape(t) -> str:

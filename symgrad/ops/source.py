@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..errors import ShapeError
-from ..ir.program import default_main_program
+from ..errors import ScopeError, ShapeError
+from ..ir.program import current_block, default_main_program
 from ..ir.value import format_shape
 from .core import SOURCE, Algebra, OpDef, bind, register
 
@@ -72,6 +72,9 @@ full_p = register(OpDef(
 
 
 def _check_name(program, name):
+    if current_block(program) is not program.global_block():
+        raise ScopeError(f"{name!r}: data and parameters belong to the program's global block; "
+                         f"create them before the cond/loop and read them in the function")
     if not isinstance(name, str) or not name:
         raise TypeError(f"a name must be a non-empty string, got {name!r}")
     for value in program.inputs + program.parameters:

@@ -18,9 +18,11 @@ import dataclasses
 import functools
 
 from ..gc_pause import gc_paused
+from ..ir.graph import walk_ops
 from ..ir.printer import counted, format_program
+from ..ops.fused import FUSION, is_fusion
 from .cse import cse
-from .fusion import FUSION, FusedBody, fuse, is_fusion, partition, split_body
+from .fusion import fuse, partition, split_body
 from .memory import attach_plan, memory_plan
 from .prune import prune
 from .simplify import simplify
@@ -39,7 +41,7 @@ DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
 ANNOTATIONS = {"memory_plan": attach_plan}
 ADDED_STATS = ("cse_merged", "simplified", "pruned_ops")   # summed over passes
 
-__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "FusedBody", "PASSES",
+__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "PASSES",
            "PassReport", "count_ops", "cse", "fuse", "is_fusion", "memory_plan", "optimize",
            "partition", "prune", "simplify", "split_body"]
 
@@ -58,8 +60,9 @@ class PassReport:
 
 
 def count_ops(program) -> int:
-    """Ops of the program, counting the ops inside fused groups rather than the groups."""
-    return sum(len(op.blocks[0].ops) if is_fusion(op) else 1 for op in program.ops)
+    """Ops of the program, nested ones included, counting the ops inside fused groups rather
+    than the groups."""
+    return sum(not is_fusion(op) for op in walk_ops(program.ops))
 
 
 def _annotate(op):

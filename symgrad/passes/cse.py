@@ -3,11 +3,13 @@
 Two ops are the same when they apply the same OpDef to the same (already deduplicated)
 inputs with equal attributes. Array attributes compare by value when small
 (:data:`SMALL_ARRAY`) and by identity otherwise; floats compare by their exact repr (so
-``0.0`` and ``-0.0`` stay apart). Feedable sources (data, parameters) and ops owning blocks
-are never merged. A forward analysis sweep finds the repeats (keys hold object ids and
+``0.0`` and ``-0.0`` stay apart). Feedable sources (data, parameters) and region ops are never
+merged; the ops inside regions are, with the twins of enclosing blocks in scope. A forward analysis sweep finds the repeats (keys hold object ids and
 attribute values, never printed text); the program is rebuilt only when there are some.
 """
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 
@@ -54,23 +56,35 @@ def op_key(opdef, inputs, attrs):
 
 def find_twins(program) -> dict:
     """``{op: earlier op computing the same}`` for the ops CSE removes (an analysis sweep on
-    ``program``, which it does not modify)."""
-    seen: dict = {}
+    ``program``, which it does not modify). Inside a region an op may have a twin in an
+    enclosing block (it then reads that one, a capture), never in a sibling block."""
     twins: dict = {}
     canonical: dict = {}       # result of a removed op -> the equal result of its twin
+    _find(program.ops, collections.ChainMap({}), twins, canonical)
+    return twins
+
+
+def _find(ops, seen, twins, canonical) -> None:
+    """Recursion over nesting depth only: each nested block sees ``seen`` through a new layer
+    that is dropped when the block ends."""
     canon = canonical.get
-    for op in program.ops:
+    for op in ops:
         opdef = op.opdef
-        if opdef.feedable or op.blocks:
+        if op.blocks:
+            for block in op.blocks:
+                _find(block.ops, seen.new_child(), twins, canonical)
+            continue
+        if opdef.feedable:
             continue
         inputs = [canon(v, v) for v in op.inputs] if canonical else op.inputs
         key = op_key(opdef, inputs, op.attrs)
-        twin = seen.setdefault(key, op)
-        if twin is not op:
-            twins[op] = twin
-            for old, new in zip(op.results, twin.results):
-                canonical[old] = new
-    return twins
+        twin = seen.get(key)
+        if twin is None:
+            seen[key] = op
+            continue
+        twins[op] = twin
+        for old, new in zip(op.results, twin.results):
+            canonical[old] = new
 
 
 def cse(program, fetches, options):
@@ -80,16 +94,22 @@ def cse(program, fetches, options):
         return program, list(fetches), {"cse_merged": 0}
     builder = Rebuilder(program)
     value_map = builder.value_map
-    copy = builder.copy
-    for op in program.ops:
-        twin = twins.get(op)
-        if twin is None:
-            copy(op)
-            continue
-        for old, kept in zip(op.results, twin.results):
-            new = value_map[kept]
-            value_map[old] = new
-            if new.name is None and old.name is not None:
-                new.name = old.name
+
+    def rebuild(ops):
+        for op in ops:
+            twin = twins.get(op)
+            if twin is None:
+                if op.blocks:
+                    builder.copy_region(op, lambda index, block: rebuild(block.ops))
+                else:
+                    builder.copy(op)
+                continue
+            for old, kept in zip(op.results, twin.results):
+                new = value_map[kept]
+                value_map[old] = new
+                if new.name is None and old.name is not None:
+                    new.name = old.name
+
+    rebuild(program.ops)
     new, new_fetches = builder.finish(fetches)
     return new, new_fetches, {"cse_merged": len(twins)}

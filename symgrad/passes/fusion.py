@@ -1,11 +1,12 @@
 """Fusion partition: group ops that a backend can run as one loop (or one kernel).
 
 The pass returns a program in which every fused group of two or more ops is ONE op of the
-internal OpDef :data:`FUSION` (category OPAQUE). That op owns a nested block holding the
-group's ops (printed indented under it), its inputs are the group's external inputs (its
-*captures*) and its results are the group's values used outside it or fetched; each result
-keeps the id and name of the inner Value it exports. ``op.attrs["_body"]`` is the
-:class:`FusedBody` (captures, block, outputs) and ``op.attrs["group"]`` the group number.
+internal region OpDef :data:`~symgrad.ops.fused.FUSION`. That op owns a block holding the
+group's ops (printed indented under it); its inputs are the group's external inputs (its
+*captures*, which the inner ops read directly) and the block yields the group's values used
+outside it or fetched, which are the op's results; each result keeps the id and name of the
+inner Value it yields. ``op.attrs["group"]`` is the group number. Every block is partitioned
+on its own, the bodies of loops and branches included (a group never spans blocks).
 
 Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
 
@@ -37,66 +38,21 @@ the group's first op); groups merge small into large.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 
+from ..ir.graph import walk_blocks
 from ..ir.operation import Operation
 from ..ir.program import Block
-from ..ir.serialize import register_attr_class, register_internal_op
 from ..ir.value import Value
-from ..ops.core import ELEMENTWISE, OPAQUE, REDUCTION, OpDef
+from ..ops.core import ELEMENTWISE, REDUCTION
+from ..ops.fused import FUSION, is_fusion
 from .rewrite import Rebuilder
 
 MAX_GROUP_ARGS = 32
 # a chunk loop of fewer chunks runs on the calling thread (the NumPy backend's module reads it)
 MIN_PARALLEL_CHUNKS = 4
 CONVEXITY_BUDGET = 256
-
-
-@register_attr_class  # saved artifacts store fused programs (symgrad.ir.serialize)
-class FusedBody:
-    """What a fusion op computes: ``captures`` (outer Values, in the op's input order) feed
-    the ops of ``block``; ``outputs`` (inner Values, in the op's result order) come out."""
-
-    __slots__ = ("captures", "block", "outputs")
-
-    def __init__(self, captures, block, outputs):
-        self.captures = list(captures)
-        self.block = block
-        self.outputs = list(outputs)
-
-    def remap(self, value_map, blocks):
-        """The body of a copied fusion op (``Rebuilder.copy`` calls this)."""
-        return FusedBody([value_map[v] for v in self.captures], blocks[0],
-                         [value_map[v] for v in self.outputs])
-
-    def __repr__(self):
-        return f"<FusedBody of {len(self.block.ops)} ops>"
-
-
-def _fusion_types(types, attrs):
-    return [(v.shape, v.dtype) for v in attrs["_body"].outputs]
-
-
-def _run_fused(*arrays, _body, **_):
-    """Reference semantics of a fusion op: run its block op by op."""
-    import numpy as np
-
-    env = dict(zip(_body.captures, arrays))
-    for op in _body.block.ops:
-        result = op.opdef.impl(*[env[v] for v in op.inputs], **op.attrs)
-        for value, array in zip(op.results, result if isinstance(result, tuple) else (result,)):
-            array = np.asarray(array)
-            env[value] = array if array.dtype == value.dtype else array.astype(value.dtype)
-    return tuple(env[v] for v in _body.outputs)
-
-
-FUSION = register_internal_op(OpDef(
-    "fusion", OPAQUE, infer=_fusion_types, impl=_run_fused,
-    doc="Internal: a fused group of ops (nested block); made by the fusion pass."))
-
-
-def is_fusion(op) -> bool:
-    return op.opdef is FUSION
 
 
 def split_body(op):
@@ -115,7 +71,7 @@ def split_body(op):
 def map_outputs(op) -> list[bool]:
     """Per result of fusion op ``op``: is it a map-phase value (of the iteration shape)?"""
     map_ops = set(split_body(op)[0])
-    return [inner.op in map_ops for inner in op.attrs["_body"].outputs]
+    return [inner.op in map_ops for inner in op.blocks[0].yields]
 
 
 # --- partition ---------------------------------------------------------------------------------
@@ -156,8 +112,8 @@ def worth_a_loop(op, options) -> bool:
 class _Partitioner:
     """Greedy partition in program order into convex groups."""
 
-    def __init__(self, program, options):
-        self.ops = program.ops
+    def __init__(self, ops, options):
+        self.ops = ops
         self.pos = {op: i for i, op in enumerate(self.ops)}
         self.group_of: dict = {}
         self.epilogue_ops: set = set()
@@ -176,7 +132,7 @@ class _Partitioner:
                 return True
             for value in op.inputs:
                 producer = value.op
-                if producer not in seen and pos[producer] >= min_pos:
+                if producer not in seen and pos.get(producer, -1) >= min_pos:
                     seen.add(producer)
                     stack.append(producer)
         return False
@@ -211,7 +167,7 @@ class _Partitioner:
                 return None
             min_pos = min(g.min_pos for g in groups)
         for value in check:
-            if pos[value.op] >= min_pos and self._reaches(value.op, groups, min_pos):
+            if pos.get(value.op, -1) >= min_pos and self._reaches(value.op, groups, min_pos):
                 return None
         return check
 
@@ -323,28 +279,29 @@ class _Partitioner:
 
 
 def partition(program, options) -> list[list[Operation]]:
-    """The fused groups of ``program``: lists of two or more ops, each in program order."""
-    return _partition_and_schedule(program, options)[0]
+    """The fused groups of ``program``'s global block: lists of two or more ops, each in
+    program order."""
+    return _partition_and_schedule(program.ops, options)[0]
 
 
-def _partition_and_schedule(program, options):
+def _partition_and_schedule(ops, options):
     """``(groups, units in schedule order, unit number of each op)``. Convex groups can still
     depend on each other both ways when they interleave; the groups on such a cycle of the
     group graph are dissolved (their ops stay unfused), which leaves it acyclic."""
-    partitioner = _Partitioner(program, options)
+    partitioner = _Partitioner(ops, options)
     pos, epilogue_ops = partitioner.pos, partitioner.epilogue_ops
     groups = []
     for group in partitioner.run():   # map ops, then the reduction and the epilogue
         if len(group.members) >= 2:
             groups.append(sorted(group.members, key=lambda op: (op in epilogue_ops, pos[op])))
     groups.sort(key=lambda members: min(pos[op] for op in members))
-    order, unit_of, successors = _schedule(program.ops, groups, pos)
+    order, unit_of, successors = _schedule(ops, groups, pos)
     if len(order) < len(successors):
         scheduled = {unit_of[members[0]] for members in order}
         cyclic = _on_cycles(set(range(len(successors))) - scheduled, successors)
         # units 0 .. len(groups)-1 are the groups, in order
         groups = [members for i, members in enumerate(groups) if i not in cyclic]
-        order, unit_of, successors = _schedule(program.ops, groups, pos)
+        order, unit_of, successors = _schedule(ops, groups, pos)
         if len(order) < len(successors):  # dissolving the cycles' groups leaves none
             raise AssertionError("fusion produced a cyclic schedule")
     return groups, order, unit_of
@@ -368,8 +325,9 @@ def _schedule(ops, groups, pos):
     indegree = [0] * len(units)
     successors = [[] for _ in units]
     for index, members in enumerate(units):
-        preds = {unit_of[v.op] for op in members for v in op.inputs}
+        preds = {unit_of.get(v.op) for op in members for v in op.inputs}
         preds.discard(index)
+        preds.discard(None)     # Values of enclosing blocks and block arguments
         indegree[index] = len(preds)
         for pred in preds:
             successors[pred].append(index)
@@ -430,7 +388,8 @@ def _on_cycles(nodes, successors) -> set:
 
 
 def _emit_group(builder, members, number, exported):
-    """Append one fusion op computing ``members``; returns it."""
+    """Append one fusion op computing ``members`` to the builder's insertion block; returns
+    it."""
     member_set = set(members)
     captures, seen = [], set()
     for op in members:
@@ -439,49 +398,97 @@ def _emit_group(builder, members, number, exported):
                 seen.add(value)
                 captures.append(value)
     program = builder.program
-    fusion_op = Operation(FUSION, [builder.get(v) for v in captures], {}, program.global_block())
+    outer = builder.block
+    fusion_op = Operation(FUSION, [builder.get(v) for v in captures], {"group": number}, outer)
     block = Block(program, parent_op=fusion_op)
-    for op in members:
-        builder.copy(op, block=block)
-    outputs = [builder.get(v) for v in exported]
     fusion_op.blocks.append(block)
-    fusion_op.attrs = {"group": number, "_body": FusedBody(fusion_op.inputs, block, outputs)}
-    for index, (old, inner) in enumerate(zip(exported, outputs)):
-        outer = Value(program, inner.id, inner.shape, inner.dtype, op=fusion_op, index=index,
-                      name=inner.name, stop_gradient=inner.stop_gradient)
-        fusion_op.results.append(outer)
-        builder.alias(old, outer)
-    program.global_block().ops.append(fusion_op)
+    builder.block = block
+    try:
+        builder.copy_all(members)
+    finally:
+        builder.block = outer
+    block.yields = [builder.get(v) for v in exported]
+    for index, (old, inner) in enumerate(zip(exported, block.yields)):
+        result = Value(program, inner.id, inner.shape, inner.dtype, op=fusion_op, index=index,
+                       name=inner.name, stop_gradient=inner.stop_gradient)
+        fusion_op.results.append(result)
+        builder.alias(old, result)
+    outer.ops.append(fusion_op)
     return fusion_op
 
 
+class _Fuser:
+    """Partitions every block of a program (nested ones included) and rebuilds it."""
+
+    def __init__(self, options, fetches):
+        self.options = options
+        self.fetched = set(fetches)
+        self.plans: dict = {}    # id of a block's op list -> (order, alone, used outside)
+        self.groups = 0          # fused groups (two ops or more)
+        self.fused_ops = 0
+        self.alone = 0           # single-op groups
+        self.numbers = itertools.count()
+        self.builder = None
+
+    def plan(self, ops, reads_after=()):
+        """``(order, alone, used_outside)`` for one block whose yields are ``reads_after``:
+        its units in schedule order, the single ops that still get a loop, and the Values
+        read outside their unit (or fetched, or yielded). Computed once per block."""
+        plan = self.plans.get(id(ops))
+        if plan is not None:
+            return plan
+        options = self.options
+        groups, order, unit_of = _partition_and_schedule(ops, options)
+        alone = {members[0] for members in order
+                 if len(members) == 1 and worth_a_loop(members[0], options)}
+        used_outside = set(reads_after) | self.fetched
+        for op in ops:
+            for value in op.inputs:
+                producer = unit_of.get(value.op)
+                if producer is not None and producer != unit_of[op]:
+                    used_outside.add(value)
+        self.groups += len(groups)
+        self.fused_ops += sum(len(m) for m in groups)
+        self.alone += len(alone)
+        plan = self.plans[id(ops)] = (order, alone, used_outside)
+        return plan
+
+    def has_work(self, program) -> bool:
+        """Plan every block; does any of them form a group?"""
+        for block in walk_blocks([program.global_block()]):
+            order, alone, _ = self.plan(block.ops, block.yields)
+            if alone or any(len(members) > 1 for members in order):
+                return True
+        return False
+
+    def rebuild(self, ops, reads_after=()) -> None:
+        """Append the fused form of ``ops`` (one block's) to the builder's insertion block.
+        Recursion is over nesting depth only."""
+        builder = self.builder
+        order, alone, used_outside = self.plan(ops, reads_after)
+        for members in order:
+            if len(members) == 1 and members[0] not in alone:
+                op = members[0]
+                if op.blocks:
+                    builder.copy_region(op, lambda index, block: self.rebuild(block.ops,
+                                                                              block.yields))
+                else:
+                    builder.copy(op)
+                continue
+            exported = [v for op in members for v in op.results if v in used_outside]
+            _emit_group(builder, members, next(self.numbers), exported)
+
+
 def fuse(program, fetches, options):
-    """Copy of ``program`` with each fused group replaced by a :data:`FUSION` op (the input
-    itself when nothing fuses)."""
+    """Copy of ``program`` with each fused group replaced by a fusion op (the input itself
+    when nothing fuses)."""
     if not options.fusion:
         return program, list(fetches), {"fused_groups": 0, "single_op_groups": 0}
-    groups, order, unit_of = _partition_and_schedule(program, options)
-    alone = {members[0] for members in order
-             if len(members) == 1 and worth_a_loop(members[0], options)}
-    if not groups and not alone:
+    fuser = _Fuser(options, fetches)
+    if not fuser.has_work(program):
         return program, list(fetches), {"fused_groups": 0, "fused_ops": 0, "single_op_groups": 0}
-    fetched = set(fetches)
-    used_outside = set()
-    for op in program.ops:
-        for value in op.inputs:
-            if unit_of[value.op] != unit_of[op]:
-                used_outside.add(value)
-    builder = Rebuilder(program)
-    number = 0
-    for members in order:
-        if len(members) == 1 and members[0] not in alone:
-            builder.copy(members[0])
-            continue
-        exported = [v for op in members for v in op.results
-                    if v in used_outside or v in fetched]
-        _emit_group(builder, members, number, exported)
-        number += 1
-    new, new_fetches = builder.finish(fetches)
-    fused_ops = sum(len(m) for m in groups)
-    return new, new_fetches, {"fused_groups": len(groups), "fused_ops": fused_ops,
-                              "single_op_groups": len(alone)}
+    fuser.builder = Rebuilder(program)
+    fuser.rebuild(program.ops)
+    new, new_fetches = fuser.builder.finish(fetches)
+    return new, new_fetches, {"fused_groups": fuser.groups, "fused_ops": fuser.fused_ops,
+                              "single_op_groups": fuser.alone}

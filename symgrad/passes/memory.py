@@ -13,7 +13,8 @@ with ``getattr(program, "buffer_plan", {})``); ``stats`` reports the planned pea
 from __future__ import annotations
 
 from ..ops.core import ELEMENTWISE
-from .fusion import is_fusion, map_outputs
+from ..ops.fused import is_fusion
+from .fusion import map_outputs
 from .rewrite import clone
 
 NEVER = float("inf")

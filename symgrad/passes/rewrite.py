@@ -5,39 +5,18 @@ a map from old Values to new ones. A pass walks the old ops in order and, for ea
 copies it (:meth:`Rebuilder.copy`), replaces its results by existing new Values
 (:meth:`Rebuilder.alias`) or appends different ops (:meth:`Rebuilder.emit`). The old program
 is never touched. Copies keep Value ids, names, flags and types (no shape rule runs again), so
-the printed IR of an optimized program still reads like the user's. Nested blocks (owned by
-fusion or control-flow ops) are copied with their owner; their depth, not the program size,
-bounds that recursion.
-
-:func:`live_ops` is the liveness query the passes share: one backward sweep over a block.
+the printed IR of an optimized program still reads like the user's. A region op is copied with
+its blocks; :meth:`Rebuilder.copy_region` lets a pass rewrite inside them (the pass's own
+per-block loop fills each new block), and the copy's captures are recomputed from what its new
+blocks read. Nesting depth, not program size, bounds that recursion.
 """
 from __future__ import annotations
 
-from ..ir.operation import Operation
-from ..ir.program import Block, Program
+from ..ir.graph import free_values, live_ops
+from ..ir.program import Program, copy_op
 from ..ir.value import Value
 
-
-# Copies fill every slot of a fresh Operation / Value directly: their constructors would only
-# re-check types that the copied objects already have (tests/passes check that no slot is left
-# unset)
-_new_op = Operation.__new__
-_new_value = Value.__new__
-
-
-def live_ops(ops, fetches) -> list:
-    """The ops of ``ops`` (a block's list, in program order) that ``fetches`` depend on, in
-    program order. One backward sweep: an op is live when one of its results is needed."""
-    needed = set(fetches)
-    live = []
-    for op in reversed(ops):
-        for value in op.results:
-            if value in needed:
-                live.append(op)
-                needed.update(op.inputs)
-                break
-    live.reverse()
-    return live
+__all__ = ["Rebuilder", "clone", "live_ops"]
 
 
 class Rebuilder:
@@ -49,66 +28,55 @@ class Rebuilder:
         self.program._next_id = source._next_id
         self.block = self.program.global_block()
         self.value_map: dict[Value, Value] = {}
-        self.op_map: dict[Operation, Operation] = {}
+        self.op_map: dict = {}
 
     # --- lookups -----------------------------------------------------------------------------
     def get(self, value: Value) -> Value:
         """The new Value standing for old ``value``."""
         return self.value_map[value]
 
-    def inputs_of(self, op: Operation) -> list[Value]:
+    def inputs_of(self, op) -> list[Value]:
         value_map = self.value_map
         return [value_map[v] for v in op.inputs]
 
     # --- building ----------------------------------------------------------------------------
-    def copy(self, op: Operation, inputs=None, attrs=None, block: Block | None = None):
+    def copy(self, op, inputs=None, attrs=None):
         """Append a copy of old ``op`` (with new ``inputs``/``attrs`` if given, which must give
         the same result types); its results keep their ids, names and types. Returns the new
         op."""
-        value_map = self.value_map
-        if block is None:
-            block = self.block
-        forward_op = op.forward_op
-        if forward_op is not None:
-            forward_op = self.op_map.get(forward_op, forward_op)
-        new_op = _new_op(Operation)
-        new_op.opdef = op.opdef
-        new_op.inputs = [value_map[v] for v in op.inputs] if inputs is None else list(inputs)
-        new_op.attrs = dict(op.attrs if attrs is None else attrs)
-        new_op.block = block
-        new_op.loc = op.loc
-        new_op.forward_op = forward_op
-        new_op.blocks = []
-        new_op.results = results = []
-        program = self.program
-        for old in op.results:
-            value = _new_value(Value)
-            value.program = program
-            value.id = old.id
-            value.shape = old.shape
-            value.dtype = old.dtype
-            value.op = new_op
-            value.index = old.index
-            value.name = old.name
-            value.stop_gradient = old.stop_gradient
-            value.grad = None
-            results.append(value)
-            value_map[old] = value
         if op.blocks:
-            self._copy_blocks(op, new_op)
-        self.op_map[op] = new_op
-        block.ops.append(new_op)
+            return self.copy_region(op, attrs=attrs)
+        new_op = copy_op(op, [self.value_map[v] for v in op.inputs] if inputs is None
+                         else inputs, op.attrs if attrs is None else attrs, self.block,
+                         self.value_map, self.op_map)
+        self.block.ops.append(new_op)
         return new_op
 
-    def _copy_blocks(self, op, new_op):
-        for old_block in op.blocks:
-            inner = Block(self.program, parent_op=new_op)
-            for inner_op in old_block.ops:
-                self.copy(inner_op, block=inner)
-            new_op.blocks.append(inner)
-        body = op.attrs.get("_body")
-        if hasattr(body, "remap"):
-            new_op.attrs = dict(new_op.attrs, _body=body.remap(self.value_map, new_op.blocks))
+    def copy_region(self, op, fill=None, attrs=None, kept=None):
+        """Append a copy of region op ``op``: ``fill(index, old_block)`` (default: copy its
+        ops unchanged) appends the new ops of each block while that block is this builder's
+        insertion block; ``kept`` narrows the results and yields (see
+        :func:`~symgrad.ir.program.copy_op`). The copy's inputs are its explicit operands
+        followed by what its new blocks read from outside."""
+        outer = self.block
+
+        def fill_block(index, old_block, new_block):
+            self.block = new_block
+            if fill is None:
+                self.copy_all(old_block.ops)
+            else:
+                fill(index, old_block)
+
+        try:
+            new_op = copy_op(op, [], op.attrs if attrs is None else attrs, outer,
+                             self.value_map, self.op_map, fill_block=fill_block, kept=kept)
+        finally:
+            self.block = outer
+        count = op.opdef.explicit_inputs(op.attrs)
+        new_op.inputs = [self.value_map[v] for v in op.inputs[:count]] + \
+            free_values(new_op.blocks)
+        outer.ops.append(new_op)
+        return new_op
 
     def copy_all(self, ops) -> None:
         """Copy each of ``ops`` unchanged (the common loop, kept tight)."""

@@ -47,6 +47,8 @@ def constant_value(value):
     """The array of a non-feedable source Value (constant, full...) of at most
     :data:`FOLD_LIMIT` elements, or None."""
     op = value.op
+    if op is None:
+        return None
     opdef = op.opdef
     if opdef.category != SOURCE or opdef.feedable:
         return None
@@ -65,6 +67,8 @@ def uniform_fill(value):
     """The single value every element of ``value`` holds, when statically known, else None."""
     for _ in range(64):  # bounded walk through data movement
         op = value.op
+        if op is None:      # a block argument
+            return None
         algebra = op.opdef.algebra
         if algebra.fill is not None:
             return algebra.fill(op)
@@ -93,7 +97,7 @@ class _Sweep:
 
     def fill(self, value):
         """:func:`uniform_fill` of a new Value, computed once per Value."""
-        if not _may_be_uniform(value.op.opdef):
+        if value.op is None or not _may_be_uniform(value.op.opdef):
             return None
         fills = self.fills
         if value in fills:
@@ -126,14 +130,15 @@ def _try_negation(sweep, op, inputs):
     if other is None:
         return None
     result = op.results[0]
-    if other.op.opdef.algebra.negates:           # -(-x)
+    if other.op is not None and other.op.opdef.algebra.negates:           # -(-x)
         return other.op.inputs[0] if _same_type(other.op.inputs[0], result) else None
     return sweep.builder.emit(_negation_op(), [other], {}, like=result)
 
 
 def _try_involution(sweep, op, inputs):
-    if inputs[0].op.opdef is op.opdef:
-        inner = inputs[0].op.inputs[0]
+    producer = inputs[0].op
+    if producer is not None and producer.opdef is op.opdef:
+        inner = producer.inputs[0]
         if _same_type(inner, op.results[0]):
             return inner
     return None
@@ -176,7 +181,7 @@ def _shape_source(value):
     static shape)."""
     for _ in range(64):   # bounded walk
         op = value.op
-        if op.opdef.category != ELEMENTWISE:
+        if op is None or op.opdef.category != ELEMENTWISE:
             return value
         shape = value.shape
         for operand in op.inputs:
@@ -203,7 +208,7 @@ def _try_shape_source(sweep, op, inputs):
 
 def _try_chain(sweep, op, inputs):
     producer = inputs[0].op
-    if producer.opdef is not op.opdef:
+    if producer is None or producer.opdef is not op.opdef:
         return None
     algebra = op.opdef.algebra
     if algebra.collapses:
@@ -223,6 +228,8 @@ def _try_chain(sweep, op, inputs):
 def _try_fold(sweep, op, inputs):
     """Fold an op whose inputs are all small constants; True when folded."""
     for value in inputs:        # cheap test first: every input is made by a non-feedable source
+        if value.op is None:
+            return None
         opdef = value.op.opdef
         if opdef.category != SOURCE or opdef.feedable:
             return None
@@ -289,7 +296,7 @@ def _scalar_under(value):
     element of ``value`` equals it), or None."""
     op = value.op
     for _ in range(64):   # bounded walk through data movement
-        if not op.opdef.algebra.keeps_fill or not op.inputs:
+        if op is None or not op.opdef.algebra.keeps_fill or not op.inputs:
             return None
         value = op.inputs[0]
         if value.ndim == 0:
@@ -306,12 +313,12 @@ def _direct_source(value):
     if scalar is not None:
         return scalar
     op = value.op
-    return op.inputs[0] if op.opdef.algebra.broadcast else None
+    return op.inputs[0] if op is not None and op.opdef.algebra.broadcast else None
 
 
 def _moved(inputs) -> bool:
     """Is one of ``inputs`` made by data movement (the cheap test before the walks)?"""
-    return any(v.op.opdef.algebra.keeps_fill for v in inputs)
+    return any(v.op is not None and v.op.opdef.algebra.keeps_fill for v in inputs)
 
 
 def _try_drop_broadcast(sweep, op, inputs):
@@ -383,14 +390,31 @@ def _rules_for(opdef):
 
 
 def simplify(program, fetches, options):
-    """Copy of ``program`` with the rules of the module docstring applied."""
+    """Copy of ``program`` with the rules of the module docstring applied (inside regions
+    too: a rule only ever reads Values its op can see)."""
     builder = Rebuilder(program)
     sweep = _Sweep(builder)
+    rewritten = _simplify_ops(sweep, program.ops)
+    before = len(builder.program.ops)
+    new, new_fetches = builder.finish(fetches, drop_dead=True)
+    return new, new_fetches, {"simplified": rewritten, "pruned_ops": before - len(new.ops)}
+
+
+def _simplify_ops(sweep, ops) -> int:
+    """Append the simplified ``ops`` (one block's) to the builder's insertion block; returns
+    how many were rewritten. Recursion is over nesting depth only."""
+    builder = sweep.builder
     value_map = builder.value_map
     copy = builder.copy
     rewritten = 0
-    for op in program.ops:
-        if not op.inputs or op.blocks:
+    for op in ops:
+        if op.blocks:
+            counts = []
+            builder.copy_region(op, lambda index, block: counts.append(
+                _simplify_ops(sweep, block.ops)))
+            rewritten += sum(counts)
+            continue
+        if not op.inputs:
             copy(op)
             continue
         inputs = [value_map[v] for v in op.inputs]
@@ -410,8 +434,6 @@ def simplify(program, fetches, options):
         result = op.results[0]
         value_map[result] = replacement
         if replacement.name is None and result.name is not None \
-                and replacement.op.opdef.category != SOURCE:
+                and (replacement.op is None or replacement.op.opdef.category != SOURCE):
             replacement.name = result.name
-    before = len(builder.program.ops)
-    new, new_fetches = builder.finish(fetches, drop_dead=True)
-    return new, new_fetches, {"simplified": rewritten, "pruned_ops": before - len(new.ops)}
+    return rewritten

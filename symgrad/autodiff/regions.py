@@ -1,0 +1,362 @@
+"""The VJPs of the region ops ``cond``, ``while_loop`` and ``scan``, registered through
+:func:`~symgrad.autodiff.registry.register_vjp` like any other (``show_registry`` lists them).
+
+Each builds new region ops whose blocks hold the backward of the forward blocks
+(:func:`differentiate_block`, the same reverse sweep as ``grad``, confined to one block and
+honouring the call's ``no_grad_vars``/``stop_gradient`` policy), so the gradient is itself
+differentiable and every order works.
+
+``scan`` and ``while_loop``: a *reverse scan*. Its carries are the cotangents of the float
+carries, one accumulator per captured Value that needs a gradient, and the shifted carry values
+described below; it scans over the cotangents of the stacked outputs and over the *residuals*:
+the forward Values the backward body reads. A residual that is a slice of an ``xs`` reads the
+original ``xs``; one the forward already stacks (a ``y``) reads that stack; any other is added to
+the forward loop as one more stacked output (the forward op grows a result: a change that the
+``grad`` call's transaction undoes if it fails). A carry's incoming values are stacked once, and
+a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
+carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
+stack, not two. ``while_loop`` also records its trip count, which the reverse scan runs for
+(reverse mode through a while loop, which JAX refuses).
+
+``cond``: a ``cond`` on the same predicate whose branches recompute the forward branch
+(inlined, reading the operands directly) and build its backward; a branch that gives a Value no
+cotangent yields zeros for it. Only the taken branch runs, forward and backward.
+"""
+from __future__ import annotations
+
+from .. import dtypes
+from ..ir.graph import free_values, walk_blocks, walk_ops
+from ..ir.program import Block, copy_op, current_block, insertion_point
+from ..ir.value import Value
+from ..ops.control_flow import cond_p, scan_length_input, scan_p, while_p
+from ..ops.core import bind_region, deferred_scope_checks
+from ..ops.elementwise import add
+from ..ops.shape import zeros_for
+from .backward import Backward
+from .context import current
+from .reach import live_ops, search
+from .registry import register_vjp
+
+__all__ = ["differentiate_block"]
+
+
+def differentiate_block(block, seeds, targets, policy) -> dict:
+    """Build, in the insertion block, the backward of ``block``'s ops: ``seeds`` is a list of
+    ``(Value of the block's scope, cotangent)``, ``targets`` the Values (block arguments,
+    captures, inner Values) whose cotangents are wanted. Returns ``{target: cotangent or
+    None}``. Only ops of ``block`` itself are walked through."""
+    outputs = [value for value, _ in seeds]
+    cone, cone_ops = search(outputs, policy, within=block)
+    ops, live = live_ops(targets, cone, cone_ops, policy)
+    backward = Backward(block.program, policy, live)
+    backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
+    backward.run(ops)
+    return {target: backward.cotangent.get(target) for target in targets}
+
+
+def _index_of(values, value):
+    """Position of ``value`` in the list ``values`` by identity (``==`` builds an op), or
+    None."""
+    for index, item in enumerate(values):
+        if item is value:
+            return index
+    return None
+
+
+def _replace_uses(blocks, mapping) -> None:
+    """Read ``mapping[v]`` instead of ``v`` everywhere in ``blocks`` (nested ones included):
+    op inputs (a region op's captures among them) and yields."""
+    for block in walk_blocks(blocks):
+        for op in block.ops:
+            op.inputs = [mapping.get(v, v) for v in op.inputs]
+        block.yields = [mapping.get(v, v) for v in block.yields]
+
+
+class _Identity(dict):
+    """A Value map that maps every Value it does not hold to itself."""
+
+    def __missing__(self, key):
+        return key
+
+
+def _inline(block, value_map) -> list:
+    """Copy the ops of ``block`` into the insertion block with fresh ids, reading
+    ``value_map[v]`` for ``v`` (the block's arguments mapped to what they stand for); the
+    copies are marked as backward of the op being differentiated. Returns what the block
+    yields, mapped."""
+    program = block.program
+    target = current_block(program)
+    op_map: dict = {}
+    for op in block.ops:
+        new = copy_op(op, [value_map[v] for v in op.inputs], op.attrs, target, value_map, op_map)
+        target.ops.append(new)
+        for inner in walk_ops([new]):
+            inner.forward_op = inner.forward_op or program._backward_of
+            for value in inner.results:
+                value.id = program._take_id()
+            for nested in inner.blocks:
+                for value in nested.args:
+                    value.id = program._take_id()
+    return [value_map[v] for v in block.yields]
+
+
+def _recompute(value, block) -> Value:
+    """A copy of ``value``'s input-less op (a constant) at the start of ``block``; returns
+    the copy's result for ``value``."""
+    program = block.program
+    copy = copy_op(value.op, [], value.op.attrs, block, {}, {})
+    for result in copy.results:
+        result.id = program._take_id()
+    block.ops.insert(0, copy)
+    return copy.results[value.index]
+
+
+def _wants_gradient(value, policy) -> bool:
+    return dtypes.is_float(value.dtype) and policy.carry_block(value) is None
+
+
+# --- cond -----------------------------------------------------------------------------------------
+def _cond_vjp(op, cotangents):
+    call = current()
+    policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
+    program = op.block.program
+    count = op.attrs["num_operands"]
+    operands = op.inputs[1:1 + count]
+    first_position: dict = {}        # a Value read at several positions gets its gradient once
+    for position, value in enumerate(op.inputs):
+        if position and wanted[position] and _wants_gradient(value, policy):
+            first_position.setdefault(value, position)
+    targets = list(first_position)
+    branches = []
+    for forward in op.blocks:
+        block = Block(program, outer=current_block(program))
+        with insertion_point(block):
+            yields = _inline(forward, _Identity(zip(forward.args, operands)))
+            seeds = [(y, c) for y, c in zip(yields, cotangents) if c is not None]
+            got = differentiate_block(block, seeds, targets, policy)
+        branches.append((block, got))
+    kept = [t for t in targets if any(got[t] is not None for _, got in branches)]
+    grads = [None] * len(op.inputs)
+    if not kept:
+        return grads
+    for block, got in branches:
+        with insertion_point(block):
+            block.yields = [got[t] if got[t] is not None else zeros_for(t) for t in kept]
+    backward = bind_region(cond_p, [op.inputs[0]], {"num_operands": 0},
+                           [block for block, _ in branches], program)
+    for target, result in zip(kept, backward.results):
+        grads[first_position[target]] = result
+    return grads
+
+
+# --- loops ------------------------------------------------------------------------------------------
+class _Loop:
+    """A ``scan`` or ``while_loop`` op seen the same way: carries (block arguments, yields,
+    initial and final Values), per-step inputs (``xs``), per-step outputs (stacked results)
+    and captures; it can grow stacked outputs and a trip count."""
+
+    def __init__(self, op, grown):
+        self.op, self.grown = op, grown
+        attrs = op.attrs
+        self.is_scan = op.opdef is scan_p
+        if self.is_scan:
+            self.body = op.blocks[0]
+            self.num_carry = attrs["num_carry"]
+            self.xs = op.inputs[self.num_carry:self.num_carry + attrs["num_xs"]]
+            self.length = attrs["length"]
+            self.reverse = attrs["reverse"]
+            self.length_input = op.inputs[self.num_carry + attrs["num_xs"]] \
+                if scan_length_input(attrs) else None
+        else:
+            self.body = op.blocks[1]
+            self.num_carry = attrs["num_vars"]
+            self.xs = []
+            self.length = None
+            self.reverse = False
+            self.length_input = None
+        count = self.num_carry
+        self.carry_args = self.body.args[:count]
+        self.x_args = self.body.args[count:]
+        self.carry_yields = self.body.yields[:count]
+        self.finals = op.results[:count]
+
+    @property
+    def stacked_yields(self):
+        return self.body.yields[self.num_carry:]
+
+    def stacked_result(self, index):
+        return self.op.results[self.num_carry + index]
+
+    def stack(self, value) -> Value:
+        """The result stacking ``value`` (a Value of the body) over the steps, made if the
+        loop does not stack it yet."""
+        index = _index_of(self.stacked_yields, value)
+        if index is not None:
+            return self.stacked_result(index)
+        op, body = self.op, self.body
+        program = op.block.program
+        position = len(body.yields)          # results: the carries, then the stacked values
+        old_attrs = op.attrs
+        body.yields.append(value)
+        if not self.is_scan:
+            op.attrs = dict(old_attrs, num_stacked=old_attrs["num_stacked"] + 1)
+        result = Value(program, program._take_id(), (self.length,) + value.shape, value.dtype,
+                       op=op)
+        op.results.insert(position, result)
+        self._reindex()
+        self.grown.append(result)
+
+        def undo():
+            body.yields.pop()
+            op.results = [r for r in op.results if r is not result]
+            op.attrs = old_attrs
+            self._reindex()
+
+        program.record_undo(undo)
+        return result
+
+    def trip_count(self) -> Value:
+        """An int scalar Value holding how many steps ran (a while loop starts counting)."""
+        if self.is_scan:
+            return self.length_input
+        op = self.op
+        if not op.attrs["counted"]:
+            program = op.block.program
+            old_attrs = op.attrs
+            op.attrs = dict(old_attrs, counted=True)
+            result = Value(program, program._take_id(), (), "int64", op=op)
+            op.results.append(result)
+            self._reindex()
+            self.grown.append(result)
+
+            def undo():
+                op.results = [r for r in op.results if r is not result]
+                op.attrs = old_attrs
+                self._reindex()
+
+            program.record_undo(undo)
+        return op.results[-1]
+
+    def _reindex(self):
+        for index, result in enumerate(self.op.results):
+            result.index = index
+
+
+def _loop_vjp(op, cotangents):
+    call = current()
+    policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
+    loop = _Loop(op, call.grown)
+    program = op.block.program
+    count, body = loop.num_carry, loop.body
+    diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]
+    grads = [None] * len(op.inputs)
+    if loop.length == 0:                        # the loop is the identity on its carries
+        for k in diff:
+            grads[k] = cotangents[k]
+        return grads
+    stacked_cts = [(j, c) for j, c in enumerate(cotangents[count:count + len(
+        loop.stacked_yields)]) if c is not None]
+    x_wanted = [i for i, arg in enumerate(loop.x_args)
+                if wanted[count + i] and _wants_gradient(arg, policy)]
+    explicit = op.opdef.explicit_inputs(op.attrs)
+    captured = [(position, value) for position, value in enumerate(op.inputs)
+                if position >= explicit and wanted[position] and _wants_gradient(value, policy)]
+
+    backward = Block(program, outer=current_block(program))
+
+    def new_arg(like):
+        return Value(program, program._take_id(), like.shape, like.dtype, arg_of=backward)
+
+    carry_cts = [new_arg(loop.carry_args[k]) for k in diff]
+    accumulators = [new_arg(value) for _, value in captured]
+    y_cts = [new_arg(loop.stacked_yields[j]) for j, _ in stacked_cts]
+    with insertion_point(backward), deferred_scope_checks():
+        seeds = [(loop.carry_yields[k], a) for k, a in zip(diff, carry_cts)]
+        seeds += [(loop.stacked_yields[j], a) for (j, _), a in zip(stacked_cts, y_cts)]
+        targets = [loop.carry_args[k] for k in diff] + [loop.x_args[i] for i in x_wanted] + \
+            [value for _, value in captured]
+        got = differentiate_block(body, seeds, targets, policy)
+        new_carry_cts = [got[loop.carry_args[k]] if got[loop.carry_args[k]] is not None
+                         else zeros_for(a) for k, a in zip(diff, carry_cts)]
+        new_accumulators = [a if got[value] is None else add(a, got[value])
+                            for a, (_, value) in zip(accumulators, captured)]
+        x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
+
+    residual_args, residual_inputs = [], []   # slices the reverse scan reads, and their stacks
+    shift_args, shift_inits, shift_yields = [], [], []
+    history: dict = {}                         # carry index -> slice of its incoming values
+
+    def slice_of(stack, like):
+        arg = new_arg(like)
+        residual_args.append(arg)
+        residual_inputs.append(stack)
+        return arg
+
+    def incoming(k):
+        if k not in history:
+            history[k] = slice_of(loop.stack(loop.carry_args[k]), loop.carry_args[k])
+        return history[k]
+
+    mapping = {}
+    for value in free_values([backward]):
+        if value.block is not body:
+            continue                            # a Value of an enclosing block: captured
+        if value.op is not None and not value.op.inputs and not value.op.blocks:
+            mapping[value] = _recompute(value, backward)   # a constant: made again, not stacked
+            continue
+        if value.arg_of is body:
+            if value.index >= count:            # a slice of xs: read the original xs
+                mapping[value] = slice_of(loop.xs[value.index - count], value)
+            else:
+                mapping[value] = incoming(value.index)
+            continue
+        j = _index_of(loop.stacked_yields, value)
+        if j is not None:
+            mapping[value] = slice_of(loop.stacked_result(j), value)
+            continue
+        k = _index_of(loop.carry_yields, value)
+        if k is not None:                       # outgoing carry = next step's incoming one
+            arg = new_arg(value)
+            shift_args.append(arg)
+            shift_inits.append(loop.finals[k])
+            shift_yields.append(incoming(k))
+            mapping[value] = arg
+            continue
+        mapping[value] = slice_of(loop.stack(value), value)
+    _replace_uses([backward], mapping)
+
+    xs = [c for _, c in stacked_cts] + residual_inputs
+    x_slice_args = y_cts + residual_args
+    if loop.length is None and not xs and loop.xs:   # the run-time length comes from an xs
+        x_slice_args.append(new_arg(loop.x_args[0]))
+        xs.append(loop.xs[0])
+    backward.args = carry_cts + accumulators + shift_args + x_slice_args
+    for index, arg in enumerate(backward.args):
+        arg.index = index
+    backward.yields = [mapping.get(v, v) for v in
+                       new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
+    inits = [cotangents[k] if cotangents[k] is not None else zeros_for(loop.finals[k])
+             for k in diff]
+    inits += [zeros_for(value) for _, value in captured] + shift_inits
+    attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
+             "reverse": not loop.reverse}
+    operands = inits + xs
+    if scan_length_input(attrs):
+        operands.append(loop.trip_count())
+    reverse_scan = bind_region(scan_p, operands, attrs, [backward], program)
+
+    results = reverse_scan.results
+    for index, k in enumerate(diff):
+        if wanted[k]:
+            grads[k] = results[index]
+    for index, (position, _) in enumerate(captured):
+        if got[captured[index][1]] is not None:
+            grads[position] = results[len(diff) + index]
+    for index, (i, _) in enumerate(x_cts):
+        grads[count + i] = results[len(inits) + index]
+    return grads
+
+
+register_vjp("cond", _cond_vjp)
+register_vjp("scan", _loop_vjp)
+register_vjp("while_loop", _loop_vjp)

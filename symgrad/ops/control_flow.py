@@ -1,0 +1,530 @@
+"""Control flow: ``cond``, ``while_loop``, ``scan`` and ``fori_loop``, as region ops.
+
+Each builder runs the user's function(s) once, with the ops they build going into a new block
+whose arguments stand for the function's parameters (:func:`~symgrad.ir.program.insertion_point`);
+what the function returns becomes the block's yields. The functions may read Values of the
+enclosing blocks directly: those become captures, listed after the explicit operands among the
+op's inputs. A failed build (an exception in the user's function, mismatched structures,
+shapes or dtypes) leaves the program as it was::
+
+    %5 = cond(%p, %x) captures(%w) {num_operands=1} : float32[3]
+      then(%6 : float32[3]):
+        %7 = multiply(%6, %w) : float32[3]
+        yield %7
+      else(%8 : float32[3]):
+        yield %8
+
+The ops (inputs after the explicit operands are captures):
+
+``cond``
+    inputs ``pred, *operands``; blocks ``then`` and ``else``, each taking the operands; results
+    what the taken block yields. Only that block runs.
+``while_loop``
+    inputs ``*init``; blocks ``cond`` (takes the loop vars, yields a bool scalar) and ``body``
+    (takes the loop vars, yields their next values, then ``num_stacked`` more Values);
+    results the final vars, then each extra yield stacked over the iterations (leading dim
+    unknown), then, with ``counted``, the trip count (int64). The extra yields and the count
+    are what reverse-mode differentiation records (:mod:`symgrad.autodiff.regions`).
+``scan``
+    inputs ``*init, *xs`` (and, with no ``xs`` and a run-time ``length``, an int scalar
+    ``length``); block ``body`` takes the carries and one slice of each ``xs`` (along axis 0),
+    yields the next carries then the per-step outputs; results the final carries, then the
+    per-step outputs stacked along a new axis 0 (in the order of the slices they came from,
+    also with ``reverse``).
+
+``fori_loop`` is not an op: with static bounds it is a ``scan``, with Value bounds a
+``while_loop`` (as in JAX).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, ProgramMismatchError, ShapeError
+from ..ir.program import Block, current_block, insertion_point
+from ..ir.value import Value, format_shape
+from .core import REGION, OpDef, Region, as_value, bind_region, program_of, register
+from .elementwise import cast
+
+__all__ = ["cond", "while_loop", "scan", "fori_loop"]
+
+
+def _is_int(dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+# --- structures of Values (nested tuples/lists) ---------------------------------------------------
+_LEAF = "*"
+
+
+def _flatten(tree, allow_none=False):
+    """``(leaves, structure)`` of a Value or a nested tuple/list of them (``None`` leaves stay
+    in the structure when ``allow_none``). Recursion is over the nesting of the structure."""
+    leaves = []
+
+    def walk(node):
+        if isinstance(node, (list, tuple)):
+            return (type(node), tuple(walk(item) for item in node))
+        if node is None and allow_none:
+            return None
+        leaves.append(node)
+        return _LEAF
+
+    return leaves, walk(tree)
+
+
+def _unflatten(structure, leaves):
+    """Inverse of :func:`_flatten`."""
+    leaves = iter(leaves)
+
+    def build(node):
+        if node is None:
+            return None
+        if node == _LEAF:
+            return next(leaves)
+        kind, items = node
+        return kind(build(item) for item in items)
+
+    return build(structure)
+
+
+def _describe_structure(structure) -> str:
+    if structure is None:
+        return "None"
+    if structure == _LEAF:
+        return "a Value"
+    kind, items = structure
+    inner = ", ".join(_describe_structure(item) for item in items)
+    return f"[{inner}]" if kind is list else f"({inner}{',' if len(items) == 1 else ''})"
+
+
+def _types(values):
+    return [(v.shape, v.dtype) for v in values]
+
+
+def _type_str(shape, dtype):
+    return f"{np.dtype(dtype)}{format_shape(shape)}"
+
+
+def _check_same_types(op_name, got, expected, got_what, expected_what):
+    """Raise ShapeError / DTypeError naming ``op_name`` and both sides when the lists of
+    ``(shape, dtype)`` ``got`` and ``expected`` differ."""
+    if len(got) != len(expected):
+        raise ShapeError(f"{op_name}: {got_what} gives {len(got)} Values but {expected_what} "
+                         f"has {len(expected)}")
+    for index, ((shape, dtype), (want_shape, want_dtype)) in enumerate(zip(got, expected)):
+        if tuple(shape) != tuple(want_shape):
+            raise ShapeError(f"{op_name}: {got_what} gives {_type_str(shape, dtype)} at "
+                             f"position {index}, but {expected_what} has "
+                             f"{_type_str(want_shape, want_dtype)}")
+        if np.dtype(dtype) != np.dtype(want_dtype):
+            raise DTypeError(f"{op_name}: {got_what} gives {_type_str(shape, dtype)} at "
+                             f"position {index}, but {expected_what} has "
+                             f"{_type_str(want_shape, want_dtype)}")
+
+
+def _as_values(op_name, what, leaves, program, dtypes_like=None):
+    """Leaves of a structure the user passed or returned, as Values of ``program``; Python and
+    NumPy numbers and arrays become constants (of the matching dtype when ``dtypes_like``
+    gives one)."""
+    out = []
+    for index, leaf in enumerate(leaves):
+        if isinstance(leaf, Value):
+            if leaf.program is not program:
+                raise ProgramMismatchError(f"{op_name}: {what} holds a Value of another program")
+            out.append(leaf)
+        elif isinstance(leaf, (bool, int, float, np.generic, np.ndarray)):
+            dtype = dtypes_like[index] if dtypes_like is not None and \
+                index < len(dtypes_like) else None
+            out.append(as_value(leaf, dtype=dtype, program=program))
+        else:
+            raise TypeError(f"{op_name}: {what} must hold symgrad Values (or numbers), got "
+                            f"{type(leaf).__name__}")
+    return out
+
+
+def _run_in_block(program, arg_types, function, op_name, what, expected_dtypes=None,
+                  allow_none=False):
+    """Run ``function(*args)`` with a new block as insertion point, its arguments of
+    ``arg_types``; returns ``(block, args, leaves, structure)`` of what it returned. The
+    block is not attached yet (the region op will own it)."""
+    block = Block(program, outer=current_block(program))
+    args = [block.add_arg(shape, dtype) for shape, dtype in arg_types]
+    with insertion_point(block):
+        returned = function(*args)
+        leaves, structure = _flatten(returned, allow_none=allow_none)
+        leaves = _as_values(op_name, f"the value {what} returns", leaves, program,
+                            expected_dtypes)
+    return block, args, leaves, structure
+
+
+def _bool_scalar(op_name, what, value):
+    if value.dtype != np.bool_:
+        raise DTypeError(f"{op_name}: {what} must be a bool scalar, got {value.type_str}")
+    if value.shape != ():
+        raise ShapeError(f"{op_name}: {what} must be a bool scalar, got {value.type_str}")
+
+
+# --- cond --------------------------------------------------------------------------------------
+def _cond_rule(types, attrs, blocks):
+    then_block, else_block = blocks
+    pred_shape, pred_dtype = types[0]
+    if np.dtype(pred_dtype) != np.bool_ or tuple(pred_shape) != ():
+        raise DTypeError(f"pred must be a bool scalar, got {_type_str(pred_shape, pred_dtype)}")
+    _check_same_types("cond", _types(else_block.yields), _types(then_block.yields),
+                      "false_fn", "true_fn")
+    return _types(then_block.yields)
+
+
+def _run_cond(op, args, run_block):
+    count = op.attrs["num_operands"]
+    block = op.blocks[0] if bool(args[0]) else op.blocks[1]
+    return run_block(block, args[1:1 + count])
+
+
+def _narrow_yields(op, used, first_dropped=0):
+    """Keep the yields (and results) that are used, from position ``first_dropped`` on."""
+    kept = [i for i, u in enumerate(used) if u or i < first_dropped]
+    if len(kept) == len(used):
+        return None
+    return kept
+
+
+def _narrow_cond(op, used):
+    kept = _narrow_yields(op, used)
+    if kept is None:
+        return None
+    return dict(op.attrs), kept, [kept, kept]
+
+
+cond_p = register(OpDef(
+    "cond", REGION, infer=_cond_rule, impl=None,
+    region=Region(("then", "else"), lambda attrs: 1 + attrs["num_operands"], _run_cond,
+                  _narrow_cond),
+    doc="Runs one of two blocks: ``then`` when pred holds, else ``else``."))
+
+
+def cond(pred, true_fn, false_fn, *operands):
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)`` (Paddle's
+    ``static.nn.cond``, JAX's ``lax.cond``). ``pred`` is a bool scalar Value (a Python bool
+    picks the branch now, at build time). Both functions return a Value or a (nested)
+    tuple/list of Values with the same structure, shapes and dtypes; ``cond`` returns what
+    they return. Only the taken branch runs. The functions may read any Value of the
+    enclosing program (it is captured); gradients flow through the taken branch."""
+    if isinstance(pred, (bool, np.bool_)):
+        return true_fn(*operands) if pred else false_fn(*operands)
+    if not isinstance(pred, Value):
+        raise TypeError(f"cond: pred must be a bool scalar Value or a Python bool, got "
+                        f"{type(pred).__name__}")
+    _bool_scalar("cond", "pred", pred)
+    program = program_of([pred] + [v for v in operands if isinstance(v, Value)], "cond")
+    with program.transaction():
+        operands = _as_values("cond", "operands", list(operands), program)
+        branches = []
+        for name, function in (("true_fn", true_fn), ("false_fn", false_fn)):
+            branches.append(_run_in_block(program, _types(operands), function, "cond", name))
+        (then_block, _, then_leaves, then_structure), (else_block, _, else_leaves,
+                                                       else_structure) = branches
+        if then_structure != else_structure:
+            raise ShapeError(f"cond: true_fn returns {_describe_structure(then_structure)} but "
+                             f"false_fn returns {_describe_structure(else_structure)}")
+        _check_same_types("cond", _types(else_leaves), _types(then_leaves), "false_fn",
+                          "true_fn")
+        then_block.yields, else_block.yields = then_leaves, else_leaves
+        op = bind_region(cond_p, [pred, *operands], {"num_operands": len(operands)},
+                         [then_block, else_block], program)
+    return _unflatten(then_structure, op.results)
+
+
+# --- while_loop -----------------------------------------------------------------------------------
+def _while_rule(types, attrs, blocks):
+    count, stacked = attrs["num_vars"], attrs["num_stacked"]
+    cond_block, body = blocks
+    var_types = [(tuple(s), np.dtype(d)) for s, d in types[:count]]
+    _check_same_types("while_loop", _types(body.yields[:count]), var_types, "body_fn",
+                      "loop_vars")
+    if len(body.yields) != count + stacked:
+        raise ShapeError(f"while_loop: body yields {len(body.yields)} Values, expected "
+                         f"{count + stacked}")
+    if len(cond_block.yields) != 1:
+        raise ShapeError("while_loop: cond_fn must give one bool scalar")
+    _bool_scalar("while_loop", "cond_fn's result", cond_block.yields[0])
+    out = list(var_types)
+    out += [((None,) + v.shape, v.dtype) for v in body.yields[count:]]
+    if attrs["counted"]:
+        out.append(((), np.dtype(np.int64)))
+    return out
+
+
+def _stack(items, like):
+    """``items`` (arrays shaped like Value ``like``) stacked along a new axis 0; an empty
+    stack has unknown dims of size 0."""
+    if items:
+        return np.stack(items)
+    return np.empty((0,) + tuple(0 if d is None else d for d in like.shape), like.dtype)
+
+
+def _run_while(op, args, run_block):
+    count = op.attrs["num_vars"]
+    cond_block, body = op.blocks
+    loop_vars = list(args[:count])
+    stacks = [[] for _ in body.yields[count:]]
+    trips = 0
+    while bool(run_block(cond_block, loop_vars)[0]):
+        out = run_block(body, loop_vars)
+        loop_vars = out[:count]
+        for stack, item in zip(stacks, out[count:]):
+            stack.append(item)
+        trips += 1
+    results = loop_vars + [_stack(s, v) for s, v in zip(stacks, body.yields[count:])]
+    if op.attrs["counted"]:
+        results.append(np.int64(trips))
+    return results
+
+
+def _narrow_while(op, used):
+    count, stacked = op.attrs["num_vars"], op.attrs["num_stacked"]
+    keep_stacked = [j for j in range(stacked) if used[count + j]]
+    counted = op.attrs["counted"] and used[-1]
+    if len(keep_stacked) == stacked and counted == op.attrs["counted"]:
+        return None
+    kept = list(range(count)) + [count + j for j in keep_stacked]
+    if counted:
+        kept.append(len(used) - 1)
+    attrs = dict(op.attrs, num_stacked=len(keep_stacked), counted=counted)
+    return attrs, kept, [[0], list(range(count)) + [count + j for j in keep_stacked]]
+
+
+while_p = register(OpDef(
+    "while_loop", REGION, infer=_while_rule, impl=None,
+    region=Region(("cond", "body"), lambda attrs: attrs["num_vars"], _run_while,
+                  _narrow_while),
+    doc="Runs ``body`` while ``cond`` holds, carrying the loop vars."))
+
+
+def while_loop(cond_fn, body_fn, loop_vars):
+    """Paddle's ``static.nn.while_loop``: ``loop_vars`` a list/tuple of Values;
+    ``cond_fn(*vars)`` returns a bool scalar Value; ``body_fn(*vars)`` returns a list/tuple of
+    the same length, shapes and dtypes. Returns the final vars as a list. Both functions may
+    read any Value of the enclosing program. Differentiable in reverse mode: the backward runs
+    the recorded trip count in reverse."""
+    if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
+        raise TypeError(f"while_loop: loop_vars must be a non-empty list/tuple of Values, got "
+                        f"{loop_vars!r}")
+    program = program_of([v for v in loop_vars if isinstance(v, Value)], "while_loop")
+    with program.transaction():
+        init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
+        var_types = _types(init)
+        cond_block, _, cond_leaves, cond_structure = _run_in_block(
+            program, var_types, cond_fn, "while_loop", "cond_fn")
+        if cond_structure != _LEAF:
+            raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
+                            f"{_describe_structure(cond_structure)}")
+        _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
+        body, _, body_leaves, body_structure = _run_in_block(
+            program, var_types, body_fn, "while_loop", "body_fn",
+            expected_dtypes=[d for _, d in var_types])
+        if body_structure == _LEAF and len(init) == 1:
+            body_structure = (list, (_LEAF,))
+        if body_structure[0] not in (list, tuple) or any(
+                item != _LEAF for item in body_structure[1]):
+            raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
+                            f"{_describe_structure(body_structure)}")
+        _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
+        cond_block.yields, body.yields = cond_leaves, body_leaves
+        op = bind_region(while_p, init, {"num_vars": len(init), "num_stacked": 0,
+                                         "counted": False}, [cond_block, body], program)
+    return list(op.results)
+
+
+# --- scan ----------------------------------------------------------------------------------------
+def scan_length_input(attrs) -> bool:
+    """Does a scan with ``attrs`` take its length as an input (no xs, length at run time)?"""
+    return attrs["length"] is None and attrs["num_xs"] == 0
+
+
+def _scan_explicit(attrs):
+    return attrs["num_carry"] + attrs["num_xs"] + scan_length_input(attrs)
+
+
+def _scan_rule(types, attrs, blocks):
+    (body,) = blocks
+    carries, count = attrs["num_carry"], attrs["num_xs"]
+    carry_types = [(tuple(s), np.dtype(d)) for s, d in types[:carries]]
+    _check_same_types("scan", _types(body.yields[:carries]), carry_types, "f's carry", "init")
+    length = attrs["length"]
+    for shape, _ in types[carries:carries + count]:
+        if not shape:
+            raise ShapeError("xs must have a leading axis to scan over")
+        if length is not None and shape[0] is not None and shape[0] != length:
+            raise ShapeError(f"xs of leading dim {shape[0]} do not match length {length}")
+    if scan_length_input(attrs):
+        shape, dtype = types[carries]
+        if tuple(shape) != () or not _is_int(dtype):
+            raise DTypeError(f"a run-time length must be an int scalar, got "
+                             f"{_type_str(shape, dtype)}")
+    return carry_types + [((length,) + v.shape, v.dtype) for v in body.yields[carries:]]
+
+
+def _scan_trip_count(op, args) -> int:
+    attrs = op.attrs
+    if attrs["length"] is not None:
+        return attrs["length"]
+    if attrs["num_xs"]:
+        return args[attrs["num_carry"]].shape[0]
+    return int(args[attrs["num_carry"]])
+
+
+def _run_scan(op, args, run_block):
+    carries, count = op.attrs["num_carry"], op.attrs["num_xs"]
+    (body,) = op.blocks
+    length = _scan_trip_count(op, args)
+    carry = list(args[:carries])
+    xs = args[carries:carries + count]
+    stacks = [[None] * length for _ in body.yields[carries:]]
+    steps = range(length - 1, -1, -1) if op.attrs["reverse"] else range(length)
+    for t in steps:
+        out = run_block(body, carry + [x[t] for x in xs])
+        carry = out[:carries]
+        for stack, item in zip(stacks, out[carries:]):
+            stack[t] = item
+    return carry + [_stack(s, v) for s, v in zip(stacks, body.yields[carries:])]
+
+
+def _narrow_scan(op, used):
+    carries = op.attrs["num_carry"]
+    kept = _narrow_yields(op, used, first_dropped=carries)
+    if kept is None:
+        return None
+    return dict(op.attrs), kept, [kept]
+
+
+scan_p = register(OpDef(
+    "scan", REGION, infer=_scan_rule, impl=None,
+    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan),
+    doc="Runs ``body`` once per slice of ``xs``, carrying state and stacking outputs."))
+
+
+def _leading_length(xs_leaves, length):
+    """The static length of a scan over ``xs_leaves`` (None when known only at run time)."""
+    dims = set()
+    for x in xs_leaves:
+        if not x.shape:
+            raise ShapeError(f"scan: every xs needs a leading axis to scan over, got "
+                             f"{x.type_str}")
+        dims.add(x.shape[0])
+    known = {d for d in dims if d is not None}
+    if len(known) > 1:
+        raise ShapeError(f"scan: xs have different leading dims {sorted(known)}")
+    static = known.pop() if known else None
+    if length is not None:
+        if static is not None and static != length:
+            raise ShapeError(f"scan: length={length} but xs have leading dim {static}")
+        return length
+    return static
+
+
+def scan(f, init, xs=None, length=None, reverse=False):
+    """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` run once per slice ``x`` of ``xs``
+    along axis 0 (last to first with ``reverse``). ``init`` is a Value or a (nested)
+    tuple/list of Values (the carry keeps that structure, shapes and dtypes); ``xs`` a Value, a
+    tuple/list of Values, or None with ``length`` given. The ``y``s are stacked along a new
+    axis 0 (a ``None`` y stays ``None``). Returns ``(carry, ys)``. ``f`` may read any Value of
+    the enclosing program; gradients flow to ``init``, ``xs`` and what ``f`` reads."""
+    if length is not None and (isinstance(length, bool)
+                               or not isinstance(length, (int, np.integer)) or length < 0):
+        raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
+    init_leaves, init_structure = _flatten(init, allow_none=True)
+    xs_leaves, xs_structure = _flatten(xs, allow_none=True)
+    if not init_leaves and not xs_leaves and length is None:
+        raise TypeError("scan: give xs or length")
+    values = [v for v in init_leaves + xs_leaves if isinstance(v, Value)]
+    program = program_of(values, "scan")
+    with program.transaction():
+        init_leaves = _as_values("scan", "init", init_leaves, program)
+        xs_leaves = _as_values("scan", "xs", xs_leaves, program)
+        static_length = _leading_length(xs_leaves, None if length is None else int(length))
+        if not xs_leaves and static_length is None:
+            raise TypeError("scan: give xs or length")
+        carry_types = _types(init_leaves)
+        slice_types = [(x.shape[1:], x.dtype) for x in xs_leaves]
+
+        def call(*args):
+            carry = _unflatten(init_structure, args[:len(init_leaves)])
+            x = _unflatten(xs_structure, args[len(init_leaves):])
+            out = f(carry, x)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise TypeError(f"scan: f must return a pair (carry, y), got "
+                                f"{type(out).__name__}")
+            return out
+
+        body, _, leaves, structure = _run_in_block(
+            program, carry_types + slice_types, call, "scan", "f",
+            expected_dtypes=[d for _, d in carry_types], allow_none=True)
+        carry_structure, y_structure = structure[1]
+        if carry_structure != init_structure:
+            raise ShapeError(f"scan: f returns a carry of structure "
+                             f"{_describe_structure(carry_structure)} but init is "
+                             f"{_describe_structure(init_structure)}")
+        _check_same_types("scan", _types(leaves[:len(init_leaves)]), carry_types, "f's carry",
+                          "init")
+        body.yields = leaves
+        attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
+                 "length": static_length, "reverse": bool(reverse)}
+        op = bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program)
+    results = op.results
+    return (_unflatten(init_structure, results[:len(init_leaves)]),
+            _unflatten(y_structure, results[len(init_leaves):]))
+
+
+# --- fori_loop ------------------------------------------------------------------------------------
+def fori_loop(lower, upper, body_fn, init_val):
+    """JAX's ``fori_loop``: ``val = body_fn(i, val)`` for ``i`` in ``[lower, upper)``, with ``i``
+    an int64 scalar Value; returns the final ``val`` (a Value or a tuple/list of Values).
+    ``lower``/``upper`` are ints (the loop is a ``scan`` of ``upper - lower`` steps) or int
+    scalar Values (a ``while_loop``)."""
+    static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
+                 for b in (lower, upper))
+    if static:
+        start = as_value(np.int64(lower), program=_program_for(init_val))
+
+        def step(carry, _):
+            i, val = carry
+            return (i + np.int64(1), body_fn(i, val)), None
+
+        (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)))
+        return val
+    program = _program_for(init_val, lower, upper)
+    bounds = []
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if isinstance(bound, Value):
+            if bound.shape != () or not _is_int(bound.dtype):
+                raise DTypeError(f"fori_loop: {name} must be an int scalar, got "
+                                 f"{bound.type_str}")
+        elif not isinstance(bound, (int, np.integer)) or isinstance(bound, bool):
+            raise TypeError(f"fori_loop: {name} must be an int or an int scalar Value, got "
+                            f"{bound!r}")
+        bounds.append(bound)
+    with program.transaction():
+        start, stop = (cast(as_value(b, program=program), "int64") if isinstance(b, Value)
+                       else as_value(np.int64(b), program=program) for b in bounds)
+        leaves, structure = _flatten(init_val)
+
+        def keep_going(i, *_):
+            return i < stop
+
+        def body(i, *vals):
+            new = body_fn(i, _unflatten(structure, vals))
+            new_leaves, new_structure = _flatten(new)
+            if new_structure != structure:
+                raise ShapeError(f"fori_loop: body_fn returns "
+                                 f"{_describe_structure(new_structure)} but init_val is "
+                                 f"{_describe_structure(structure)}")
+            return [i + np.int64(1)] + list(new_leaves)
+
+        final = while_loop(keep_going, body, [start] + list(leaves))
+    return _unflatten(structure, final[1:])
+
+
+def _program_for(*trees):
+    values = [leaf for tree in trees for leaf in _flatten(tree)[0] if isinstance(leaf, Value)]
+    return program_of(values, "fori_loop")
