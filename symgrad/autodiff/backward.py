@@ -25,12 +25,12 @@ def shapes_match(shape, expected) -> bool:
         a is None or b is None or a == b for a, b in zip(shape, expected))
 
 
-def sweep_unused(block, start, first_id, keep, grown=()):
+def sweep_unused(block, start, first_id, keep):
     """Remove the ops appended to ``block`` since position ``start`` (their results numbered
-    from ``first_id`` on) that do not feed any Value in ``keep``, and renumber what this call
-    made so that numbering stays dense: the results ``grown`` onto existing ops (a loop that
-    now records residuals) first, then the kept ops' Values, nested blocks included. Linear in
-    the appended ops."""
+    from ``first_id`` on) that do not feed any Value in ``keep``, and renumber what was made
+    since so that numbering stays dense: the kept ops' Values (nested blocks included), then
+    the results grown onto existing ops (a loop that now records residuals,
+    ``program.grown``). Linear in the appended ops."""
     program = block.program
     appended = block.ops[start:]
     marked = set()
@@ -46,19 +46,22 @@ def sweep_unused(block, start, first_id, keep, grown=()):
     if len(kept) != len(appended):
         block.ops[start:] = kept
         program.forget_cached_constants(first_id)
+    renumbered = set()
     next_id = first_id
-    for value in grown:
-        value.id = next_id
-        next_id += 1
     for block_op in kept:
         for op in walk_ops([block_op]):
-            for value in op.results:
+            values = list(op.results)
+            for inner in op.blocks:
+                values.extend(inner.args)
+            for value in values:
                 value.id = next_id
                 next_id += 1
-            for inner in op.blocks:
-                for value in inner.args:
-                    value.id = next_id
-                    next_id += 1
+                renumbered.add(value)
+    swept = set(appended).difference(kept)
+    for value in program.grown:
+        if value.id >= first_id and value not in renumbered and value.op not in swept:
+            value.id = next_id
+            next_id += 1
     program._next_id = next_id
 
 

@@ -2,9 +2,8 @@
 
 A region op's VJP builds the backward of its blocks itself, so it needs what the rest of the
 call knows: the :class:`~symgrad.autodiff.reach.Policy` (``no_grad_vars`` and the other cuts
-apply inside regions too), which of the op's inputs need a gradient (so a loop does not
-accumulate gradients nobody asked for) and where to record the results it adds to existing
-ops (a loop made to record residuals; ``grad`` renumbers them with its own Values).
+apply inside regions too), and which of the op's inputs need a gradient (so a loop does not
+accumulate gradients nobody asked for).
 """
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ import dataclasses
 @dataclasses.dataclass
 class GradCall:
     policy: object
-    grown: list = dataclasses.field(default_factory=list)   # results added to existing ops
-    wanted: list | None = None                             # per input of the VJP being called
+    wanted: list | None = None      # per input of the VJP being called
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", default=None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..ir.program import program_guard
+from ..ir.program import current_block, program_guard
 from ..ir.value import Value, format_shape
 from ..ops.shape import reshape, stack, zeros_for
 from ..ops.source import constant
@@ -58,12 +58,13 @@ def jvp(y, x, v):
     if not ys:
         raise ValueError("jvp: y is empty")
     program = ys[0].program
-    start, first_id = len(program.ops), program._next_id
+    block = current_block(program)
+    start, first_id = len(block.ops), program._next_id
     with program.transaction(), program_guard(program):
         dummies = [zeros_for(y) for y in ys]
         pulled = _differentiable_grad(ys, xs, dummies)
         result = _differentiable_grad(pulled, dummies, vs)
-        sweep_unused(program, start, first_id, result)
+        sweep_unused(block, start, first_id, result)
     return result[0] if single else result
 
 

@@ -76,7 +76,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     block = current_block(program)    # inside a branch or body function: that block
     first_op, first_id = len(block.ops), program._next_id
-    with gc_paused(), program.transaction(), program_guard(program), grad_call(policy) as call:
+    with gc_paused(), program.transaction(), program_guard(program), grad_call(policy):
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
             v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]
@@ -92,7 +92,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             results = [fresh(g, x) for g, x in zip(results, inputs)]
             stored = [(v, fresh(g, v)) for v, g in stored]
         sweep_unused(block, first_op, first_id,
-                     [g for g in results if g is not None] + [g for _, g in stored], call.grown)
+                     [g for g in results if g is not None] + [g for _, g in stored])
     # Success: only now touch attributes.
     if not create_graph:
         for g in list(results) + [g for _, g in stored]:

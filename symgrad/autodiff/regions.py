@@ -155,8 +155,8 @@ class _Loop:
     initial and final Values), per-step inputs (``xs``), per-step outputs (stacked results)
     and captures; it can grow stacked outputs and a trip count."""
 
-    def __init__(self, op, grown):
-        self.op, self.grown = op, grown
+    def __init__(self, op):
+        self.op = op
         attrs = op.attrs
         self.is_scan = op.opdef is scan_p
         if self.is_scan:
@@ -204,9 +204,10 @@ class _Loop:
                        op=op)
         op.results.insert(position, result)
         self._reindex()
-        self.grown.append(result)
+        program.grown.append(result)
 
         def undo():
+            program.grown.pop()
             body.yields.pop()
             op.results = [r for r in op.results if r is not result]
             op.attrs = old_attrs
@@ -227,9 +228,10 @@ class _Loop:
             result = Value(program, program._take_id(), (), "int64", op=op)
             op.results.append(result)
             self._reindex()
-            self.grown.append(result)
+            program.grown.append(result)
 
             def undo():
+                program.grown.pop()
                 op.results = [r for r in op.results if r is not result]
                 op.attrs = old_attrs
                 self._reindex()
@@ -245,7 +247,7 @@ class _Loop:
 def _loop_vjp(op, cotangents):
     call = current()
     policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
-    loop = _Loop(op, call.grown)
+    loop = _Loop(op)
     program = op.block.program
     count, body = loop.num_carry, loop.body
     diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]

@@ -109,6 +109,7 @@ class Program:
         self._scalar_constants: dict = {}  # (block, dtype, type, value) -> constant Value
         self._undo: list = []              # changes to existing ops, undone by a failed transaction
         self._open_transactions = 0
+        self.grown: list[Value] = []       # results added to existing ops (loops recording residuals)
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:

@@ -35,7 +35,6 @@ their provenance. Walks are iterative (programs reach 100,000 ops).
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -131,18 +130,12 @@ def decode_attr(obj, array_source):
 # --- program -> JSON ------------------------------------------------------------------------
 def program_values(program) -> list:
     """Every Value the program defines, nested blocks included, in serialization order: each
-    op's results, then for each of its blocks the block's arguments and inner values."""
+    op's results and the arguments of its blocks, then the Values of each block in turn."""
     values = []
-    stack = [iter(program.ops)]
-    while stack:
-        item = next(stack[-1], None)
-        if item is None:
-            stack.pop()
-        elif isinstance(item, Value):
-            values.append(item)
-        else:
-            values.extend(item.results)
-            stack.extend(itertools.chain(block.args, block.ops) for block in reversed(item.blocks))
+    for op in walk_ops(program.ops):
+        values.extend(op.results)
+        for block in op.blocks:
+            values.extend(block.args)
     return values
 
 

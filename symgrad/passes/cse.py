@@ -13,7 +13,7 @@ import collections
 
 import numpy as np
 
-from .rewrite import Rebuilder
+from .rewrite import Rebuilder, rewrites_inside
 
 SMALL_ARRAY = 64   # arrays up to this many elements are compared by value
 
@@ -71,8 +71,9 @@ def _find(ops, seen, twins, canonical) -> None:
     for op in ops:
         opdef = op.opdef
         if op.blocks:
-            for block in op.blocks:
-                _find(block.ops, seen.new_child(), twins, canonical)
+            if rewrites_inside(op):
+                for block in op.blocks:
+                    _find(block.ops, seen.new_child(), twins, canonical)
             continue
         if opdef.feedable:
             continue
@@ -99,7 +100,7 @@ def cse(program, fetches, options):
         for op in ops:
             twin = twins.get(op)
             if twin is None:
-                if op.blocks:
+                if rewrites_inside(op):
                     builder.copy_region(op, lambda index, block: rebuild(block.ops))
                 else:
                     builder.copy(op)

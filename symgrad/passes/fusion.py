@@ -41,13 +41,12 @@ import heapq
 import itertools
 import math
 
-from ..ir.graph import walk_blocks
 from ..ir.operation import Operation
 from ..ir.program import Block
 from ..ir.value import Value
 from ..ops.core import ELEMENTWISE, REDUCTION
 from ..ops.fused import FUSION, is_fusion
-from .rewrite import Rebuilder
+from .rewrite import Rebuilder, rewrites_inside
 
 MAX_GROUP_ARGS = 32
 # a chunk loop of fewer chunks runs on the calling thread (the NumPy backend's module reads it)
@@ -454,8 +453,12 @@ class _Fuser:
         return plan
 
     def has_work(self, program) -> bool:
-        """Plan every block; does any of them form a group?"""
-        for block in walk_blocks([program.global_block()]):
+        """Plan every block (not the blocks of fused groups); does any of them form a
+        group?"""
+        stack = [program.global_block()]
+        while stack:
+            block = stack.pop()
+            stack.extend(b for op in block.ops if rewrites_inside(op) for b in op.blocks)
             order, alone, _ = self.plan(block.ops, block.yields)
             if alone or any(len(members) > 1 for members in order):
                 return True
@@ -469,7 +472,7 @@ class _Fuser:
         for members in order:
             if len(members) == 1 and members[0] not in alone:
                 op = members[0]
-                if op.blocks:
+                if rewrites_inside(op):
                     builder.copy_region(op, lambda index, block: self.rebuild(block.ops,
                                                                               block.yields))
                 else:

@@ -15,8 +15,15 @@ from __future__ import annotations
 from ..ir.graph import free_values, live_ops
 from ..ir.program import Program, copy_op
 from ..ir.value import Value
+from ..ops.fused import is_fusion
 
-__all__ = ["Rebuilder", "clone", "live_ops"]
+__all__ = ["Rebuilder", "clone", "live_ops", "rewrites_inside"]
+
+
+def rewrites_inside(op) -> bool:
+    """Do passes rewrite inside ``op``'s blocks? Yes for control flow; a fused group is the
+    fusion pass's product and is copied as it is."""
+    return bool(op.blocks) and not is_fusion(op)
 
 
 class Rebuilder:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.core import ELEMENTWISE, REGISTRY, SOURCE, get_op
-from .rewrite import Rebuilder
+from .rewrite import Rebuilder, rewrites_inside
 
 FOLD_LIMIT = 1024       # largest constant (elements) that folding reads or produces
 
@@ -408,13 +408,13 @@ def _simplify_ops(sweep, ops) -> int:
     copy = builder.copy
     rewritten = 0
     for op in ops:
-        if op.blocks:
+        if rewrites_inside(op):
             counts = []
             builder.copy_region(op, lambda index, block: counts.append(
                 _simplify_ops(sweep, block.ops)))
             rewritten += sum(counts)
             continue
-        if not op.inputs:
+        if not op.inputs or op.blocks:
             copy(op)
             continue
         inputs = [value_map[v] for v in op.inputs]

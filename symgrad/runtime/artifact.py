@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import ArtifactError, VerificationError
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
+from ..ops.core import op_table
 from . import standalone
 from .feeds import InputSpec, OutputSpec, bind_feeds
 
@@ -359,7 +360,7 @@ def _parse_program(contents, path):
             return standalone.load_array(standalone.listed(contents, rel, "array"), repr(rel))
 
     try:
-        program = program_from_json(document, array_source)
+        program = program_from_json(document, array_source, op_table())
         fetches = fetches_from_json(document, program)
         program.verify()
     except ArtifactError as exc:

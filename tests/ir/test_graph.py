@@ -32,4 +32,4 @@ def test_dot_output_and_clusters():
 def test_queries():
     prog, x, a, b, c = build()
     assert ancestors_of([b]) == {x.op, a.op, b.op}
-    assert users(prog)[a] == [b.op, b.op]
+    assert users(prog.ops)[a] == [b.op, b.op]

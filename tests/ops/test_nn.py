@@ -397,7 +397,7 @@ def test_nn_attrs_survive_json():
         return str(len(arrays) - 1)
 
     text = json.dumps(program_to_json(prog, sink))
-    copy = program_from_json(json.loads(text), arrays.__getitem__)
+    copy = program_from_json(json.loads(text), arrays.__getitem__, sg.ops.op_table())
     feeds = {"x": RNG.standard_normal((2, 2, 6, 6)), "w": RNG.standard_normal((4, 1, 3, 3)),
              "y": np.array([0, 2])}
     want = sg.compile(prog, [loss], backend="interpreter")(**feeds)[0]

@@ -96,12 +96,11 @@ def test_clone_copies_fused_programs_deeply():
     for old, new in zip(fused.ops, copy.ops):
         assert is_fusion(old) == is_fusion(new)
         if is_fusion(new):
-            body = new.attrs["_body"]
-            assert new.blocks[0] is body.block and body.block is not old.blocks[0]
-            assert body.captures == new.inputs
-            assert all(v.program is copy for inner in body.block.ops for v in inner.results)
-            assert all(value_map[v] is w for v, w in zip(old.attrs["_body"].outputs,
-                                                         body.outputs))
+            (block,) = new.blocks
+            assert block.parent_op is new and block is not old.blocks[0]
+            assert all(value_map[v] is w for v, w in zip(old.inputs, new.inputs))
+            assert all(v.program is copy for inner in block.ops for v in inner.results)
+            assert all(value_map[v] is w for v, w in zip(old.blocks[0].yields, block.yields))
 
 
 def test_interleaved_groups_never_form_a_cycle():

@@ -18,7 +18,7 @@ import dataclasses
 
 from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE, normalize_axis
-from ...passes.fusion import is_fusion
+from ...ops.fused import is_fusion
 from ..numpy_backend.codegen import Generator, _version
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.names import comment
@@ -90,8 +90,7 @@ class HostGenerator(Generator):
         shape_var = self.namer.fresh("_shape")
         lines.append(f"{shape_var} = {shape_code(self.dims(kernel.shape, op.inputs))}")
         dims = [f"{shape_var}[{d}]" for d in range(len(kernel.shape))]
-        body = op.attrs["_body"] if is_fusion(op) else None
-        inner_outputs = body.outputs if body is not None else op.results
+        inner_outputs = op.blocks[0].yields if is_fusion(op) else op.results
         map_ops = set(parts[0])
         buffers = op.attrs.get("_buffers") or (None,) * len(op.results)
         outputs = []
@@ -134,19 +133,20 @@ class HostGenerator(Generator):
         return op.name
 
     # --- the module ------------------------------------------------------------------------------
+    def lower_op(self, op):
+        """A kernel launch for a group (or single op) with CUDA emitters, the group's ops one
+        by one on CuPy for a fused group without; else as the NumPy generator (a loop's body
+        then launches its own kernels)."""
+        if op.opdef.category != SOURCE:
+            parts = kernel_lowering.kernel_parts(op)
+            if parts is not None:
+                return self.launch(op, parts), op.inputs
+            if is_fusion(op):
+                return self.host_group(op), op.inputs
+        return super().lower_op(op)
+
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
-        for op in self.program.ops:
-            parts = None if op.opdef.category == SOURCE else kernel_lowering.kernel_parts(op)
-            if op.opdef.category == SOURCE:
-                lines, reads = self.source_op(op), []
-            elif parts is not None:
-                lines, reads = self.launch(op, parts), op.inputs
-            elif is_fusion(op):
-                lines, reads = self.host_group(op), op.inputs
-            else:
-                lines, reads = self.simple(op), op.inputs
-            self.add_unit(op, lines, reads)
-        body, helpers = self.finish()
+        body, helpers = self.finish(self.lower_ops(self.program.ops, self.fetches))
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.kernels)} "
                           f"kernels, {len(self.fetches)} outputs")
         source = kernel_lowering.render(

@@ -31,7 +31,9 @@ import numpy as np
 
 from ...ir.printer import counted, format_op_head
 from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
-from ...passes.fusion import is_fusion, split_body
+from ...ir.graph import walk_ops
+from ...ops.fused import is_fusion
+from ...passes.fusion import split_body
 from . import ctype
 
 BLOCK = 256
@@ -202,8 +204,7 @@ class KernelBuilder:
         self.views = views
         self.options = options
         if is_fusion(op):
-            body = op.attrs["_body"]
-            self.captures, self.outputs = list(body.captures), list(body.outputs)
+            self.captures, self.outputs = list(op.inputs), list(op.blocks[0].yields)
         else:
             self.captures = list(dict.fromkeys(op.inputs))
             self.outputs = list(op.results)
@@ -455,7 +456,8 @@ class KernelBuilder:
 
 def views_of(program) -> set:
     """Values that may be non-contiguous views: results of injective ops."""
-    return {v for op in program.ops if op.opdef.category == INJECTIVE for v in op.results}
+    return {v for op in walk_ops(program.ops) if op.opdef.category == INJECTIVE
+            for v in op.results}
 
 
 def build_kernel(name, op, parts, scalars, views, options) -> Kernel:

@@ -9,7 +9,8 @@ name, shape with ``None`` for run-time dims, dtype). Scalar constants are inline
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
 module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
-are the same code up to names (:mod:`.functions`). Chunked groups over many rows share
+are the same code up to names (:mod:`.functions`); a control-flow op becomes Python ``if`` /
+``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked groups over many rows share
 the module's thread pool (``threads.py.j2``: made on first use, ``options.threads`` threads,
 only stdlib imports). Values are deleted after their last use; buffers planned by the memory
 pass (``program.buffer_plan``) are allocated once and reused through ``out=``.
@@ -25,8 +26,10 @@ import jinja2
 import numpy as np
 
 from ...ops.core import SOURCE
-from ...passes.fusion import MIN_PARALLEL_CHUNKS, is_fusion
+from ...ops.fused import is_fusion
+from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from . import group as group_lowering
+from . import regions as region_lowering
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .names import Namer, comment
@@ -93,7 +96,6 @@ class Generator:
         self.slot_names: dict = {}     # slot number -> buffer variable
         self.parameters = set(program.parameters)
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
-        self.units: list = []          # (lines, values read, values defined)
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
         self.uses_threads = False      # does a group call the module's _over_rows?
@@ -111,6 +113,15 @@ class Generator:
         local = local or {}
         return [local[v] if v in local else self.expr(v, op, i)
                 for i, v in enumerate(op.inputs)]
+
+    def alias(self, value, other) -> None:
+        """Read ``other``'s variable (or literal) wherever ``value`` is read: a branch's
+        arguments are its operands, a while body's arguments the condition's."""
+        array = self.scalars.get(other)
+        if array is not None:
+            self.scalars[value] = array
+        else:
+            self.namer.by_id[value.id] = self.namer.value(other)
 
     def constant_key(self, value) -> str:
         key = f"%{value.id}"
@@ -165,23 +176,30 @@ class Generator:
         self.constants[key] = array
         return [f"{self.namer.value(value)} = CONSTANTS[{ascii(key)}]"]
 
-    def add_unit(self, op, lines, reads):
-        head = [self.text.line(op)] if lines and not is_fusion(op) else []
-        self.units.append((head + lines, list(reads), list(op.results)))
+    def lower_ops(self, ops, reads_after=()) -> list:
+        """The statements computing ``ops`` (one block's, in order), each op's preceded by a
+        comment naming it, with ``del`` after the last use of each Value the block defines;
+        ``reads_after`` (a block's yields) are read after the last statement."""
+        units = []
+        for op in ops:
+            lines, reads = self.lower_op(op)
+            head = [self.text.line(op)] if lines and not is_fusion(op) else []
+            units.append((head + lines, reads, op.results))
+        return self.with_deletes(units, reads_after)
+
+    def lower_op(self, op) -> tuple[list, list]:
+        """``(statements, Values they read)`` computing one op."""
+        if op.opdef.category == SOURCE:
+            return self.source_op(op), []
+        if is_fusion(op):
+            return group_lowering.lower(self, op), op.inputs
+        if op.blocks:
+            return region_lowering.lower(self, op), op.inputs
+        return self.simple(op), op.inputs
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
-        for op in self.program.ops:
-            if op.opdef.category == SOURCE:
-                lines = self.source_op(op)
-                reads = []
-            elif is_fusion(op):
-                lines = group_lowering.lower(self, op)
-                reads = op.inputs
-            else:
-                lines = self.simple(op)
-                reads = op.inputs
-            self.add_unit(op, lines, reads)
-        body, helpers = self.finish()
+        body = self.lower_ops(self.program.ops, self.fetches)
+        body, helpers = self.finish(body)
         source = render(
             "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
             functions=self.functions.lines(),
@@ -194,11 +212,10 @@ class Generator:
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries))
 
-    def finish(self):
-        """``(body, helpers)``: the lines of ``run`` (with ``del`` after last uses and the
-        return of the fetches) and the source of the helper functions the ops need. Records
-        the parameters' values in ``constants``."""
-        body = self.with_deletes()
+    def finish(self, body):
+        """``(body, helpers)``: the lines of ``run`` ending with the return of the fetches,
+        and the source of the helper functions the ops need. Records the parameters' values in
+        ``constants``."""
         outputs = ", ".join(f"np.asarray({self.expr(v)}, dtype={dtype_code(v.dtype)})"
                             for v in self.fetches)
         body.append(f"return [{outputs}]")
@@ -208,27 +225,36 @@ class Generator:
                    for _, fn in sorted(self.helpers.items())]
         return body, helpers
 
-    def with_deletes(self) -> list[str]:
-        """The units' lines with ``del`` after the last use of each variable."""
+    def with_deletes(self, units, reads_after=()) -> list:
+        """The units' lines (``(lines, values read, values defined)`` per op of one block)
+        with ``del`` after the last use of each variable the block defines (never a fetch, a
+        literal or one of ``reads_after``); a planned buffer is deleted after its last
+        occupant."""
         fetched = set(self.fetches)
+        end = len(units)
         last: dict = {}
-        slot_last: dict = {}
-        for index, (_, reads, defined) in enumerate(self.units):
+        for index, (_, reads, defined) in enumerate(units):
             for value in defined:
                 last.setdefault(value, index)
             for value in reads:
                 last[value] = index
-        for value, number in self.buffer_plan.items():
-            slot_last[number] = max(slot_last.get(number, -1), last[value])
+        for value in reads_after:
+            last[value] = end
         dying: dict = {}
-        for value, index in last.items():
-            if value not in fetched and value not in self.scalars:
-                dying.setdefault(index, []).append(self.namer.value(value))
+        slot_last: dict = {}
+        for index, (_, _, defined) in enumerate(units):
+            for value in defined:
+                at = last[value]
+                if at != end and value not in fetched and value not in self.scalars:
+                    dying.setdefault(at, []).append(self.namer.value(value))
+                number = self.buffer_plan.get(value)
+                if number is not None:
+                    slot_last[number] = max(slot_last.get(number, -1), at)
         for number, index in slot_last.items():
-            if number in self.slot_names:
+            if number in self.slot_names and index != end:
                 dying.setdefault(index, []).append(self.slot_names[number])
         body = []
-        for index, (lines, _, _) in enumerate(self.units):
+        for index, (lines, _, _) in enumerate(units):
             body.extend(lines)
             names = sorted(set(dying.get(index, ())))
             if names:

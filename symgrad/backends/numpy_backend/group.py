@@ -117,7 +117,6 @@ CHECK_STRUCTURES = False
 class _Lowering:
     def __init__(self, gen, op):
         self.gen, self.op = gen, op
-        self.body = op.attrs["_body"]
         self.map_ops, self.reduction, self.epilogue = split_body(op)
         self.loop_ops = self.map_ops + ([self.reduction] if self.reduction is not None else [])
         self.captures = [v for v in op.inputs if v not in gen.scalars]
@@ -126,7 +125,7 @@ class _Lowering:
         static = None not in self.shape
         self.plain = static and math.prod(self.shape) <= gen.options.chunk_size
         self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain
-        self.exported = {inner: outer for inner, outer in zip(self.body.outputs, op.results)}
+        self.exported = {inner: outer for inner, outer in zip(op.blocks[0].yields, op.results)}
         self.plan = getattr(gen, "buffer_plan", {})
 
     def structure(self) -> tuple:
@@ -149,7 +148,7 @@ class _Lowering:
                         tuple([(v.shape, v.dtype) for v in inner.results])))
             for value in inner.results:
                 number[value] = len(number)
-        return (tuple(inputs), tuple(ops), tuple([number[v] for v in self.body.outputs]),
+        return (tuple(inputs), tuple(ops), tuple([number[v] for v in self.op.blocks[0].yields]),
                 tuple([self.plan.get(v) is not None for v in self.op.results]))
 
     def _start_rendering(self):
@@ -161,7 +160,7 @@ class _Lowering:
         # names made for the group's functions only (``_s0``, ``x_c``...)
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
-        self.dims, self.dim_sources = _dims(gen, self.shape, self.body.captures, self.name_of)
+        self.dims, self.dim_sources = _dims(gen, self.shape, op.inputs, self.name_of)
         self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by

@@ -1,0 +1,166 @@
+"""Lowering of the control-flow region ops to Python ``if`` / ``for`` / ``while`` statements.
+
+A region's blocks are lowered in place, with the generator's own statement lowering (their
+fused groups become module-level functions like any other), so no interpreter runs at run
+time. Block arguments are the loop's variables; a branch's arguments are the names of its
+operands. A ``scan`` reads like the loop a person would write, its per-step outputs written
+into one stacked array allocated before the loop::
+
+    # %10, %11 = scan(%h0, %x) captures(%w) {num_carry=1, num_xs=1, length=100, reverse=False}
+    t3 = h0
+    t11 = np.empty((100, 32, 128), np.float32)
+    for _t in range(100):
+        t4 = x[_t]
+        t5 = t3 @ w  # %5 = matmul(%3, %w)
+        t7 = _group0(t5, t4)
+        t11[_t] = t7
+        t3 = t7
+    t10 = t3
+
+A ``while_loop`` is ``while True:`` around its condition block (``if not pred: break``) and its
+body; Values it stacks (residuals recorded for its gradient) go into an array that doubles
+when full and is cut to the trip count after the loop. A ``cond`` is ``if pred: ... else:``.
+"""
+from __future__ import annotations
+
+from ...ops.control_flow import cond_p, scan_length_input, scan_p, while_p
+from .functions import indented
+from .literals import dtype_code, shape_code
+
+INITIAL_CAPACITY = 16    # rows first allocated for a while loop's stacked values
+
+
+def lower(gen, op) -> list:
+    """The statements computing region op ``op`` (see the module docstring)."""
+    return LOWERINGS[op.opdef](gen, op)
+
+
+def _assign(targets, sources) -> list[str]:
+    """``a, b = c, d`` (one parallel assignment, so carries may swap), without ``a = a``."""
+    pairs = [(t, s) for t, s in zip(targets, sources) if t != s]
+    if not pairs:
+        return []
+    return [f"{', '.join(t for t, _ in pairs)} = {', '.join(s for _, s in pairs)}"]
+
+
+def _block(gen, block, extra_reads=()) -> list:
+    """The statements of ``block`` (its yields and ``extra_reads`` stay alive to its end),
+    indented one level."""
+    lines = gen.lower_ops(block.ops, list(block.yields) + list(extra_reads))
+    return [indented(line) for line in lines] or ["    pass"]
+
+
+def _stack_shape(length, value) -> str | None:
+    """Shape source of a stack of ``length`` (a dim expression) Values like ``value``, or None
+    when a dim is known only at run time."""
+    if None in value.shape:
+        return None
+    return shape_code([length] + [str(d) for d in value.shape])
+
+
+def _lower_cond(gen, op) -> list:
+    count = op.attrs["num_operands"]
+    pred = gen.expr(op.inputs[0])
+    operands = op.inputs[1:1 + count]
+    results = [gen.namer.value(v) for v in op.results]
+    lines = []
+    for keyword, block in zip((f"if {pred}:", "else:"), op.blocks):
+        for arg, operand in zip(block.args, operands):
+            gen.alias(arg, operand)
+        lines.append(keyword)
+        lines.extend(_block(gen, block))
+        lines.extend(indented(line) for line in
+                     _assign(results, [gen.expr(v) for v in block.yields]))
+    return lines
+
+
+def _lower_scan(gen, op) -> list:
+    attrs = op.attrs
+    carries, count = attrs["num_carry"], attrs["num_xs"]
+    (body,) = op.blocks
+    carry_args, x_args = body.args[:carries], body.args[carries:]
+    carry_names = [gen.namer.value(a) for a in carry_args]
+    lines = _assign(carry_names, [gen.expr(v) for v in op.inputs[:carries]])
+    if attrs["length"] is not None:
+        length = str(attrs["length"])
+    else:
+        length = gen.namer.fresh("_length")
+        source = op.inputs[carries]
+        lines.append(f"{length} = int({gen.expr(source)})" if scan_length_input(attrs)
+                     else f"{length} = {gen.expr(source)}.shape[0]")
+    step = gen.namer.fresh("_t")
+    stacked = list(zip(op.results[carries:], body.yields[carries:]))
+    lazy = []                  # stacks whose shape is known once a step ran
+    for result, value in stacked:
+        name = gen.namer.value(result)
+        shape = _stack_shape(length, value)
+        if shape is None:
+            lazy.append((name, value))
+            lines.append(f"{name} = None")
+        else:
+            lines.append(f"{name} = np.empty({shape}, {dtype_code(value.dtype)})")
+    steps = f"range({length} - 1, -1, -1)" if attrs["reverse"] else f"range({length})"
+    lines.append(f"for {step} in {steps}:")
+    for arg, xs in zip(x_args, op.inputs[carries:carries + count]):
+        lines.append(f"    {gen.namer.value(arg)} = {gen.expr(xs)}[{step}]")
+    lines.extend(_block(gen, body))
+    for result, value in stacked:
+        name, source = gen.namer.value(result), gen.expr(value)
+        if any(v is value for _, v in lazy):
+            lines.append(f"    if {name} is None:")
+            lines.append(f"        {name} = np.empty(({length},) + np.shape({source}), "
+                         f"{dtype_code(value.dtype)})")
+        lines.append(f"    {name}[{step}] = {source}")
+    lines.extend(indented(line) for line in
+                 _assign(carry_names, [gen.expr(v) for v in body.yields[:carries]]))
+    for name, value in lazy:   # no step ran: an empty stack
+        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        lines.append(f"if {name} is None:")
+        lines.append(f"    {name} = np.empty({empty}, {dtype_code(value.dtype)})")
+    lines.extend(_assign([gen.namer.value(v) for v in op.results[:carries]], carry_names))
+    return lines
+
+
+def _lower_while(gen, op) -> list:
+    attrs = op.attrs
+    count = attrs["num_vars"]
+    cond_block, body = op.blocks
+    names = [gen.namer.value(a) for a in cond_block.args]
+    for arg, cond_arg in zip(body.args, cond_block.args):
+        gen.alias(arg, cond_arg)
+    lines = _assign(names, [gen.expr(v) for v in op.inputs[:count]])
+    stacked = list(zip(op.results[count:count + attrs["num_stacked"]], body.yields[count:]))
+    counter = None
+    if stacked or attrs["counted"]:
+        counter = gen.namer.fresh("_trips")
+        lines.append(f"{counter} = 0")
+    buffers = [gen.namer.fresh(f"_{gen.namer.value(result)}_rows") for result, _ in stacked]
+    lines.extend(f"{buffer} = None" for buffer in buffers)
+    lines.append("while True:")
+    lines.extend(_block(gen, cond_block))
+    lines.append(f"    if not {gen.expr(cond_block.yields[0])}:")
+    lines.append("        break")
+    lines.extend(_block(gen, body))
+    for buffer, (_, value) in zip(buffers, stacked):
+        source, dtype = gen.expr(value), dtype_code(value.dtype)
+        lines += [f"    if {buffer} is None:",
+                  f"        {buffer} = np.empty(({INITIAL_CAPACITY},) + np.shape({source}), "
+                  f"{dtype})",
+                  f"    elif {counter} == len({buffer}):  # full: double it",
+                  f"        {buffer} = np.concatenate([{buffer}, np.empty_like({buffer})])",
+                  f"    {buffer}[{counter}] = {source}"]
+    lines.extend(indented(line) for line in
+                 _assign(names, [gen.expr(v) for v in body.yields[:count]]))
+    if counter is not None:
+        lines.append(f"    {counter} += 1")
+    lines.extend(_assign([gen.namer.value(v) for v in op.results[:count]], names))
+    for buffer, (result, value) in zip(buffers, stacked):
+        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        lines.append(f"{gen.namer.value(result)} = {buffer}[:{counter}] if {buffer} is not None "
+                     f"else np.empty({empty}, {dtype_code(value.dtype)})")
+    if attrs["counted"]:
+        lines.append(f"{gen.namer.value(op.results[-1])} = np.int64({counter})")
+    return lines
+
+
+LOWERINGS = {cond_p: _lower_cond, scan_p: _lower_scan, while_p: _lower_while}

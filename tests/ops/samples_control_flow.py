@@ -1,0 +1,163 @@
+"""OpSamples of the control-flow ops ``cond``, ``while_loop`` and ``scan`` (``fori_loop``
+builds one of the last two); see tests/ops/samples.py.
+
+Each sample's function reads a Value of the enclosing program (a capture) besides its
+operands, so gradients to captures are checked too. Inputs are float64 and keep the branch
+and the trip count away from their switching points (central differences must not cross
+them).
+"""
+import numpy as np
+
+import symgrad as sg
+
+from .samples import OpSample
+
+_R = np.random.default_rng(31)
+
+
+def _u(*shape, low=-1.0, high=1.0):
+    return _R.uniform(low, high, size=shape)
+
+
+# --- cond ------------------------------------------------------------------------------------------
+def _cond(x, w):
+    return sg.cond(sg.sum(x) > 0.0, lambda a: sg.sin(a) * w, lambda a: a * a - w, x)
+
+
+def _cond_np(x, w):
+    return np.sin(x) * w if x.sum() > 0 else x * x - w
+
+
+def _cond_pair(x, w):
+    """Two outputs (a tuple), one branch passing an operand through."""
+    return sg.cond(sg.sum(w) < 0.0, lambda a, b: (a * b, a), lambda a, b: (sg.exp(a), a - b * b),
+                   x, w)
+
+
+def _cond_pair_np(x, w):
+    return (x * w, x) if w.sum() < 0 else (np.exp(x), x - w * w)
+
+
+# --- scan ----------------------------------------------------------------------------------------
+def _rnn(xs, w, h0):
+    def step(h, x):
+        h = sg.tanh(h @ w + x)
+        return h, h * 2.0
+    return sg.scan(step, h0, xs)
+
+
+def _rnn_np(xs, w, h0):
+    ys = []
+    h = h0
+    for x in xs:
+        h = np.tanh(h @ w + x)
+        ys.append(h * 2.0)
+    return h, np.stack(ys)
+
+
+def _pair_reverse(xs, c):
+    """Two carries (a tuple), reverse order, a per-step output."""
+    def step(carry, x):
+        a, b = carry
+        a = sg.sin(a * x + b)
+        return (a, b + a * c), a * b
+    (a, b), ys = sg.scan(step, (sg.zeros([2], "float64"), sg.ones([2], "float64")), xs,
+                         reverse=True)
+    return a, b, ys
+
+
+def _pair_reverse_np(xs, c):
+    a, b = np.zeros(2), np.ones(2)
+    ys = [None] * len(xs)
+    for t in range(len(xs) - 1, -1, -1):
+        a = np.sin(a * xs[t] + b)
+        b = b + a * c
+        ys[t] = a * b
+    return a, b, np.stack(ys)
+
+
+def _nested(xs, m):
+    def outer(c, row):
+        def inner(d, e):
+            return d * sg.cos(e) + m, None
+        d, _ = sg.scan(inner, c, row)
+        return d, sg.sum(d)
+    return sg.scan(outer, sg.ones([], "float64") * 0.5, xs)
+
+
+def _nested_np(xs, m):
+    c = 0.5
+    ys = []
+    for row in xs:
+        for e in row:
+            c = c * np.cos(e) + m
+        ys.append(c)
+    return np.float64(c), np.array(ys)
+
+
+def _fori(x, w):
+    return sg.fori_loop(0, 3, lambda i, v: sg.sin(v * w) + sg.cast(i, v.dtype), x)
+
+
+def _fori_np(x, w):
+    for i in range(3):
+        x = np.sin(x * w) + i
+    return x
+
+
+# --- while_loop --------------------------------------------------------------------------------
+def _while(x, w):
+    def body(n, v):
+        return [n * 1.5 + 0.25, sg.tanh(v * w) + v]
+    _, v = sg.while_loop(lambda n, v: n < 3.0, body, [sg.constant(0.0, "float64"), x])
+    return v
+
+
+def _while_np(x, w):
+    n = 0.0
+    while n < 3.0:
+        n, x = n * 1.5 + 0.25, np.tanh(x * w) + x
+    return x
+
+
+def _while_data(x):
+    """Trip count decided by the data (6 steps for these inputs)."""
+    _, v = sg.while_loop(lambda k, v: sg.sum(v) < 8.0,
+                         lambda k, v: [k + 1, v * 1.25 + 0.1], [sg.constant(np.int64(0)), x])
+    return v
+
+
+def _while_data_np(x):
+    while x.sum() < 8.0:
+        x = x * 1.25 + 0.1
+    return x
+
+
+def _fori_dynamic(x, n):
+    return sg.fori_loop(sg.constant(np.int64(1)), sg.cast(n, "int64"),
+                        lambda i, v: v * sg.cos(v), x)
+
+
+def _fori_dynamic_np(x, n):
+    for _ in range(1, int(n)):
+        x = x * np.cos(x)
+    return x
+
+
+SAMPLES = [
+    OpSample("cond", _cond, [_u(3, low=0.1), _u(3)], _cond_np, id="cond-then"),
+    OpSample("cond", _cond, [_u(3, low=-1.0, high=-0.1), _u(3)], _cond_np, id="cond-else"),
+    OpSample("cond", _cond_pair, [_u(2, 3), _u(3, low=-1.0, high=-0.1)], _cond_pair_np,
+             id="cond-pair"),
+    OpSample("scan", _rnn, [_u(5, 3), _u(3, 3) * 0.5, _u(3)], _rnn_np, id="scan-rnn"),
+    OpSample("scan", _rnn, [_u(4, 3), _u(3, 3) * 0.5, _u(3)], _rnn_np, dynamic=(0,),
+             id="scan-rnn-dynamic"),
+    OpSample("scan", _pair_reverse, [_u(4, 2), _u(2)], _pair_reverse_np, id="scan-reverse"),
+    OpSample("scan", _nested, [_u(3, 2), _u()], _nested_np, id="scan-nested"),
+    OpSample("scan", _fori, [_u(3), _u(3)], _fori_np, id="scan-fori"),
+    OpSample("while_loop", _while, [_u(3), _u(3)], _while_np, id="while"),
+    OpSample("while_loop", _while_data, [_u(3, low=0.2, high=0.6)], _while_data_np,
+             id="while-data"),
+    OpSample("while_loop", _fori_dynamic, [_u(2), np.array(4.5)], _fori_dynamic_np,
+             id="while-fori"),
+]
