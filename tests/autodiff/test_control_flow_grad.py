@@ -1,0 +1,201 @@
+"""``grad`` through cond, while_loop and scan: the contract's options inside regions, grad
+inside a body function, residual memory, and transactions. (First and second derivatives of
+every control-flow sample against finite differences are in test_numeric.py.)"""
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.errors import GradError
+
+
+def _run(prog, fetches, **feeds):
+    return sg.compile(prog, fetches, backend="interpreter")(**feeds)
+
+
+def _rnn(T, batch=4, hidden=5, features=3):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [T, batch, features], "float64")
+        w = sg.parameter("w", [hidden, hidden], "float64", init=np.eye(hidden) * 0.5)
+        u = sg.parameter("u", [features, hidden], "float64", init=np.ones((features, hidden)))
+        h, _ = sg.scan(lambda h, x: (sg.tanh(h @ w + x @ u), None),
+                       sg.zeros([batch, hidden], "float64"), xs)
+        loss = sg.mean(h * h)
+    return prog, xs, w, u, loss
+
+
+def test_cond_sends_cotangents_through_the_taken_branch_only():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        w = sg.data("w", [2], "float64")
+        y = sg.cond(sg.sum(x) > 0.0, lambda a: a * a, lambda a: a * w, x)
+        gx, gw = ir_backward.grad(sg.sum(y), [x, w])
+    x_v, w_v = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    _, got_x, got_w = _run(prog, [y, gx, gw], x=x_v, w=w_v)
+    np.testing.assert_allclose(got_x, 2 * x_v)
+    np.testing.assert_allclose(got_w, [0.0, 0.0])
+    _, got_x, got_w = _run(prog, [y, gx, gw], x=-x_v, w=w_v)
+    np.testing.assert_allclose(got_x, w_v)
+    np.testing.assert_allclose(got_w, -x_v)
+
+
+def test_no_grad_vars_and_stop_gradient_inside_a_body():
+    inner = []
+
+    def body(c, x):
+        a = sg.sin(c * x)
+        inner.append(a)
+        return a + c * 0.5, None
+
+    for block in ("no_grad_vars", "stop_gradient"):
+        inner.clear()
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            c0 = sg.data("c0", [2], "float64")
+            xs = sg.data("xs", [3, 2], "float64")
+            c, _ = sg.scan(body, c0, xs)
+            if block == "stop_gradient":
+                inner[0].stop_gradient = True
+                (g,) = ir_backward.grad(sg.sum(c), [c0])
+            else:
+                (g,) = ir_backward.grad(sg.sum(c), [c0], no_grad_vars=[inner[0]])
+        (got,) = _run(prog, [g], c0=np.array([0.3, 0.4]), xs=np.ones((3, 2)))
+        np.testing.assert_allclose(got, [0.125, 0.125])   # only the c * 0.5 path: 0.5 ** 3
+
+
+def test_paths_cut_inside_regions_follow_allow_unused_and_unused():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        k = sg.data("k", [], "float64")
+        y, _ = sg.scan(lambda c, _: (c * sg.cast(sg.cast(k, "int64"), "float64"), None), x,
+                       length=3)
+        loss = sg.sum(y)
+        with pytest.raises(GradError, match=r"inputs\[0\]"):
+            ir_backward.grad(loss, [k])
+        none, = ir_backward.grad(loss, [k], allow_unused=True)
+        zeros, = ir_backward.grad(loss, [k], allow_unused=True, unused="zeros")
+    assert none is None and zeros is not None
+    assert (_run(prog, [zeros], x=np.ones(2), k=np.array(2.0))[0] == 0).all()
+
+
+def test_integer_carries_and_the_predicate_carry_no_gradient():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        n0 = sg.constant(np.int64(0))
+        n, v = sg.while_loop(lambda n, v: n < 3, lambda n, v: [n + 1, v * 2.0], [n0, x])
+        with pytest.raises(GradError, match="integer"):
+            ir_backward.grad(sg.sum(v), [n0])
+        p = sg.data("p", [], "float64")
+        y = sg.cond(p > 0.0, lambda a: a * 2.0, lambda a: a, x)
+        with pytest.raises(GradError, match="integer or bool"):
+            ir_backward.grad(sg.sum(y), [p])
+
+
+def test_grad_inside_a_body_function():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [4, 2], "float64")
+
+        def body(c, x):
+            (slope,) = ir_backward.grad(sg.sum(sg.sin(c * x)), [c], create_graph=True)
+            return c - 0.1 * slope, None      # a gradient step inside the loop
+
+        c, _ = sg.scan(body, sg.ones([2], "float64"), xs)
+        (g,) = ir_backward.grad(sg.sum(c), [xs])
+    prog.verify()
+    xs_v = np.linspace(0.1, 0.8, 8).reshape(4, 2)
+
+    def forward(xs_v):
+        c = np.ones(2)
+        for x in xs_v:
+            c = c - 0.1 * x * np.cos(c * x)
+        return c.sum()
+
+    got_c, got_g = _run(prog, [c, g], xs=xs_v)
+    assert np.isclose(got_c.sum(), forward(xs_v))
+    numeric = np.zeros_like(xs_v)
+    for i in np.ndindex(xs_v.shape):
+        d = np.zeros_like(xs_v)
+        d[i] = 1e-6
+        numeric[i] = (forward(xs_v + d) - forward(xs_v - d)) / 2e-6
+    np.testing.assert_allclose(got_g, numeric, rtol=1e-6)
+
+
+def test_rnn_backward_keeps_one_t_by_batch_by_hidden_residual():
+    prog, xs, w, u, loss = _rnn(T=7)
+    (scan_op,) = [op for op in prog.ops if op.name == "scan"]
+    ir_backward.grad(loss, [w, u])
+    stacked = [v.shape for v in scan_op.results[1:]]
+    assert stacked == [(7, 4, 5)]          # the incoming h of every step, nothing else
+    prog.verify()
+
+
+def test_program_size_and_compile_do_not_grow_with_the_sequence():
+    sizes = []
+    for T in (3, 300):
+        prog, xs, w, u, loss = _rnn(T)
+        grads = ir_backward.grad(loss, [w, u])
+        sizes.append(str(prog).replace(str(T), "T").count("\n"))
+        fn = sg.compile(prog, [loss] + grads, backend="numpy")
+        assert f"range({T})" in fn.source and f"np.empty(({T}, 4, 5)" in fn.source
+    assert sizes[0] == sizes[1]
+
+
+def test_a_forward_only_compile_after_grad_records_no_residuals():
+    prog, xs, w, u, loss = _rnn(T=5)
+    ir_backward.grad(loss, [w, u])
+    forward = sg.compile(prog, [loss], backend="numpy")
+    (scan_op,) = [op for op in forward.program.ops if op.name == "scan"]
+    assert len(scan_op.results) == 1 and "np.empty((5" not in forward.source
+
+
+def test_a_failed_grad_leaves_the_forward_loop_as_it_was():
+    def backward(inputs, outputs, grads):
+        raise RuntimeError("no gradient today")
+
+    boom = sg.custom_op("boom_in_loop", lambda a: a * 1.0, lambda t: t, backward)
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        y, _ = sg.scan(lambda c, _: (boom(sg.tanh(c)) * c, None), x, length=3)
+        loss = sg.sum(y)
+    (scan_op,) = [op for op in prog.ops if op.name == "scan"]
+    before, results, next_id = str(prog), len(scan_op.results), prog._next_id
+    with pytest.raises(RuntimeError, match="no gradient today"):
+        ir_backward.grad(loss, [x])
+    assert str(prog) == before and len(scan_op.results) == results
+    assert prog._next_id == next_id and len(scan_op.blocks[0].yields) == 1
+    prog.verify()
+
+
+def test_while_loop_reverse_mode_runs_the_recorded_trip_count():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [], "float64")
+        _, v = sg.while_loop(lambda n, v: v < 10.0, lambda n, v: [n + 1, v * v + 1.0],
+                             [sg.constant(np.int64(0)), x])
+        (g,) = ir_backward.grad(v, [x])
+    for start in (0.5, 1.5, 2.5):          # 3, 2 and 2 trips
+        value, got = _run(prog, [v, g], x=np.array(start))
+        v_num, d = start, 1.0
+        while v_num < 10.0:
+            v_num, d = v_num * v_num + 1.0, d * 2 * v_num
+        assert np.isclose(value, v_num) and np.isclose(got, d)
+
+
+def test_only_inputs_false_sets_leaf_grads_through_a_scan():
+    prog, xs, w, u, loss = _rnn(T=3)
+    with sg.program_guard(prog):
+        ir_backward.grad(loss, [w], only_inputs=False)
+    assert w.grad is not None and u.grad is not None and xs.grad is not None
+
+
+def test_registry_lists_the_region_vjps():
+    rows = {row["op"]: row for row in sg.autodiff.registry.registry_table()}
+    for name in ("cond", "while_loop", "scan"):
+        assert rows[name]["vjp"] and rows[name]["vjp_differentiable"]
+        assert rows[name]["category"] == "region" and "numpy" in rows[name]["backends"]
