@@ -15,6 +15,10 @@ W3  a 16-element float64 vector through 300 small elementwise ops, gradient.
 W4  compile time (grad + compile) of elementwise chains of 1,000 / 10,000 / 100,000 ops;
     W4b the 10,000-op chain with a distinct constant in every multiply (no shared functions).
 W5  4th derivative of sin at 1,000,000 points vs the closed form.
+W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.scan``, loss =
+    mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
+    1,000) and run time against hand-written NumPy backpropagation through time; the same
+    program unrolled by a Python loop (T = 100 and 1,000); JAX ``lax.scan`` when installed.
 """
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
-from workloads import mlp_init, mlp_program, w2_program  # noqa: E402
+from workloads import (mlp_init, mlp_program, rnn_by_hand, rnn_init, rnn_program,  # noqa: E402
+                       w2_program)
 from common import (format_seconds, median_time, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -267,6 +272,68 @@ def w5(repeats, n):
                  f"duplicate sin/cos: {duplicates}")]
 
 
+# --- W6 ---------------------------------------------------------------------------------------
+def _w6_compile(steps, init, unrolled=False):
+    """(grad + compile seconds, compiled function) of the W6 program over ``steps``."""
+    gc.collect()
+    start = time.perf_counter()
+    prog, fetches = rnn_program(steps, init, unrolled)
+    fn = sg.compile(prog, fetches, backend="numpy")
+    return time.perf_counter() - start, fn
+
+
+def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
+    init = rnn_init()
+    rng = np.random.default_rng(2)
+    rows = []
+    _w6_compile(2, init)    # warm-up: imports and templates load once per process
+    compile_short, _ = _w6_compile(10, init)
+    compile_long, fn = _w6_compile(steps, init)
+    xs = rng.standard_normal((steps, 32, 64)).astype("float32")
+    h0 = np.zeros((32, 128), "float32")
+    got, want = fn(xs=xs, h0=h0), rnn_by_hand(xs, h0, *init)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-3, atol=1e-6)
+    ours, hand = paired_median_times([lambda: fn(xs=xs, h0=h0),
+                                      lambda: rnn_by_hand(xs, h0, *init)], repeats)
+    residual = 32 * 128 * 4 * steps
+    peak = peak_bytes(lambda: fn(xs=xs, h0=h0))
+    rows.append(_row(f"W6 tanh RNN scan, T={steps:,}, grad", ours, hand,
+                     f"grad+compile {format_seconds(compile_short)} (T=10), "
+                     f"{format_seconds(compile_long)} (T={steps:,}); peak "
+                     f"{peak / 2**20:.0f} MiB, T x batch x hidden = {residual / 2**20:.0f} MiB"))
+    for n in unrolled_steps:
+        seconds, unrolled = _w6_compile(n, init, unrolled=True)
+        xs_n = xs[:n]
+        run = median_time(lambda: unrolled(xs=xs_n, h0=h0), repeats)
+        note = (f"grad+compile {format_seconds(seconds)}; "
+                f"{unrolled.stats['ops_before']:,} ops")
+        rows.append(_row(f"W6 unrolled, T={n:,}", run,
+                         median_time(lambda: rnn_by_hand(xs_n, h0, *init), repeats), note))
+        if seconds > unrolled_budget:
+            break
+    jax = optional_import("jax")
+    if jax is None:
+        rows.append({"workload": "W6 JAX lax.scan", "note": "not installed, skipped"})
+        return rows
+    import jax.numpy as jnp
+
+    def loss(params, xs, h0):
+        W, U, b = params
+        h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ W + x @ U + b), None), h0, xs)
+        return jnp.mean(h * h)
+
+    grad = jax.jit(jax.value_and_grad(loss))
+    args = (tuple(map(jnp.asarray, init)), jnp.asarray(xs), jnp.asarray(h0))
+    start = time.perf_counter()
+    jax.block_until_ready(grad(*args))
+    first = time.perf_counter() - start
+    run = median_time(lambda: jax.block_until_ready(grad(*args)), repeats)
+    rows.append(_row(f"W6 JAX lax.scan (jit), T={steps:,}", run, hand,
+                     f"first call (trace + compile) {format_seconds(first)}"))
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
@@ -279,6 +346,7 @@ def main(argv=None):
     rows += w3(repeats)
     rows += w4([1000, 10000] if args.quick else [1000, 10000, 100000])
     rows += w5(repeats, 100_000 if args.quick else 1_000_000)
+    rows += w6(repeats, 200 if args.quick else 1000, (100,) if args.quick else (100, 1000))
     print_table(rows, ["workload", "symgrad", "hand-written NumPy", "speedup", "note"],
                 title=f"symgrad CPU benchmarks (NumPy {np.__version__}, medians; speedup = "
                       f"hand-written / symgrad)")

@@ -46,3 +46,61 @@ def w2_program(n=None):
                       + sg.log1p(x * x))
         gx, = ir_backward.grad(loss, [x])
     return prog, loss, gx
+
+
+RNN_BATCH, RNN_HIDDEN, RNN_INPUT = 32, 128, 64
+
+
+def rnn_init(seed=0):
+    """``(W [H, H], U [I, H], b [H])`` float32 weights of the W6 tanh RNN."""
+    rng = np.random.default_rng(seed)
+    return ((rng.standard_normal((RNN_HIDDEN, RNN_HIDDEN)) / np.sqrt(RNN_HIDDEN)).astype("float32"),
+            (rng.standard_normal((RNN_INPUT, RNN_HIDDEN)) / np.sqrt(RNN_INPUT)).astype("float32"),
+            np.zeros(RNN_HIDDEN, "float32"))
+
+
+def rnn_program(steps, init, unrolled=False):
+    """W6: ``h_t = tanh(h_{t-1} W + x_t U + b)`` over ``steps`` inputs ``xs`` [T, batch,
+    input] from ``h0`` [batch, hidden], loss = mean of the final state squared; fetches the
+    loss and the gradients of W, U and b. The recurrence is an ``sg.scan``, or (``unrolled``)
+    a Python loop that copies the step ``steps`` times."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [steps, RNN_BATCH, RNN_INPUT], "float32")
+        h0 = sg.data("h0", [RNN_BATCH, RNN_HIDDEN], "float32")
+        W, U, b = (sg.parameter(name, a.shape, "float32", init=a)
+                   for name, a in zip("WUb", init))
+
+        def cell(h, x):
+            return sg.tanh(h @ W + x @ U + b)
+
+        if unrolled:
+            h = h0
+            for t in range(steps):
+                h = cell(h, xs[t])
+        else:
+            h, _ = sg.scan(lambda h, x: (cell(h, x), None), h0, xs)
+        loss = sg.mean(h * h)
+        grads = ir_backward.grad(loss, [W, U, b])
+    return prog, [loss] + list(grads)
+
+
+def rnn_by_hand(xs, h0, W, U, b):
+    """Hand-written NumPy backpropagation through time for W6: the forward keeps every state
+    in one [T + 1, batch, hidden] array; returns ``(loss, dW, dU, db)``."""
+    steps = xs.shape[0]
+    hs = np.empty((steps + 1,) + h0.shape, h0.dtype)
+    hs[0] = h0
+    for t in range(steps):
+        hs[t + 1] = np.tanh(hs[t] @ W + xs[t] @ U + b)
+    h = hs[-1]
+    loss = np.mean(h * h)
+    g = (np.float32(2.0) / h.size) * h
+    dW, dU, db = np.zeros_like(W), np.zeros_like(U), np.zeros_like(b)
+    for t in range(steps - 1, -1, -1):
+        g = g * (1 - hs[t + 1] * hs[t + 1])
+        dW += hs[t].T @ g
+        dU += xs[t].T @ g
+        db += g.sum(0)
+        g = g @ W.T
+    return loss, dW, dU, db

@@ -67,9 +67,9 @@ def flatten_fusion(program):
         if not is_fusion(op):
             builder.copy(op)
             continue
-        body = op.attrs["_body"]
-        groups.append([builder.copy(inner) for inner in body.block.ops])
-        for outer, inner in zip(op.results, body.outputs):
+        (body,) = op.blocks
+        groups.append([builder.copy(inner) for inner in body.ops])
+        for outer, inner in zip(op.results, body.yields):
             builder.alias(outer, builder.get(inner))
     flat, _ = builder.finish([])
     return flat, groups
@@ -83,6 +83,20 @@ def render(dot_source: str, name: str) -> None:
     print("wrote", IMG / f"{name}.svg")
 
 
+def small_rnn():
+    """A tanh RNN over a sequence with ``sg.scan`` and the gradient of its final state's
+    energy w.r.t. the recurrent weights: the forward scan and the reverse scan ``grad``
+    appends, each with its body drawn inside it."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", shape=[None, 4, 3], dtype="float32")
+        w = sg.parameter("w", [3, 3], "float32", init=np.eye(3, dtype="float32") * 0.5)
+        h, _ = sg.scan(lambda h, x: (sg.tanh(h @ w + x), None), sg.zeros([4, 3]), xs)
+        loss = sg.sum(h * h)
+        ir_backward.grad(loss, [w])
+    return prog
+
+
 def make_graphs() -> None:
     if shutil.which("dot") is None:
         sys.exit("Graphviz's `dot` is not installed (Debian: apt-get install -y graphviz)")
@@ -93,6 +107,7 @@ def make_graphs() -> None:
     compiled = sg.compile(full, fetch_list=fetches, backend="numpy")
     flat, groups = flatten_fusion(compiled.program)
     render(flat.to_dot(groups=groups), "mlp_fused")
+    render(small_rnn().to_dot(), "rnn_scan")
 
 
 # --- benchmarks ------------------------------------------------------------------------------

@@ -173,8 +173,9 @@ def _dot_escape(text: str) -> str:
 
 def to_dot(program, groups=None) -> str:
     """Graphviz source. Backward ops are drawn shaded; the blocks of region ops are drawn as
-    clusters inside their op's cluster; ``groups`` (a list of lists of top-level ops, e.g.
-    fusion groups) are drawn as clusters too."""
+    clusters inside their op's cluster, with their arguments as ellipses and a ``yield`` node
+    that the yielded Values flow into (dashed); ``groups`` (a list of lists of top-level ops,
+    e.g. fusion groups) are drawn as clusters too."""
     lines = ["digraph program {", '  rankdir=TB; node [shape=box, fontname="monospace"];']
     name_of: dict = {}
 
@@ -207,6 +208,8 @@ def to_dot(program, groups=None) -> str:
                 lines.extend(f'{pad}    {node_name(arg)} [label="{_dot_escape(value_label(arg))}'
                              f'", shape=ellipse];' for arg in block.args)
                 emit_ops(block.ops, pad + "    ")
+                if block.yields:
+                    lines.append(f'{pad}    {node_name(block)} [label="yield", shape=plain];')
                 lines.append(f"{pad}  }}")
             lines.append(f"{pad}}}")
 
@@ -222,5 +225,9 @@ def to_dot(program, groups=None) -> str:
         for value in op.inputs:
             source = value.op if value.op is not None else value
             lines.append(f"  {node_name(source)} -> {node_name(op)};")
+        for block in op.blocks:
+            for value in block.yields:
+                source = value.op if value.op is not None else value
+                lines.append(f"  {node_name(source)} -> {node_name(block)} [style=dashed];")
     lines.append("}")
     return "\n".join(lines)
