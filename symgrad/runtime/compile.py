@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..backends import get_backend
 from ..errors import ProgramMismatchError
-from ..ir.graph import ancestors_of
+from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
 from .compiled import CompiledProgram, output_specs
@@ -50,7 +50,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
-    stats = {"ops_before": len(needed)}
+    stats = {"ops_before": sum(1 for _ in walk_ops(op for op in program.ops if op in needed))}
     passes = options.passes if options.passes is not None else DEFAULT_PASSES.get(backend)
     ir = None
     if passes is None or passes:
