@@ -140,9 +140,9 @@ class HostGenerator(Generator):
         if op.opdef.category != SOURCE:
             parts = kernel_lowering.kernel_parts(op)
             if parts is not None:
-                return self.launch(op, parts), op.inputs
+                return self.launch(op, parts)
             if is_fusion(op):
-                return self.host_group(op), op.inputs
+                return self.host_group(op)
         return super().lower_op(op)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:

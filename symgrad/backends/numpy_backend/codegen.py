@@ -26,6 +26,7 @@ import jinja2
 import numpy as np
 
 from ...ops.core import SOURCE
+from ...ir.graph import last_uses
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from . import group as group_lowering
@@ -180,22 +181,22 @@ class Generator:
         """The statements computing ``ops`` (one block's, in order), each op's preceded by a
         comment naming it, with ``del`` after the last use of each Value the block defines;
         ``reads_after`` (a block's yields) are read after the last statement."""
-        units = []
+        statements = []
         for op in ops:
-            lines, reads = self.lower_op(op)
+            lines = self.lower_op(op)
             head = [self.text.line(op)] if lines and not is_fusion(op) else []
-            units.append((head + lines, reads, op.results))
-        return self.with_deletes(units, reads_after)
+            statements.append(head + lines)
+        return self.with_deletes(ops, statements, reads_after)
 
-    def lower_op(self, op) -> tuple[list, list]:
-        """``(statements, Values they read)`` computing one op."""
+    def lower_op(self, op) -> list:
+        """The statements computing one op."""
         if op.opdef.category == SOURCE:
-            return self.source_op(op), []
+            return self.source_op(op)
         if is_fusion(op):
-            return group_lowering.lower(self, op), op.inputs
+            return group_lowering.lower(self, op)
         if op.blocks:
-            return region_lowering.lower(self, op), op.inputs
-        return self.simple(op), op.inputs
+            return region_lowering.lower(self, op)
+        return self.simple(op)
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
         body = self.lower_ops(self.program.ops, self.fetches)
@@ -225,26 +226,18 @@ class Generator:
                    for _, fn in sorted(self.helpers.items())]
         return body, helpers
 
-    def with_deletes(self, units, reads_after=()) -> list:
-        """The units' lines (``(lines, values read, values defined)`` per op of one block)
-        with ``del`` after the last use of each variable the block defines (never a fetch, a
-        literal or one of ``reads_after``); a planned buffer is deleted after its last
-        occupant."""
+    def with_deletes(self, ops, statements, reads_after=()) -> list:
+        """``statements`` (the lines of each of ``ops``, one block's) with ``del`` after the
+        last use of each variable the block defines (never a fetch, a literal or one of
+        ``reads_after``); a planned buffer is deleted after its last occupant."""
         fetched = set(self.fetches)
-        end = len(units)
-        last: dict = {}
-        for index, (_, reads, defined) in enumerate(units):
-            for value in defined:
-                last.setdefault(value, index)
-            for value in reads:
-                last[value] = index
-        for value in reads_after:
-            last[value] = end
+        end = len(ops)
+        last = last_uses(ops, reads_after)
         dying: dict = {}
         slot_last: dict = {}
-        for index, (_, _, defined) in enumerate(units):
-            for value in defined:
-                at = last[value]
+        for index, op in enumerate(ops):
+            for value in op.results:
+                at = last.get(value, index)
                 if at != end and value not in fetched and value not in self.scalars:
                     dying.setdefault(at, []).append(self.namer.value(value))
                 number = self.buffer_plan.get(value)
@@ -254,7 +247,7 @@ class Generator:
             if number in self.slot_names and index != end:
                 dying.setdefault(index, []).append(self.slot_names[number])
         body = []
-        for index, (lines, _, _) in enumerate(units):
+        for index, lines in enumerate(statements):
             body.extend(lines)
             names = sorted(set(dying.get(index, ())))
             if names:

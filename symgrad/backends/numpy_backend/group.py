@@ -33,6 +33,7 @@ import math
 
 import numpy as np
 
+from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
 from ...ops.core import normalize_axis
 from ...passes.cse import attrs_key
@@ -86,14 +87,6 @@ def _product(dims):
     if all(d.isdigit() for d in dims):
         return str(math.prod(int(d) for d in dims))
     return " * ".join(dims) if dims else "1"
-
-
-def _last_uses(ops):
-    last = {}
-    for index, op in enumerate(ops):
-        for value in op.inputs:
-            last[value] = index
-    return last
 
 
 def _is_ufunc(op):
@@ -211,7 +204,7 @@ class _Lowering:
     def map_lines(self, allocate, scratch_shape) -> list[str]:
         """Statements of the map ops; scratch allocations go to ``allocate``."""
         lines = []
-        last = _last_uses(self.loop_ops)
+        last = last_uses(self.loop_ops)
         slot_of, free = {}, {}
 
         def take(dtype):
