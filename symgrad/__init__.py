@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 from . import nn  # noqa: E402
 from . import autodiff  # noqa: E402
 from .autodiff import ir_backward  # noqa: E402
-from .autodiff.registry import custom_op, register_vjp, show_registry  # noqa: E402
+from .registry import custom_op, register_vjp, show_registry  # noqa: E402
 
 
 def load(path):

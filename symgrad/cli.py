@@ -181,7 +181,7 @@ def cmd_inspect(args):
 
 
 def cmd_ops(args):
-    from .autodiff.registry import show_registry
+    from .registry import show_registry
 
     show_registry()
 

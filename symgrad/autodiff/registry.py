@@ -1,18 +1,14 @@
-"""The registry API: replace an op's VJP, list the registry, add a user-defined op.
-
-A user op goes through the same :class:`~symgrad.ops.core.OpDef` and ``register`` as the
-library's own ops, so the printer, the passes, the backends and ``grad`` treat it alike.
+"""The VJP registry API: replace an op's VJP (``register_vjp``), and the VJP of a user op
+written Chainer-style (``backward(inputs, outputs, grad_outputs)``, see
+:func:`symgrad.registry.custom_op`).
 """
 from __future__ import annotations
 
-import inspect
-
 from ..ir.value import Value
-from ..ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, call,
-                        get_op, register)
+from ..ops.core import get_op
 from ..ops.shape import zeros_for
 
-__all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
+__all__ = ["register_vjp", "chainer_vjp"]
 
 
 def register_vjp(op_name, fn, *, differentiable=True):
@@ -29,61 +25,7 @@ def register_vjp(op_name, fn, *, differentiable=True):
     return previous
 
 
-# --- listing ----------------------------------------------------------------------------------
-class RegistryTable(list):
-    """The rows of :func:`registry_table` (one dict per op); ``str()`` is the text table."""
-
-    COLUMNS = (("op", "op"), ("category", "category"), ("vjp", "VJP"),
-               ("vjp_differentiable", "VJP differentiable"), ("backends", "backends"))
-
-    def __str__(self):
-        def cell(row, key):
-            value = row[key]
-            if isinstance(value, bool):
-                return "yes" if value else "no"
-            if value is None:
-                return "-"
-            if isinstance(value, (list, tuple)):
-                return ", ".join(value)
-            return str(value) + (" (user)" if key == "op" and row["user_defined"] else "")
-
-        cells = [[title for _, title in self.COLUMNS]]
-        cells += [[cell(row, key) for key, _ in self.COLUMNS] for row in self]
-        widths = [max(len(line[i]) for line in cells) for i in range(len(self.COLUMNS))]
-        lines = ["  ".join(text.ljust(w) for text, w in zip(line, widths)).rstrip()
-                 for line in cells]
-        lines.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
-
-
-def registry_table() -> RegistryTable:
-    """One row per registered op, grouped by category: ``op``, ``category``, ``vjp`` (has a
-    VJP), ``vjp_differentiable`` (None without a VJP), ``backends``, ``user_defined``."""
-    rows = RegistryTable()
-    for opdef in sorted(REGISTRY.values(),
-                        key=lambda d: (CATEGORIES.index(d.category), d.name)):
-        has_vjp = opdef.vjp is not None
-        rows.append({"op": opdef.name, "category": opdef.category, "vjp": has_vjp,
-                     "vjp_differentiable": opdef.vjp_differentiable if has_vjp else None,
-                     "backends": list(opdef.backends), "user_defined": opdef.user_defined})
-    return rows
-
-
-def show_registry(file=None) -> RegistryTable:
-    """Print the registry table (to ``file``, default stdout) and return it."""
-    table = registry_table()
-    print(table, file=file)
-    return table
-
-
-# --- user-defined ops -------------------------------------------------------------------------
-def _is_top_level_function(fn) -> bool:
-    """A plain module-level ``def`` (its source can be copied into generated code)."""
-    return (inspect.isfunction(fn) and fn.__name__ == fn.__qualname__
-            and fn.__name__.isidentifier())
-
-
-def _chainer_vjp(backward):
+def chainer_vjp(backward):
     """Adapt ``backward(inputs, outputs, grad_outputs) -> grads`` to the OpDef VJP contract.
     Outputs that receive no cotangent get zeros, so ``backward`` always sees Values."""
     def vjp(op, cotangents):
@@ -95,58 +37,3 @@ def _chainer_vjp(backward):
         return list(grads)
     vjp.backward = backward
     return vjp
-
-
-def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQUE,
-              algebra=None):
-    """Register a user op and return the front-end function that builds it.
-
-    ``forward(*arrays) -> array`` (a tuple of arrays for several results) is the NumPy
-    implementation. ``infer_shape(*input_types) -> (shape, dtype)`` (or a list of them) is the
-    shape rule; each input type is ``(shape tuple with None for unknown dims, np.dtype)``.
-    ``backward(inputs, outputs, grad_outputs) -> gradient per input`` (a Value, None, or a
-    list/tuple of them) is written with symgrad ops, so it is differentiable again; None means
-    the op has no gradient. ``cuda``: the CUDA lowering (for an elementwise op, a C
-    expression over ``{0}``, ``{1}``... and ``{T}``). When ``forward`` is a module-level
-    function, the generated NumPy code gets a copy of it and calls it by name. ``algebra``: an
-    :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may use (for example
-    ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
-
-    Registering a name again replaces an earlier user op; a built-in op cannot be replaced.
-    """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"custom_op: name must be an identifier, got {name!r}")
-    existing = REGISTRY.get(name)
-    if existing is not None and not existing.user_defined:
-        raise ValueError(f"custom_op: {name!r} is a built-in op; pick another name "
-                         f"(use register_vjp to replace a built-in op's VJP)")
-    for what, fn in (("forward", forward), ("infer_shape", infer_shape)):
-        if not callable(fn):
-            raise TypeError(f"custom_op: {what} must be callable, got {type(fn).__name__}")
-    if backward is not None and not callable(backward):
-        raise TypeError(f"custom_op: backward must be callable or None, "
-                        f"got {type(backward).__name__}")
-
-    emitters, helpers = {}, ()
-    if _is_top_level_function(forward):
-        emitters["numpy"] = call(forward.__name__)
-        helpers = (forward,)
-    if cuda is not None:
-        emitters["cuda"] = cuda
-    opdef = register(OpDef(
-        name, category,
-        infer=lambda types, attrs: infer_shape(*types),
-        impl=forward,
-        vjp=None if backward is None else _chainer_vjp(backward),
-        emitters=emitters, numpy_helpers=helpers,
-        doc=inspect.getdoc(forward) or f"user-defined op {name}", user_defined=True,
-        algebra=algebra or NO_ALGEBRA),
-        replace=existing is not None)
-
-    def build(*inputs):
-        return bind(opdef, as_values(*inputs))
-
-    build.__name__ = build.__qualname__ = name
-    build.__doc__ = opdef.doc
-    build.opdef = opdef
-    return build

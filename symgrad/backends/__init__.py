@@ -1,9 +1,14 @@
-"""Backends: each exposes ``build(program, fetches, options) -> executable`` where the
-executable has ``run(feeds: dict[Value, ndarray]) -> list[ndarray]``, ``source``,
-``kernels`` and ``stats``. Backends are looked up by name and imported on first use."""
+"""Backends: the interpreter and the code generators, each described by a :class:`Backend`.
+
+Runtime code asks a backend for everything that differs between them (its passes, its build,
+its artifact files, how its results become NumPy arrays) and never branches on a backend's
+name. Each backend module defines ``BACKEND``; modules are imported on first use.
+"""
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from typing import Callable
 
 _BACKEND_MODULES = {
     "interpreter": "symgrad.backends.interpreter",
@@ -12,11 +17,44 @@ _BACKEND_MODULES = {
 }
 
 
-def get_backend(name: str):
+def _as_list(results) -> list:
+    return list(results)
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """What runtime needs of one backend.
+
+    ``build(program, fetches, options) -> executable``: the executable has ``run(feeds by
+    name) -> list of arrays``, ``source``, ``kernels``, ``stats`` and ``numpy_module``
+    (``(source, constants)`` of a NumPy-only module computing the same, or None).
+    ``lowers(opdef) -> bool``: can this backend run the op (asked by ``show_registry``).
+    ``default_passes``: pass names run when the options name none (None: the whole pipeline).
+    ``artifact_files(executable, writer, save_options) -> dict | None``: writes the backend's
+    own files into an artifact through ``writer.write(path, bytes)`` and returns the
+    manifest's entry for them (None: nothing beyond the NumPy module); ``save_options`` are
+    the keywords ``save`` was given (``cubin_archs``...). ``host_arrays(results) -> list of
+    NumPy arrays``: what a runner returning NumPy gives back.
+    """
+
+    name: str
+    build: Callable
+    lowers: Callable
+    default_passes: tuple | None = None
+    artifact_files: Callable | None = None
+    host_arrays: Callable = _as_list
+
+
+def get_backend(name: str) -> Backend:
     if not isinstance(name, str) or name not in _BACKEND_MODULES:
         raise ValueError(f"unknown backend {name!r}; choose one of {sorted(_BACKEND_MODULES)}")
-    return importlib.import_module(_BACKEND_MODULES[name])
+    return importlib.import_module(_BACKEND_MODULES[name]).BACKEND
 
 
 def available_backends() -> list[str]:
     return list(_BACKEND_MODULES)
+
+
+def lowering_backends(opdef) -> list[str]:
+    """The backends that can run ``opdef``, as their lowering tables say."""
+    return [name for name in _BACKEND_MODULES if get_backend(name).lowers(opdef)]

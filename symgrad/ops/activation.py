@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError
-from .core import ELEMENTWISE, OpDef, as_values, bind, call, expr, register
+from .core import ELEMENTWISE, OpDef, as_values, bind, register
 from .elementwise import same_rule, sigmoid, tanh, where
 
 __all__: list = []
@@ -45,21 +45,17 @@ def _gelu_vjp(op, g):
 relu_p = register(OpDef(
     "relu", ELEMENTWISE, same_rule, lambda x: np.maximum(x, 0),
     vjp=lambda op, g: [where(op.inputs[0] > 0, g[0], 0)],
-    emitters={"numpy": expr("np.maximum({0}, 0)", out_kw=True),
-              "cuda": "((({0}) > ({T})0 || ({0}) != ({0})) ? ({0}) : ({T})0)"}))
+    emitters={"cuda": "((({0}) > ({T})0 || ({0}) != ({0})) ? ({0}) : ({T})0)"}))
 
 gelu_p = register(OpDef(
     "gelu", ELEMENTWISE, float_rule, gelu_ref, vjp=_gelu_vjp,
-    emitters={"numpy": call("gelu_ref"),
-              "cuda": "(({T})0.5 * ({0}) * (({T})1 + tanh(({T})0.7978845608028654"
-                      " * (({0}) + ({T})0.044715 * ({0}) * ({0}) * ({0})))))"},
-    numpy_helpers=(gelu_ref,)))
+    emitters={"cuda": "(({T})0.5 * ({0}) * (({T})1 + tanh(({T})0.7978845608028654"
+                      " * (({0}) + ({T})0.044715 * ({0}) * ({0}) * ({0})))))"}))
 
 softplus_p = register(OpDef(
     "softplus", ELEMENTWISE, float_rule, lambda x: np.logaddexp(0, x),
     vjp=lambda op, g: [g[0] * sigmoid(op.inputs[0])],
-    emitters={"numpy": expr("np.logaddexp(0, {0})", out_kw=True),
-              "cuda": "(((({0}) > ({T})0) ? ({0}) : ({T})0) + log1p(exp(-fabs({0}))))"}))
+    emitters={"cuda": "(((({0}) > ({T})0) ? ({0}) : ({T})0) + log1p(exp(-fabs({0}))))"}))
 
 
 def relu(x):

@@ -4,12 +4,13 @@ An op is declared once, as an :class:`OpDef`, next to its front-end function::
 
     tanh_p = register(OpDef(
         "tanh", ELEMENTWISE, infer=unary_float_rule, impl=np.tanh,
-        vjp=lambda op, g: [g[0] * (1 - op.results[0] ** 2)],
-        emitters={"numpy": ufunc("np.tanh"), "cuda": "tanh({0})"}))
+        vjp=lambda op, g: [g[0] * (1 - op.results[0] ** 2)]))
 
     def tanh(x): return bind(tanh_p, [as_value(x)])
 
-Contract of each field:
+An OpDef holds only what is true of the op whatever runs it; each backend keeps its own
+lowering table for the ops it lowers (``symgrad/backends/*/lowering.py``), so a new backend
+touches no op file. Contract of each field:
 
 ``infer(input_types, attrs) -> (shape, dtype) | [(shape, dtype), ...]``
     The shape/dtype rule. ``input_types`` is a list of ``(shape, dtype)`` with ``None`` for
@@ -17,33 +18,32 @@ Contract of each field:
     the offending shapes; :func:`bind` prefixes the op name and the user's source line.
 ``impl(*arrays, **attrs) -> ndarray | tuple``
     The NumPy reference used by the interpreter (the oracle). Must return results of exactly
-    the inferred dtypes.
+    the inferred dtypes. An op whose ``impl`` is a NumPy ufunc *is* that ufunc
+    (:attr:`OpDef.ufunc`): backends may rely on it (``out=``, promotion of weak scalars).
 ``vjp(op, cotangents) -> [Value | None, ...]``
     Builds the backward with symgrad ops (so it is differentiable again). ``cotangents`` has
     one entry per result (``None`` for a result that receives none); return one entry per
     input, ``None`` meaning "no gradient flows". An entry may be a zero-argument callable
     returning the Value: the backward pass calls it only when that input needs a gradient
     (so ``x * 2.0`` builds no gradient for the constant). ``None`` as the whole rule: no VJP.
-``emitters``
-    Per-backend lowering. ``"numpy"``: ``emit(args, attrs, out=None) -> str`` giving a NumPy
-    expression (``out`` None) or a statement writing into the preallocated array named
-    ``out``; build them with :func:`ufunc`, :func:`expr` or :func:`call`. ``"cuda"``: a C
-    expression format string over ``{0}``, ``{1}``, attr names and ``{T}`` (the compute
-    type) for elementwise ops, or whatever the CUDA backend documents for other categories.
-``numpy_helpers``
-    Pure-NumPy functions the generated module must contain for this op (their source is
-    copied in, so generated code runs with NumPy alone).
+``reduction``
+    For a reduction that backends may fuse with the elementwise ops feeding it, its
+    :class:`Reduction` (how partial results combine, from what identity, in which dtype).
 ``algebra``
     What the simplify pass may assume about the op (:class:`Algebra`; nothing by default).
 ``region``
     For a region op (category ``REGION``: ``cond``, ``while_loop``, ``scan``, the fusion op),
     its :class:`Region` rules; ``infer`` then takes ``(input_types, attrs, blocks)``.
+``emitters``
+    ``{"cuda": C expression}`` of the elementwise ops the CUDA backend compiles (to move into
+    that backend's lowering table).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import dataclasses
+import math
 from typing import Callable
 
 import numpy as np
@@ -100,6 +100,52 @@ class Algebra:
 
 NO_ALGEBRA = Algebra()
 
+LOWEST = "lowest"     # identity of max: the least value of the dtype (-inf for floats)
+HIGHEST = "highest"   # identity of min: the greatest value of the dtype (inf for floats)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """A reduction that backends may fuse with the ops feeding it, described once for all of
+    them.
+
+    ``combine``: the binary elementwise :class:`OpDef` merging two partial results (``add``
+    for sum and mean, ``multiply``, ``maximum``, ``minimum``); a backend renders it as it
+    renders that op. ``identity``: what an empty accumulator holds, a number or
+    :data:`LOWEST` / :data:`HIGHEST`. ``result_dtype``: the accumulator has the result's
+    dtype (sum and prod of int32 accumulate in int64) rather than the input's (max, min).
+    ``widens``: float accumulators narrower than float64 accumulate in float64 when the
+    compile option ``accumulate_float64`` is on. ``mean``: the result is the accumulated
+    value divided by the number of reduced elements.
+    """
+
+    combine: "OpDef"
+    identity: object
+    result_dtype: bool = True
+    widens: bool = False
+    mean: bool = False
+
+    def accumulator(self, input_dtype, result_dtype, accumulate_float64=True) -> np.dtype:
+        """The dtype partial results are kept in."""
+        dtype = np.dtype(result_dtype if self.result_dtype else input_dtype)
+        if self.widens and accumulate_float64 and dtype.kind == "f" and dtype.itemsize < 8:
+            return np.dtype("float64")
+        return dtype
+
+    def identity_value(self, dtype):
+        """The identity as a Python number of ``dtype`` (``-inf`` for the :data:`LOWEST`
+        float, ``False`` for the lowest bool...)."""
+        dtype = np.dtype(dtype)
+        if self.identity not in (LOWEST, HIGHEST):
+            return dtype.type(self.identity).item()
+        lowest = self.identity == LOWEST
+        if dtype.kind == "f":
+            return -math.inf if lowest else math.inf
+        if dtype.kind == "b":
+            return not lowest
+        info = np.iinfo(dtype)
+        return int(info.min if lowest else info.max)
+
 
 @dataclasses.dataclass(frozen=True)
 class Region:
@@ -130,8 +176,7 @@ class OpDef:
     vjp: Callable | None = None
     vjp_differentiable: bool = True
     emitters: dict = dataclasses.field(default_factory=dict)
-    numpy_helpers: tuple = ()
-    reduce_kind: str | None = None   # "sum" | "mean" | "max" | "min" | "prod" for fusible reductions
+    reduction: Reduction | None = None
     feedable: bool = False           # data/parameter: the runner may supply its value
     doc: str = ""
     user_defined: bool = False
@@ -178,25 +223,12 @@ class OpDef:
         return types
 
     @property
-    def backends(self) -> list[str]:
-        """The backends that can run this op (the interpreter runs every op)."""
-        return ["interpreter"] + [name for name, lowers in LOWERINGS.items() if lowers(self)]
+    def ufunc(self) -> np.ufunc | None:
+        """The NumPy ufunc the op is exactly (its reference), or None."""
+        return self.impl if isinstance(self.impl, np.ufunc) else None
 
     def __repr__(self):
         return f"OpDef({self.name!r}, {self.category})"
-
-
-def _numpy_lowers(opdef) -> bool:
-    return opdef.category in (SOURCE, REGION) or "numpy" in opdef.emitters
-
-
-# Which code generator lowers which op: the NumPy backend needs a "numpy" emitter; the CUDA
-# backend compiles ops with a "cuda" emitter (and fusible reductions) into kernels and runs
-# every other op the NumPy backend can lower through CuPy.
-LOWERINGS = {
-    "numpy": _numpy_lowers,
-    "cuda": lambda opdef: "cuda" in opdef.emitters or _numpy_lowers(opdef),
-}
 
 
 def evaluate_vjp(op, cotangents, wanted=None) -> list:
@@ -445,51 +477,3 @@ def normalize_axis(axis, ndim, allow_none=True):
 def require_float(name_of_what, dtype):
     if not dtypes.is_float(dtype):
         raise DTypeError(f"{name_of_what} needs a floating dtype, got {np.dtype(dtype)}")
-
-
-# --- emitter builders (NumPy) -------------------------------------------------------------------
-def _fmt_attr(value):
-    if isinstance(value, np.dtype):
-        return f"np.{value.name}"
-    if isinstance(value, np.ndarray):
-        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
-    if isinstance(value, np.generic):
-        return repr(value.item())
-    return repr(value)
-
-
-def format_attrs_for_code(attrs: dict) -> dict:
-    return {k: _fmt_attr(v) for k, v in attrs.items()}
-
-
-def ufunc(name: str):
-    """Emitter for an op that is exactly the NumPy ufunc ``name`` (``"np.tanh"``)."""
-    def emit(args, attrs, out=None):
-        joined = ", ".join(args)
-        return f"{name}({joined}, out={out})" if out else f"{name}({joined})"
-    emit.ufunc = name
-    return emit
-
-
-def expr(template: str, out_kw: bool = False):
-    """Emitter from a format string over ``{0}``, ``{1}``... and attr names. With ``out``: pass
-    ``out=`` when ``out_kw`` (the function accepts it), else assign ``out[...] = expr``."""
-    def emit(args, attrs, out=None):
-        code = template.format(*args, **format_attrs_for_code(attrs))
-        if out is None:
-            return code
-        if out_kw:
-            return code[:-1] + f", out={out})"
-        return f"{out}[...] = {code}"
-    emit.template = template
-    return emit
-
-
-def call(function_name: str, attr_names=()):
-    """Emitter calling a helper (from ``numpy_helpers``) with args and the named attrs (as
-    keywords; an attr the op does not have is left to the helper's default)."""
-    def emit(args, attrs, out=None):
-        parts = list(args) + [f"{k}={_fmt_attr(attrs[k])}" for k in attr_names if k in attrs]
-        code = f"{function_name}({', '.join(parts)})"
-        return code if out is None else f"{out}[...] = {code}"
-    return emit

@@ -19,9 +19,9 @@ to an integer dtype returns ``None``); the piecewise-constant float ops ``floor`
 the gradient evenly at ``a == b``; ``clip`` passes it at its (inclusive) bounds; ``abs`` gives 0
 at 0. Every VJP is built from symgrad ops, so it is differentiable again.
 
-Emitters: ``"numpy"`` uses the exact ufunc where one exists (so fused code can write with
-``out=``); ``"cuda"`` is a C expression over ``{0}``, ``{1}``, ``{2}`` and ``{T}`` (the compute
-type) that compiles for ``float`` and ``double``.
+An op computed exactly by a NumPy ufunc has that ufunc as its reference ``impl`` (so
+backends know it is that ufunc); ``emitters["cuda"]`` is a C expression over ``{0}``, ``{1}``,
+``{2}`` and ``{T}`` (the compute type) that compiles for ``float`` and ``double``.
 """
 from __future__ import annotations
 
@@ -29,8 +29,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError
-from .core import (ELEMENTWISE, Algebra, OpDef, as_values, bind, broadcast_shapes, call, expr,
-                   format_attrs_for_code, register, ufunc)
+from .core import ELEMENTWISE, Algebra, OpDef, as_values, bind, broadcast_shapes, register
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "power", "negative",
@@ -192,27 +191,11 @@ def _cast_vjp(op, g):
     return [cast(g[0], source)]
 
 
-# --- NumPy emitters and helpers ---------------------------------------------------------------
+# --- NumPy references ---------------------------------------------------------------
 def sigmoid_ref(x):
     """Logistic function without overflow: exp is only taken of -|x|."""
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1, e) / (1 + e)
-
-
-def _emit_cast(args, attrs, out=None):
-    dtype = format_attrs_for_code(attrs)["dtype"]
-    if out is None:
-        return f"{args[0]}.astype({dtype})"
-    return f"np.copyto({out}, {args[0]}, casting='unsafe')"
-
-
-def _fill_emitter(fill):
-    def emit(args, attrs, out=None):
-        if out is not None:
-            return f"{out}.fill({fill})"
-        dtype = format_attrs_for_code(attrs)["dtype"]
-        return f"np.full_like({args[0]}, {fill}, dtype={dtype})"
-    return emit
 
 
 def _numpy_fill(fill):
@@ -230,215 +213,211 @@ _CUDA_MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
 add_p = register(OpDef(
     "add", ELEMENTWISE, binary_rule, np.add, algebra=Algebra(identity=(0, (0, 1))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0]),
-    emitters={"numpy": ufunc("np.add"), "cuda": "(({0}) + ({1}))"}))
+    emitters={"cuda": "(({0}) + ({1}))"}))
 
 subtract_p = register(OpDef(
     "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
     algebra=Algebra(identity=(0, (1,))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0]),
-    emitters={"numpy": ufunc("np.subtract"), "cuda": "(({0}) - ({1}))"}))
+    emitters={"cuda": "(({0}) - ({1}))"}))
 
 multiply_p = register(OpDef(
     "multiply", ELEMENTWISE, math_rule(np.multiply), np.multiply,
     algebra=Algebra(identity=(1, (0, 1)), negation=(-1, (0, 1))),
     vjp=lambda op, g: _both(op, lambda: g[0] * op.inputs[1], lambda: g[0] * op.inputs[0]),
-    emitters={"numpy": ufunc("np.multiply"), "cuda": "(({0}) * ({1}))"}))
+    emitters={"cuda": "(({0}) * ({1}))"}))
 
 divide_p = register(OpDef(
     "divide", ELEMENTWISE, math_rule(np.divide), np.divide, vjp=_divide_vjp,
     algebra=Algebra(identity=(1, (1,)), negation=(-1, (1,))),
-    emitters={"numpy": ufunc("np.divide"), "cuda": "(({T})({0}) / ({T})({1}))"}))
+    emitters={"cuda": "(({T})({0}) / ({T})({1}))"}))
 
 power_p = register(OpDef(
     "power", ELEMENTWISE, math_rule(np.power), np.power, vjp=_power_vjp,
     algebra=Algebra(identity=(1, (1,))),
-    emitters={"numpy": ufunc("np.power"), "cuda": "pow(({T})({0}), ({T})({1}))"}))
+    emitters={"cuda": "pow(({T})({0}), ({T})({1}))"}))
 
 negative_p = register(OpDef(
     "negative", ELEMENTWISE, same_rule, np.negative,
     algebra=Algebra(negates=True, involution=True),
     vjp=lambda op, g: [-g[0]],
-    emitters={"numpy": ufunc("np.negative"), "cuda": "(-({0}))"}))
+    emitters={"cuda": "(-({0}))"}))
 
 square_p = register(OpDef(
     "square", ELEMENTWISE, math_rule(np.square), np.square,
     vjp=lambda op, g: [g[0] * (op.inputs[0] * 2)],
-    emitters={"numpy": ufunc("np.square"), "cuda": "(({0}) * ({0}))"}))
+    emitters={"cuda": "(({0}) * ({0}))"}))
 
 abs_p = register(OpDef(
     "abs", ELEMENTWISE, math_rule(np.absolute), np.absolute,
     vjp=lambda op, g: [g[0] * sign(op.inputs[0])],
-    emitters={"numpy": ufunc("np.absolute"), "cuda": "(({0}) < ({T})0 ? -({0}) : ({0}))"}))
+    emitters={"cuda": "(({0}) < ({T})0 ? -({0}) : ({0}))"}))
 
 sign_p = register(OpDef(
     "sign", ELEMENTWISE, math_rule(np.sign), np.sign, vjp=_zero_vjp,
-    emitters={"numpy": ufunc("np.sign"),
-              "cuda": "(({0}) != ({0}) ? ({0}) : ({T})((({0}) > ({T})0) - (({0}) < ({T})0)))"}))
+    emitters={"cuda": "(({0}) != ({0}) ? ({0}) : ({T})((({0}) > ({T})0) - (({0}) < ({T})0)))"}))
 
 maximum_p = register(OpDef(
     "maximum", ELEMENTWISE, math_rule(np.maximum), np.maximum,
     vjp=_extremum_vjp(lambda a, b: a > b),
-    emitters={"numpy": ufunc("np.maximum"), "cuda": _CUDA_MAXIMUM}))
+    emitters={"cuda": _CUDA_MAXIMUM}))
 
 minimum_p = register(OpDef(
     "minimum", ELEMENTWISE, math_rule(np.minimum), np.minimum,
     vjp=_extremum_vjp(lambda a, b: a < b),
-    emitters={"numpy": ufunc("np.minimum"), "cuda": _CUDA_MINIMUM}))
+    emitters={"cuda": _CUDA_MINIMUM}))
 
 # --- transcendental ---------------------------------------------------------------------------
 exp_p = register(OpDef(
     "exp", ELEMENTWISE, math_rule(np.exp), np.exp,
     vjp=lambda op, g: [g[0] * op.results[0]],
-    emitters={"numpy": ufunc("np.exp"), "cuda": "exp({0})"}))
+    emitters={"cuda": "exp({0})"}))
 
 log_p = register(OpDef(
     "log", ELEMENTWISE, math_rule(np.log), np.log,
     vjp=lambda op, g: [g[0] / op.inputs[0]],
-    emitters={"numpy": ufunc("np.log"), "cuda": "log({0})"}))
+    emitters={"cuda": "log({0})"}))
 
 log1p_p = register(OpDef(
     "log1p", ELEMENTWISE, math_rule(np.log1p), np.log1p,
     vjp=lambda op, g: [g[0] / (op.inputs[0] + 1)],
-    emitters={"numpy": ufunc("np.log1p"), "cuda": "log1p({0})"}))
+    emitters={"cuda": "log1p({0})"}))
 
 expm1_p = register(OpDef(
     "expm1", ELEMENTWISE, math_rule(np.expm1), np.expm1,
     vjp=lambda op, g: [g[0] * (op.results[0] + 1)],
-    emitters={"numpy": ufunc("np.expm1"), "cuda": "expm1({0})"}))
+    emitters={"cuda": "expm1({0})"}))
 
 sqrt_p = register(OpDef(
     "sqrt", ELEMENTWISE, math_rule(np.sqrt), np.sqrt,
     vjp=lambda op, g: [g[0] / (op.results[0] * 2)],
-    emitters={"numpy": ufunc("np.sqrt"), "cuda": "sqrt({0})"}))
+    emitters={"cuda": "sqrt({0})"}))
 
 sin_p = register(OpDef(
     "sin", ELEMENTWISE, math_rule(np.sin), np.sin,
     vjp=lambda op, g: [g[0] * cos(op.inputs[0])],
-    emitters={"numpy": ufunc("np.sin"), "cuda": "sin({0})"}))
+    emitters={"cuda": "sin({0})"}))
 
 cos_p = register(OpDef(
     "cos", ELEMENTWISE, math_rule(np.cos), np.cos,
     vjp=lambda op, g: [-(g[0] * sin(op.inputs[0]))],
-    emitters={"numpy": ufunc("np.cos"), "cuda": "cos({0})"}))
+    emitters={"cuda": "cos({0})"}))
 
 tan_p = register(OpDef(
     "tan", ELEMENTWISE, math_rule(np.tan), np.tan,
     vjp=lambda op, g: [g[0] * (op.results[0] * op.results[0] + 1)],
-    emitters={"numpy": ufunc("np.tan"), "cuda": "tan({0})"}))
+    emitters={"cuda": "tan({0})"}))
 
 tanh_p = register(OpDef(
     "tanh", ELEMENTWISE, float_unary_rule, np.tanh,
     vjp=lambda op, g: [g[0] * (1 - op.results[0] * op.results[0])],
-    emitters={"numpy": ufunc("np.tanh"), "cuda": "tanh({0})"}))
+    emitters={"cuda": "tanh({0})"}))
 
 sinh_p = register(OpDef(
     "sinh", ELEMENTWISE, math_rule(np.sinh), np.sinh,
     vjp=lambda op, g: [g[0] * cosh(op.inputs[0])],
-    emitters={"numpy": ufunc("np.sinh"), "cuda": "sinh({0})"}))
+    emitters={"cuda": "sinh({0})"}))
 
 cosh_p = register(OpDef(
     "cosh", ELEMENTWISE, math_rule(np.cosh), np.cosh,
     vjp=lambda op, g: [g[0] * sinh(op.inputs[0])],
-    emitters={"numpy": ufunc("np.cosh"), "cuda": "cosh({0})"}))
+    emitters={"cuda": "cosh({0})"}))
 
 arcsin_p = register(OpDef(
     "arcsin", ELEMENTWISE, math_rule(np.arcsin), np.arcsin,
     vjp=lambda op, g: [g[0] / sqrt(1 - op.inputs[0] * op.inputs[0])],
-    emitters={"numpy": ufunc("np.arcsin"), "cuda": "asin({0})"}))
+    emitters={"cuda": "asin({0})"}))
 
 arccos_p = register(OpDef(
     "arccos", ELEMENTWISE, math_rule(np.arccos), np.arccos,
     vjp=lambda op, g: [-(g[0] / sqrt(1 - op.inputs[0] * op.inputs[0]))],
-    emitters={"numpy": ufunc("np.arccos"), "cuda": "acos({0})"}))
+    emitters={"cuda": "acos({0})"}))
 
 arctan_p = register(OpDef(
     "arctan", ELEMENTWISE, math_rule(np.arctan), np.arctan,
     vjp=lambda op, g: [g[0] / (op.inputs[0] * op.inputs[0] + 1)],
-    emitters={"numpy": ufunc("np.arctan"), "cuda": "atan({0})"}))
+    emitters={"cuda": "atan({0})"}))
 
 sigmoid_p = register(OpDef(
     "sigmoid", ELEMENTWISE, float_unary_rule, sigmoid_ref,
     vjp=lambda op, g: [g[0] * (op.results[0] * (1 - op.results[0]))],
-    emitters={"numpy": call("sigmoid_ref"),
-              "cuda": "(({0}) >= ({T})0 ? ({T})1 / (({T})1 + exp(-({0})))"
-                      " : exp({0}) / (({T})1 + exp({0})))"},
-    numpy_helpers=(sigmoid_ref,)))
+    emitters={"cuda": "(({0}) >= ({T})0 ? ({T})1 / (({T})1 + exp(-({0})))"
+                      " : exp({0}) / (({T})1 + exp({0})))"}))
 
 # --- rounding (zero gradient) -----------------------------------------------------------------
 floor_p = register(OpDef(
     "floor", ELEMENTWISE, math_rule(np.floor), np.floor, vjp=_zero_vjp,
-    emitters={"numpy": ufunc("np.floor"), "cuda": "floor({0})"}))
+    emitters={"cuda": "floor({0})"}))
 
 ceil_p = register(OpDef(
     "ceil", ELEMENTWISE, math_rule(np.ceil), np.ceil, vjp=_zero_vjp,
-    emitters={"numpy": ufunc("np.ceil"), "cuda": "ceil({0})"}))
+    emitters={"cuda": "ceil({0})"}))
 
 round_p = register(OpDef(   # np.round: half to even, integers kept as they are
     "round", ELEMENTWISE, math_rule(np.floor), np.round, vjp=_zero_vjp,
-    emitters={"numpy": expr("np.round({0})", out_kw=True), "cuda": "rint({0})"}))
+    emitters={"cuda": "rint({0})"}))
 
 # --- selection --------------------------------------------------------------------------------
 where_p = register(OpDef(
     "where", ELEMENTWISE, where_rule, np.where, vjp=_where_vjp,
-    emitters={"numpy": expr("np.where({0}, {1}, {2})"), "cuda": "(({0}) ? ({1}) : ({2}))"}))
+    emitters={"cuda": "(({0}) ? ({1}) : ({2}))"}))
 
 clip_p = register(OpDef(   # np.clip: minimum(maximum(x, lo), hi)
     "clip", ELEMENTWISE, clip_rule, np.clip, vjp=_clip_vjp,
-    emitters={"numpy": expr("np.clip({0}, {1}, {2})", out_kw=True),
-              "cuda": _CUDA_MINIMUM.format(_CUDA_MAXIMUM, "{2}")}))
+    emitters={"cuda": _CUDA_MINIMUM.format(_CUDA_MAXIMUM, "{2}")}))
 
 # --- comparisons and logic (bool results: no gradient) ----------------------------------------
 equal_p = register(OpDef(
     "equal", ELEMENTWISE, compare_rule, np.equal,
-    emitters={"numpy": ufunc("np.equal"), "cuda": "(({0}) == ({1}))"}))
+    emitters={"cuda": "(({0}) == ({1}))"}))
 
 not_equal_p = register(OpDef(
     "not_equal", ELEMENTWISE, compare_rule, np.not_equal,
-    emitters={"numpy": ufunc("np.not_equal"), "cuda": "(({0}) != ({1}))"}))
+    emitters={"cuda": "(({0}) != ({1}))"}))
 
 less_p = register(OpDef(
     "less", ELEMENTWISE, compare_rule, np.less,
-    emitters={"numpy": ufunc("np.less"), "cuda": "(({0}) < ({1}))"}))
+    emitters={"cuda": "(({0}) < ({1}))"}))
 
 less_equal_p = register(OpDef(
     "less_equal", ELEMENTWISE, compare_rule, np.less_equal,
-    emitters={"numpy": ufunc("np.less_equal"), "cuda": "(({0}) <= ({1}))"}))
+    emitters={"cuda": "(({0}) <= ({1}))"}))
 
 greater_p = register(OpDef(
     "greater", ELEMENTWISE, compare_rule, np.greater,
-    emitters={"numpy": ufunc("np.greater"), "cuda": "(({0}) > ({1}))"}))
+    emitters={"cuda": "(({0}) > ({1}))"}))
 
 greater_equal_p = register(OpDef(
     "greater_equal", ELEMENTWISE, compare_rule, np.greater_equal,
-    emitters={"numpy": ufunc("np.greater_equal"), "cuda": "(({0}) >= ({1}))"}))
+    emitters={"cuda": "(({0}) >= ({1}))"}))
 
 logical_and_p = register(OpDef(
     "logical_and", ELEMENTWISE, logical_rule, np.logical_and,
-    emitters={"numpy": ufunc("np.logical_and"), "cuda": "(({0}) && ({1}))"}))
+    emitters={"cuda": "(({0}) && ({1}))"}))
 
 logical_or_p = register(OpDef(
     "logical_or", ELEMENTWISE, logical_rule, np.logical_or,
-    emitters={"numpy": ufunc("np.logical_or"), "cuda": "(({0}) || ({1}))"}))
+    emitters={"cuda": "(({0}) || ({1}))"}))
 
 logical_not_p = register(OpDef(
     "logical_not", ELEMENTWISE, logical_rule, np.logical_not,
-    emitters={"numpy": ufunc("np.logical_not"), "cuda": "(!({0}))"}))
+    emitters={"cuda": "(!({0}))"}))
 
 # --- dtype and constants ----------------------------------------------------------------------
 cast_p = register(OpDef(
     "cast", ELEMENTWISE, cast_rule, lambda x, dtype: x.astype(dtype), vjp=_cast_vjp,
     algebra=Algebra(no_op_when_same_type=True),
-    emitters={"numpy": _emit_cast, "cuda": "(({T})({0}))"}))
+    emitters={"cuda": "(({T})({0}))"}))
 
 zeros_like_p = register(OpDef(
     "zeros_like", ELEMENTWISE, cast_rule, _numpy_fill(0), vjp=lambda op, g: [None],
     algebra=Algebra(fill=lambda op: 0),
-    emitters={"numpy": _fill_emitter(0), "cuda": "(({T})0)"}))
+    emitters={"cuda": "(({T})0)"}))
 
 ones_like_p = register(OpDef(
     "ones_like", ELEMENTWISE, cast_rule, _numpy_fill(1), vjp=lambda op, g: [None],
     algebra=Algebra(fill=lambda op: 1),
-    emitters={"numpy": _fill_emitter(1), "cuda": "(({T})1)"}))
+    emitters={"cuda": "(({T})1)"}))
 
 
 # --- front end --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.value import format_shape
-from .core import OPAQUE, OpDef, as_values, bind, broadcast_shapes, expr, register
+from .core import OPAQUE, OpDef, as_values, bind, broadcast_shapes, register
 
 __all__ = ["matmul"]
 
@@ -72,7 +72,6 @@ def matmul_vjp(op, cotangents):
 
 matmul_p = register(OpDef(
     "matmul", OPAQUE, matmul_rule, np.matmul, vjp=matmul_vjp,
-    emitters={"numpy": expr("np.matmul({0}, {1})", out_kw=True)},
     doc="Matrix product with NumPy semantics (1-D promotion, broadcast batch dims)."))
 
 

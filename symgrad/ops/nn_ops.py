@@ -26,7 +26,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.value import format_shape
 from . import kernels
-from .core import OPAQUE, OpDef, as_value, as_values, bind, call, normalize_axis, register
+from .core import OPAQUE, OpDef, as_value, as_values, bind, normalize_axis, register
 
 __all__ = ["one_hot"]
 
@@ -74,7 +74,7 @@ def _windows_hw(hw, kernel, stride, padding, dilation, where):
 
 
 # --- conv2d -----------------------------------------------------------------------------------
-_CONV_ATTRS = ("stride", "padding", "dilation", "groups")
+CONV_ATTRS = ("stride", "padding", "dilation", "groups")
 
 
 def _check_weight(w_shape):
@@ -149,7 +149,7 @@ def conv2d_weight_grad_rule(types, attrs):
 
 
 def _conv_attrs(op):
-    return {k: op.attrs[k] for k in _CONV_ATTRS}
+    return {k: op.attrs[k] for k in CONV_ATTRS}
 
 
 def _conv(x, w, attrs):
@@ -185,37 +185,29 @@ def conv2d_weight_grad_vjp(op, cotangents):
     return [lambda: _conv_input_grad(g, k, x.shape[2:], attrs), lambda: _conv(x, k, attrs)]
 
 
-_CONV_HELPERS = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)
-
 conv2d_p = register(OpDef(
     "conv2d", OPAQUE, conv2d_rule, kernels.conv2d_forward, vjp=conv2d_vjp,
-    emitters={"numpy": call("conv2d_forward", _CONV_ATTRS)},
-    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_forward,),
     doc="2-D convolution (cross-correlation), NCHW, weight [out, in/groups, kh, kw]."))
 
 conv2d_input_grad_p = register(OpDef(
     "conv2d_input_grad", OPAQUE, conv2d_input_grad_rule, kernels.conv2d_input_grad,
     vjp=conv2d_input_grad_vjp,
-    emitters={"numpy": call("conv2d_input_grad", ("input_hw",) + _CONV_ATTRS)},
-    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_input_grad,),
     doc="Gradient of conv2d with respect to its input, from (cotangent, weight)."))
 
 conv2d_weight_grad_p = register(OpDef(
     "conv2d_weight_grad", OPAQUE, conv2d_weight_grad_rule, kernels.conv2d_weight_grad,
     vjp=conv2d_weight_grad_vjp,
-    emitters={"numpy": call("conv2d_weight_grad", ("kernel_hw",) + _CONV_ATTRS)},
-    numpy_helpers=_CONV_HELPERS + (kernels.conv2d_weight_grad,),
     doc="Gradient of conv2d with respect to its weight, from (input, cotangent)."))
 
 
 # --- pooling ----------------------------------------------------------------------------------
-_POOL_ATTRS = ("kernel_size", "stride", "padding")
+POOL_ATTRS = ("kernel_size", "stride", "padding")
 
 
 def pool_shape(x_shape, attrs, static_hw):
     """Pooled shape of ``x_shape``; padding may be at most half the kernel."""
     _nchw(x_shape, "pooling input")
-    kernel, stride, padding = (attrs[k] for k in _POOL_ATTRS)
+    kernel, stride, padding = (attrs[k] for k in POOL_ATTRS)
     if static_hw and None in x_shape[2:]:
         raise ShapeError(f"needs static spatial dims (only the batch dim may be unknown), "
                          f"got input {format_shape(x_shape)}")
@@ -261,7 +253,7 @@ def avg_pool2d_grad_rule(types, attrs):
 
 
 def _pool_attrs(op):
-    return {k: op.attrs[k] for k in _POOL_ATTRS}
+    return {k: op.attrs[k] for k in POOL_ATTRS}
 
 
 def max_pool2d_vjp(op, cotangents):
@@ -288,44 +280,29 @@ def avg_pool2d_grad_vjp(op, cotangents):
     return [bind(avg_pool2d_p, [cotangents[0]], _pool_attrs(op))]
 
 
-_POOL_HELPERS = (kernels.pad_hw, kernels.window_view)
-_MAX_HELPERS = _POOL_HELPERS + (kernels.max_pool2d_shares,)
-_AVG_HELPERS = _POOL_HELPERS + (kernels.avg_pool2d_counts,)
-_SCATTER_HELPERS = (kernels.window_scatter, kernels.crop_hw)
-
 max_pool2d_p = register(OpDef(
     "max_pool2d", OPAQUE, _pool_rule(static_hw=False), kernels.max_pool2d_forward,
     vjp=max_pool2d_vjp,
-    emitters={"numpy": call("max_pool2d_forward", _POOL_ATTRS)},
-    numpy_helpers=_POOL_HELPERS + (kernels.max_pool2d_forward,),
     doc="Window maxima (padding is -inf); the gradient splits evenly among ties."))
 
 max_pool2d_grad_p = register(OpDef(
     "max_pool2d_grad", OPAQUE, _pair_rule(pooled_second=True), kernels.max_pool2d_grad,
     vjp=max_pool2d_grad_vjp,
-    emitters={"numpy": call("max_pool2d_grad", _POOL_ATTRS)},
-    numpy_helpers=_MAX_HELPERS + _SCATTER_HELPERS + (kernels.max_pool2d_grad,),
     doc="Gradient of max_pool2d from (input, cotangent)."))
 
 max_pool2d_select_p = register(OpDef(
     "max_pool2d_select", OPAQUE, _pair_rule(pooled_second=False), kernels.max_pool2d_select,
     vjp=max_pool2d_select_vjp,
-    emitters={"numpy": call("max_pool2d_select", _POOL_ATTRS)},
-    numpy_helpers=_MAX_HELPERS + (kernels.max_pool2d_select,),
     doc="Per window of x, the mean of h over the tied maxima (adjoint of max_pool2d_grad)."))
 
 avg_pool2d_p = register(OpDef(
     "avg_pool2d", OPAQUE, _pool_rule(static_hw=True), kernels.avg_pool2d_forward,
     vjp=avg_pool2d_vjp,
-    emitters={"numpy": call("avg_pool2d_forward", _POOL_ATTRS)},
-    numpy_helpers=_AVG_HELPERS + (kernels.avg_pool2d_forward,),
     doc="Window means; padding is not counted."))
 
 avg_pool2d_grad_p = register(OpDef(
     "avg_pool2d_grad", OPAQUE, avg_pool2d_grad_rule, kernels.avg_pool2d_grad,
     vjp=avg_pool2d_grad_vjp,
-    emitters={"numpy": call("avg_pool2d_grad", ("input_hw",) + _POOL_ATTRS)},
-    numpy_helpers=_AVG_HELPERS + _SCATTER_HELPERS + (kernels.avg_pool2d_grad,),
     doc="Gradient of avg_pool2d from the cotangent."))
 
 
@@ -399,22 +376,15 @@ def cross_entropy_vjp(op, cotangents):
 
 softmax_p = register(OpDef(
     "softmax", OPAQUE, softmax_rule, kernels.softmax_forward, vjp=softmax_vjp,
-    emitters={"numpy": call("softmax_forward", ("axis",))},
-    numpy_helpers=(kernels.softmax_forward,),
     doc="exp(x) / sum(exp(x)) along axis (stable)."))
 
 log_softmax_p = register(OpDef(
     "log_softmax", OPAQUE, softmax_rule, kernels.log_softmax_forward, vjp=log_softmax_vjp,
-    emitters={"numpy": call("log_softmax_forward", ("axis",))},
-    numpy_helpers=(kernels.log_softmax_forward,),
     doc="x - logsumexp(x) along axis (stable)."))
 
 softmax_cross_entropy_p = register(OpDef(
     "softmax_cross_entropy", OPAQUE, cross_entropy_rule, kernels.softmax_cross_entropy_forward,
     vjp=cross_entropy_vjp,
-    emitters={"numpy": call("softmax_cross_entropy_forward", ("axis",))},
-    numpy_helpers=(kernels.log_softmax_forward, kernels.check_class_indices,
-                   kernels.softmax_cross_entropy_forward),
     doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
 
 
@@ -431,8 +401,6 @@ def one_hot_rule(types, attrs):
 
 one_hot_p = register(OpDef(
     "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
-    emitters={"numpy": call("one_hot_forward", ("num_classes", "dtype", "axis", "strict"))},
-    numpy_helpers=(kernels.check_class_indices, kernels.one_hot_forward),
     doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
 
 

@@ -4,8 +4,8 @@ Attributes: ``axis`` is the sorted tuple of reduced axes (``argmax``/``argmin``:
 ``None``), ``keepdims`` a bool, and ``dtype`` (a dtype name) appears only where the result's
 dtype differs from the input's: ``sum``/``prod`` of integers and bools accumulate in int64 and
 ``mean`` of them gives float64, as in NumPy (which would give uint64 for unsigned inputs,
-a dtype symgrad does not support). ``reduce_kind`` tells code generators which reductions
-they may fuse.
+a dtype symgrad does not support). The reductions backends may fuse with the ops feeding them
+declare their :class:`~symgrad.ops.core.Reduction`.
 
 VJPs re-insert the reduced axes of the cotangent (when ``keepdims=False``) and broadcast it
 back over the input (see :func:`expand_back`). ``max``/``min`` split the cotangent evenly among
@@ -22,7 +22,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
-from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, format_attrs_for_code,
+from .core import (HIGHEST, LOWEST, OPAQUE, REDUCTION, Algebra, OpDef, Reduction, as_value, bind,
                    normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
@@ -133,7 +133,7 @@ def _logsumexp_vjp(op, g):
     return [keep_axes(g[0], axes, keepdims) * softmax]
 
 
-# --- references and emitters -------------------------------------------------------------------
+# --- references -------------------------------------------------------------------
 def _sg_logsumexp(x, axis, keepdims, dtype=None):
     """Stable ``log(sum(exp(x)))`` over ``axis``: the (finite) max is subtracted first."""
     if dtype is not None:
@@ -145,76 +145,53 @@ def _sg_logsumexp(x, axis, keepdims, dtype=None):
     return out if keepdims else np.squeeze(out, axis=axis)
 
 
-def _reduction_emitter(function, attr_names=("axis", "keepdims", "dtype"), out_kw=True):
-    """Emitter ``function(x, axis=..., keepdims=..[, dtype=..])``; with ``out``, passed as
-    ``out=`` when ``out_kw`` (NumPy's reductions take it), else assigned into."""
-    def emit(args, attrs, out=None):
-        shown = format_attrs_for_code({k: attrs[k] for k in attr_names if k in attrs})
-        parts = [args[0]] + [f"{k}={v}" for k, v in shown.items()]
-        if out is not None and out_kw:
-            parts.append(f"out={out}")
-        code = f"{function}({', '.join(parts)})"
-        return code if out is None or out_kw else f"{out}[...] = {code}"
-    return emit
-
-
 def _numpy_reduction(function):
     return lambda x, axis, keepdims, dtype=None: function(x, axis=axis, keepdims=keepdims,
                                                           dtype=dtype)
 
 
-def _emit_size(args, attrs, out=None):
-    count = " * ".join([f"{args[0]}.shape[{a}]" for a in attrs["axis"]] or ["1"])
-    code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
-    return code if out is None else f"{out}[...] = {code}"
-
-
 # --- declarations -----------------------------------------------------------------------------
 sum_p = register(OpDef(
     "sum", REDUCTION, _reduce_rule, _numpy_reduction(np.sum), vjp=_sum_vjp,
-    emitters={"numpy": _reduction_emitter("np.sum")}, reduce_kind="sum"))
+    reduction=Reduction(ew.add_p, 0, widens=True)))
 
 mean_p = register(OpDef(
     "mean", REDUCTION, _reduce_rule, _numpy_reduction(np.mean), vjp=_mean_vjp,
-    emitters={"numpy": _reduction_emitter("np.mean")}, reduce_kind="mean"))
+    reduction=Reduction(ew.add_p, 0, widens=True, mean=True)))
 
 prod_p = register(OpDef(
     "prod", REDUCTION, _reduce_rule, _numpy_reduction(np.prod), vjp=_prod_vjp,
-    emitters={"numpy": _reduction_emitter("np.prod")}, reduce_kind="prod"))
+    reduction=Reduction(ew.multiply_p, 1)))
 
 max_p = register(OpDef(
     "max", REDUCTION, _reduce_rule,
     lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims), vjp=_extremum_vjp,
-    emitters={"numpy": _reduction_emitter("np.max")}, reduce_kind="max"))
+    reduction=Reduction(ew.maximum_p, LOWEST, result_dtype=False)))
 
 min_p = register(OpDef(
     "min", REDUCTION, _reduce_rule,
     lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims), vjp=_extremum_vjp,
-    emitters={"numpy": _reduction_emitter("np.min")}, reduce_kind="min"))
+    reduction=Reduction(ew.minimum_p, HIGHEST, result_dtype=False)))
 
 argmax_p = register(OpDef(
     "argmax", REDUCTION, _arg_rule,
     lambda x, axis, keepdims: np.argmax(x, axis=axis, keepdims=keepdims),
-    emitters={"numpy": _reduction_emitter("np.argmax", ("axis", "keepdims"))},
     doc="Index of the first maximum (int64); no gradient."))
 
 argmin_p = register(OpDef(
     "argmin", REDUCTION, _arg_rule,
     lambda x, axis, keepdims: np.argmin(x, axis=axis, keepdims=keepdims),
-    emitters={"numpy": _reduction_emitter("np.argmin", ("axis", "keepdims"))},
     doc="Index of the first minimum (int64); no gradient."))
 
 logsumexp_p = register(OpDef(
     "logsumexp", REDUCTION, _numeric_rule, _sg_logsumexp, vjp=_logsumexp_vjp,
-    emitters={"numpy": _reduction_emitter("_sg_logsumexp", out_kw=False)},
-    numpy_helpers=(_sg_logsumexp,),
     doc="log(sum(exp(x))) computed stably (the max is subtracted first)."))
 
 size_p = register(OpDef(
     "size", OPAQUE,
     lambda types, attrs: ((), np.dtype(attrs["dtype"])),
     impl=lambda x, axis, dtype: np.asarray(math.prod(x.shape[a] for a in axis), dtype=dtype),
-    emitters={"numpy": _emit_size}, algebra=Algebra(shape_only=(0,)),
+    algebra=Algebra(shape_only=(0,)),
     doc="The number of elements of the input in ``axis``, read from its run-time shape "
         "(a scalar of ``dtype``; used by mean's VJP when those dims are unknown)."))
 

@@ -27,7 +27,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, dtypes_shape, expr,
+from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, dtypes_shape,
                    normalize_axis, register)
 from .elementwise import zeros_like
 from .source import full_p
@@ -118,7 +118,6 @@ reshape_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, collapses=True, keeps_fill=True),
     impl=lambda x, shape: np.reshape(x, shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0])],
-    emitters={"numpy": expr("np.reshape({0}, {shape})")},
     doc="Reshape to a static target; -1 (at most once) is inferred at run time."))
 
 
@@ -134,7 +133,6 @@ reshape_like_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True, shape_only=(1,)),
     impl=lambda x, ref: np.reshape(x, ref.shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0]), None],
-    emitters={"numpy": expr("np.reshape({0}, {1}.shape)")},
     doc="Reshape the first input to the run-time shape of the second (which gets no gradient)."))
 
 
@@ -167,7 +165,6 @@ transpose_p = register(OpDef(
     algebra=Algebra(permutation="axes", keeps_fill=True),
     impl=lambda x, axes: np.transpose(x, axes),
     vjp=lambda op, g: [transpose(g[0], tuple(int(i) for i in np.argsort(op.attrs["axes"])))],
-    emitters={"numpy": expr("np.transpose({0}, {axes})")},
     doc="Permute axes (``axes[i]`` is the input axis that becomes axis i)."))
 
 
@@ -211,20 +208,12 @@ def _sg_broadcast_to(x, shape):
                                     for i, t in enumerate(shape)))
 
 
-def _emit_broadcast_to(args, attrs, out=None):
-    shape = attrs["shape"]
-    function = "_sg_broadcast_to" if -1 in shape else "np.broadcast_to"
-    code = f"{function}({args[0]}, {tuple(shape)!r})"
-    return code if out is None else f"{out}[...] = {code}"
-
-
 broadcast_to_p = register(OpDef(
     "broadcast_to", INJECTIVE,
     lambda types, attrs: (_broadcast_target(types[0][0], tuple(attrs["shape"]), -1), types[0][1]),
     algebra=Algebra(no_op_when_same_type=True, collapses=True, broadcast=True, keeps_fill=True),
     impl=_sg_broadcast_to,
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0])],
-    emitters={"numpy": _emit_broadcast_to}, numpy_helpers=(_sg_broadcast_to,),
     doc="NumPy broadcasting to a static target; -1 keeps the input's (run-time) dim."))
 
 
@@ -244,7 +233,6 @@ broadcast_like_p = register(OpDef(
                     shape_only=(1,)),
     impl=lambda x, ref: np.broadcast_to(x, ref.shape),
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0]), None],
-    emitters={"numpy": expr("np.broadcast_to({0}, {1}.shape)")},
     doc="Broadcast the first input to the run-time shape of the second (no gradient to it)."))
 
 
@@ -320,7 +308,6 @@ expand_dims_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.expand_dims(x, axis),
     vjp=lambda op, g: [squeeze(g[0], op.attrs["axis"])],
-    emitters={"numpy": expr("np.expand_dims({0}, {axis})")},
     doc="Insert size-1 axes at ``axis`` (positions in the result)."))
 
 squeeze_p = register(OpDef(
@@ -328,7 +315,6 @@ squeeze_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.squeeze(x, axis),
     vjp=lambda op, g: [expand_dims(g[0], op.attrs["axis"])],
-    emitters={"numpy": expr("np.squeeze({0}, {axis})")},
     doc="Remove size-1 axes ``axis`` (an unknown dim there must be 1 at run time)."))
 
 
@@ -419,18 +405,10 @@ def _concatenate_vjp(op, g):
     return [_gradient_for(p, v) for p, v in zip(pieces, op.inputs)]
 
 
-def _join_emitter(function):
-    def emit(args, attrs, out=None):
-        target = "" if out is None else f", out={out}"
-        return f"{function}([{', '.join(args)}], axis={attrs['axis']}{target})"
-    return emit
-
-
 concatenate_p = register(OpDef(
     "concatenate", INJECTIVE, _concatenate_rule,
     impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     vjp=_concatenate_vjp,
-    emitters={"numpy": _join_emitter("np.concatenate")},
     doc="Join inputs along an existing axis (dtypes promote as in NumPy)."))
 
 
@@ -455,7 +433,6 @@ stack_p = register(OpDef(
     "stack", INJECTIVE, _stack_rule,
     impl=lambda *xs, axis: np.stack(xs, axis=axis),
     vjp=_stack_vjp,
-    emitters={"numpy": _join_emitter("np.stack")},
     doc="Join inputs of one shape along a new axis."))
 
 
@@ -525,17 +502,10 @@ def _pieces_vjp(op, g):
     return [joined] + [None] * (len(op.inputs) - 1)
 
 
-def _emit_split(args, attrs, out=None):
-    spec = attrs["indices_or_sections"]
-    spec = spec if isinstance(spec, int) else repr(tuple(spec))
-    return f"np.split({args[0]}, {spec}, axis={attrs['axis']})"
-
-
 split_p = register(OpDef(
     "split", INJECTIVE, _split_rule,
     impl=lambda x, indices_or_sections, axis: tuple(np.split(x, indices_or_sections, axis)),
     vjp=_pieces_vjp,
-    emitters={"numpy": _emit_split},
     doc="``np.split``: equal sections (an int) or pieces between split points (a tuple); "
         "one result per piece."))
 
@@ -554,9 +524,6 @@ def _sg_split_like(x, *refs, axis):
 split_like_p = register(OpDef(
     "split_like", INJECTIVE, _split_like_rule, impl=_sg_split_like,
     vjp=_pieces_vjp,
-    emitters={"numpy": lambda args, attrs, out=None:
-              f"_sg_split_like({', '.join(args)}, axis={attrs['axis']})"},
-    numpy_helpers=(_sg_split_like,),
     doc="Cut the first input into pieces sized like the other inputs along ``axis`` "
         "(their run-time sizes; used by the VJP of concatenate)."))
 
@@ -600,7 +567,6 @@ pad_p = register(OpDef(
     impl=lambda x, pad_width, constant_values: np.pad(x, pad_width,
                                                      constant_values=constant_values),
     vjp=_pad_vjp,
-    emitters={"numpy": expr("np.pad({0}, {pad_width}, constant_values={constant_values})")},
     doc="Constant padding; ``pad_width`` is one (before, after) pair per axis."))
 
 
@@ -638,7 +604,7 @@ def _index_tuple(index):
     return tuple(slice(*item) if isinstance(item, (list, tuple)) else item for item in index)
 
 
-def _index_code(index):
+def index_code(index):
     """The attr form of a basic index as NumPy source (``1, ::2, None``)."""
     parts = []
     for item in index:
@@ -657,7 +623,7 @@ def _sliced_shape(shape, index):
             out.append(1)
             continue
         if axis >= len(shape):
-            raise ShapeError(f"index {_index_code(index)} has too many entries for "
+            raise ShapeError(f"index {index_code(index)} has too many entries for "
                              f"{format_shape(shape)}")
         n = shape[axis]
         if isinstance(item, (list, tuple)):
@@ -669,17 +635,11 @@ def _sliced_shape(shape, index):
     return tuple(out) + tuple(shape[axis:])
 
 
-def _emit_slice(args, attrs, out=None):
-    code = f"{args[0]}[{_index_code(attrs['index'])}]"
-    return code if out is None else f"{out}[...] = {code}"
-
-
 slice_p = register(OpDef(
     "slice", INJECTIVE,
     lambda types, attrs: (_sliced_shape(types[0][0], attrs["index"]), types[0][1]),
     impl=lambda x, index: x[_index_tuple(index)],
     vjp=lambda op, g: [slice_scatter(g[0], op.inputs[0], op.attrs["index"])],
-    emitters={"numpy": _emit_slice},
     doc="Basic indexing: ints, strided slices (negative steps too) and new axes."))
 
 
@@ -703,18 +663,11 @@ def _sg_slice_scatter(g, shape, index):
     return out
 
 
-def _emit_slice_scatter(args, attrs, out=None):
-    shape = f"{args[1]}.shape" if len(args) > 1 else repr(tuple(attrs["shape"]))
-    code = f"_sg_slice_scatter({args[0]}, {shape}, np.s_[{_index_code(attrs['index'])}])"
-    return code if out is None else f"{out}[...] = {code}"
-
-
 slice_scatter_p = register(OpDef(
     "slice_scatter", INJECTIVE, _slice_scatter_rule,
     impl=lambda g, *ref, index, shape: _sg_slice_scatter(
         g, ref[0].shape if ref else shape, _index_tuple(index)),
     vjp=lambda op, g: [strided_slice(g[0], op.attrs["index"])] + [None] * (len(op.inputs) - 1),
-    emitters={"numpy": _emit_slice_scatter}, numpy_helpers=(_sg_slice_scatter,),
     doc="The cotangent of a slice written into zeros of the sliced input's shape (the run-time "
         "shape of the optional second input when dims are unknown)."))
 

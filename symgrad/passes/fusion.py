@@ -8,11 +8,11 @@ outside it or fetched, which are the op's results; each result keeps the id and 
 inner Value it yields. ``op.attrs["group"]`` is the group number. Every block is partitioned
 on its own, the bodies of loops and branches included (a group never spans blocks).
 
-Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduce_kind``):
+Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduction``):
 
 * a group has an *iteration shape*; ELEMENTWISE ops whose result has that shape join the group
   of any producer in it (their other inputs may broadcast): the *map* phase;
-* a REDUCTION with a ``reduce_kind`` joins the group of its input as the group's reduction,
+* a REDUCTION with a :class:`~symgrad.ops.core.Reduction` joins the group of its input as the group's reduction,
   which ends the map phase; ELEMENTWISE ops that read only the reduced result (and values from
   outside) may follow it, on the reduced shape: the *epilogue*. A group has one reduction, and
   nothing in it reads a map value after the reduction, so a reduction's result is never
@@ -92,7 +92,7 @@ def _fusible(op) -> bool:
     category = op.opdef.category
     if category == ELEMENTWISE:
         return bool(op.inputs)
-    return category == REDUCTION and op.opdef.reduce_kind is not None and len(op.inputs) == 1
+    return category == REDUCTION and op.opdef.reduction is not None and len(op.inputs) == 1
 
 
 def worth_a_loop(op, options) -> bool:

@@ -24,8 +24,7 @@ def writes_into_buffer(op) -> list[bool]:
     """Per result: does the op write it into a buffer given to it (``out=``)?"""
     if is_fusion(op):
         return map_outputs(op)
-    emitter = op.opdef.emitters.get("numpy")
-    exact = op.opdef.category == ELEMENTWISE and getattr(emitter, "ufunc", None) is not None
+    exact = op.opdef.category == ELEMENTWISE and op.opdef.ufunc is not None
     return [exact] * len(op.results)
 
 

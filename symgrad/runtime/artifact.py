@@ -36,6 +36,7 @@ import zipfile
 
 import numpy as np
 
+from ..backends import get_backend
 from ..errors import ArtifactError, VerificationError
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
@@ -106,14 +107,16 @@ class _ConstantStore:
 
 
 def _numpy_module(compiled):
-    """``(source, constants)`` of the generated NumPy module for ``compiled``; programs
-    compiled for another backend are compiled again with the NumPy backend."""
-    if compiled.backend != "numpy":
+    """``(source, constants)`` of a NumPy-only module computing ``compiled``'s fetches: its own
+    module when its backend generates one, else one compiled again for it."""
+    module = compiled._executable.numpy_module
+    if module is None:
         from .compile import compile as compile_program
 
-        compiled = compile_program(compiled.program, compiled.fetches, backend="numpy",
-                                   options=compiled.options)
-    return compiled.source, dict(compiled._executable.constants)
+        numpy_only = compile_program(compiled.program, compiled.fetches, backend="numpy",
+                                     options=compiled.options)
+        module = numpy_only._executable.numpy_module
+    return module[0], dict(module[1])
 
 
 def _json_default(value):
@@ -136,41 +139,7 @@ def _library_versions():
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
 
 
-def _cubin_archs(executable, requested):
-    """Architectures to build cubins for: those requested, else the current device's when a
-    GPU is present, else none (the .cu source is always saved)."""
-    if requested is not None:
-        return list(requested)
-    try:
-        from ..backends.cuda_backend import device_arch
-
-        return [device_arch()]
-    except Exception:  # no CuPy or no device: source only
-        return []
-
-
-def _write_cuda(writer, compiled, cubin_archs):
-    """``cuda/host.py``, ``cuda/program.cu``, one file per kernel, and a cubin per arch."""
-    executable = compiled._executable
-    kernels = {}
-    for name, kernel_source in compiled.kernels.items():
-        kernels[name] = f"cuda/{_safe_stem(name)}.cu"
-        writer.write_text(kernels[name], kernel_source)
-    writer.write_text("cuda/host.py", compiled.source)
-    entry = {"host": "cuda/host.py", "kernels": kernels}
-    full_source = getattr(executable, "cuda_source", None)
-    if full_source is not None:
-        entry["source"] = "cuda/program.cu"
-        writer.write_text(entry["source"], full_source)
-        archs = _cubin_archs(executable, cubin_archs)
-        entry["cubins"] = {}
-        for arch, cubin in (executable.cubins(archs) if archs else {}).items():
-            entry["cubins"][arch] = f"cuda/program.{_safe_stem(arch)}.cubin"
-            writer.write(entry["cubins"][arch], cubin)
-    return entry
-
-
-def _write_tree(compiled, root, cubin_archs=None):
+def _write_tree(compiled, root, save_options):
     writer = _TreeWriter(root)
     store = _ConstantStore(writer)
     source, constants = _numpy_module(compiled)
@@ -185,8 +154,11 @@ def _write_tree(compiled, root, cubin_archs=None):
     entry_points = {"standalone": standalone_entry,
                     "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION},
                     "program": PROGRAM_FILE}
-    if compiled.backend == "cuda":
-        entry_points["cuda"] = _write_cuda(writer, compiled, cubin_archs)
+    backend = get_backend(compiled.backend)
+    if backend.artifact_files is not None:
+        entry = backend.artifact_files(compiled._executable, writer, save_options)
+        if entry is not None:
+            entry_points[backend.name] = entry
     manifest = {
         "format": standalone.FORMAT_NAME,
         "format_version": standalone.FORMAT_VERSION,
@@ -253,11 +225,12 @@ def _publish_zip(staging, target):
         raise
 
 
-def save(compiled, path, cubin_archs=None):
+def save(compiled, path, **save_options):
     """Write ``compiled`` as an artifact at ``path`` (a zip if it ends in ``.zip``) and
     return ``path``. Atomic: a failure leaves whatever was at ``path`` before untouched.
-    For CUDA programs, ``cubin_archs`` (e.g. ``["sm_80", "sm_90"]``) lists the GPU
-    architectures to save compiled cubins for (default: the current device's, if any)."""
+    ``save_options`` go to the backend's artifact writer: for CUDA programs, ``cubin_archs``
+    (e.g. ``["sm_80", "sm_90"]``) lists the GPU architectures to save compiled cubins for
+    (default: the current device's, if any)."""
     target = os.path.abspath(os.fspath(path))
     as_zip = target.endswith(".zip")
     parent = os.path.dirname(target)
@@ -266,7 +239,7 @@ def save(compiled, path, cubin_archs=None):
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
                                dir=parent)
     try:
-        _write_tree(compiled, staging, cubin_archs)
+        _write_tree(compiled, staging, save_options)
         if as_zip:
             _publish_zip(staging, target)
         else:
@@ -390,8 +363,8 @@ def load(path) -> LoadedProgram:
         source = standalone.listed(contents, manifest["entry_points"]["numpy"]["module"],
                                    "module")
         kernels = {name: standalone.listed(contents, rel, "kernel").decode("utf-8")
-                   for name, rel in manifest["entry_points"].get("cuda", {})
-                   .get("kernels", {}).items()}
+                   for entry in manifest["entry_points"].values() if isinstance(entry, dict)
+                   for name, rel in entry.get("kernels", {}).items()}
     try:
         signature = [InputSpec.from_json(obj) for obj in manifest["inputs"]]
         outputs = [OutputSpec.from_json(obj) for obj in manifest["outputs"]]

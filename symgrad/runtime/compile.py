@@ -10,8 +10,6 @@ from .compiled import CompiledProgram, output_specs
 from .feeds import build_signature
 from .options import CompileOptions
 
-DEFAULT_PASSES = {"interpreter": ()}
-
 
 def normalize_fetch_list(program, fetch_list) -> list[Value]:
     if isinstance(fetch_list, (Value, str)):
@@ -32,8 +30,8 @@ def normalize_fetch_list(program, fetch_list) -> list[Value]:
 
 
 def compile(program, fetch_list, backend="numpy", options=None, **option_changes):
-    """Compile ``program`` to compute ``fetch_list`` with ``backend`` ("numpy", "cuda" or
-    "interpreter"). Options are a :class:`CompileOptions` and/or its fields as keywords
+    """Compile ``program`` to compute ``fetch_list`` with ``backend`` ("numpy", "c", "cuda"
+    or "interpreter"). Options are a :class:`CompileOptions` and/or its fields as keywords
     (``passes=[...]``, ``fusion=False``...). The program is copied: appending more ops to it
     later does not change the compiled callable."""
     if not isinstance(program, Program):
@@ -42,7 +40,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     if "passes" in option_changes and option_changes["passes"] is not None:
         option_changes["passes"] = tuple(option_changes["passes"])
     options = options.replace(**option_changes) if option_changes else options
-    module = get_backend(backend)
+    chosen = get_backend(backend)
     fetches = normalize_fetch_list(program, fetch_list)
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
@@ -51,7 +49,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
     stats = {"ops_before": sum(1 for _ in walk_ops(op for op in program.ops if op in needed))}
-    passes = options.passes if options.passes is not None else DEFAULT_PASSES.get(backend)
+    passes = options.passes if options.passes is not None else chosen.default_passes
     ir = None
     if passes is None or passes:
         from ..passes import optimize
@@ -59,7 +57,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
         copy, fetches, report = optimize(copy, fetches, options, passes)
         stats.update(report.stats)
         ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
-    executable = module.build(copy, fetches, options)
+    executable = chosen.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
     return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
                            stats=stats, ir=ir, fetches=fetches)
@@ -82,6 +80,4 @@ class Executor:
             compiled = compile(program, fetches, backend=self.backend, **self.options)
             self._cache[key] = compiled
         results = compiled(**(feed or {}))
-        if return_numpy and self.backend == "cuda":
-            results = [r.get() if hasattr(r, "get") else r for r in results]
-        return results
+        return get_backend(self.backend).host_arrays(results) if return_numpy else results

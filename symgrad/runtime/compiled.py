@@ -59,7 +59,7 @@ class CompiledProgram:
         (default: the current GPU's, if there is one)."""
         from .artifact import save
 
-        return save(self, path, cubin_archs)
+        return save(self, path, cubin_archs=cubin_archs)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

@@ -195,7 +195,7 @@ def test_only_inputs_false_sets_leaf_grads_through_a_scan():
 
 
 def test_registry_lists_the_region_vjps():
-    rows = {row["op"]: row for row in sg.autodiff.registry.registry_table()}
+    rows = {row["op"]: row for row in sg.registry.registry_table()}
     for name in ("cond", "while_loop", "scan"):
         assert rows[name]["vjp"] and rows[name]["vjp_differentiable"]
         assert rows[name]["category"] == "region" and "numpy" in rows[name]["backends"]

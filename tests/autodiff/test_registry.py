@@ -6,6 +6,8 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.backends import lowering_backends
+from symgrad.backends.numpy_backend import lowering as numpy_lowering
 from symgrad.ops import REGISTRY
 
 
@@ -103,15 +105,17 @@ def test_custom_op_forward_gradient_and_second_order(cube):
 def test_custom_op_registration_details(cube):
     opdef = REGISTRY["test_cube"]
     assert opdef.user_defined and opdef.category == "elementwise"
-    assert opdef.numpy_helpers == (cube_forward,)
-    assert opdef.emitters["numpy"](["a"], {}) == "cube_forward(a)"
+    rule = numpy_lowering.LOWERINGS.rule(opdef)
+    assert rule.helpers == (cube_forward,)
+    assert rule.emit(["a"], {}) == "cube_forward(a)"
     assert opdef.emitters["cuda"] == "({0} * {0} * {0})"
     assert cube.__name__ == "test_cube" and cube.opdef is opdef
 
 
-def test_custom_op_lambda_forward_gets_no_numpy_emitter_and_no_backward():
+def test_custom_op_lambda_forward_gets_no_numpy_lowering_and_no_backward():
     square = sg.custom_op("test_square_nograd", lambda x: x * x, lambda t: t, None)
-    assert "numpy" not in square.opdef.emitters and square.opdef.vjp is None
+    assert not numpy_lowering.LOWERINGS.lowers(square.opdef) and square.opdef.vjp is None
+    assert sg.show_registry(io.StringIO()) and "numpy" not in lowering_backends(square.opdef)
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [2], "float64")

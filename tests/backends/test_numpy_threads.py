@@ -6,7 +6,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.numpy_backend.names import Namer
+from symgrad.backends.common import Namer
 
 REDUCTIONS = {
     "sum0": lambda y: sg.sum(y, axis=0),

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.backends import lowering_backends
+from symgrad.backends.numpy_backend import lowering as numpy_lowering
 from symgrad.ops.core import evaluate_vjp
 from symgrad.errors import DTypeError, ShapeError
 from symgrad.ops import REGISTRY, activation, elementwise
@@ -32,13 +34,14 @@ def run(build, *arrays, dynamic=()):
     return out, fn(*arrays)
 
 
-def test_every_own_op_has_a_sample_and_emitters():
+def test_every_own_op_has_a_sample_and_lowerings():
     covered = {s.op for s in SAMPLES}
     assert set(OWN_OPS) <= covered
     for name in OWN_OPS:
         opdef = REGISTRY[name]
         assert opdef.category == "elementwise"
-        assert {"numpy", "cuda"} <= set(opdef.emitters), name
+        assert {"interpreter", "numpy", "cuda"} <= set(lowering_backends(opdef)), name
+        assert "cuda" in opdef.emitters, name
 
 
 # --- forward against NumPy ----------------------------------------------------------------------
@@ -443,7 +446,7 @@ def _emitter_cases():
 
 def _namespace(opdef, args):
     space = {"np": np}
-    for helper in opdef.numpy_helpers:
+    for helper in numpy_lowering.LOWERINGS.rule(opdef).helpers:
         space[helper.__name__] = helper
     space.update({f"a{i}": a for i, a in enumerate(args)})
     return space
@@ -453,7 +456,7 @@ def _namespace(opdef, args):
 def test_numpy_emitter_matches_impl(op, inputs):
     opdef, names = op.opdef, [f"a{i}" for i in range(len(inputs))]
     want = np.asarray(opdef.impl(*inputs, **op.attrs)).astype(op.results[0].dtype)
-    emit = opdef.emitters["numpy"]
+    emit = numpy_lowering.LOWERINGS.rule(opdef).emit
     got = eval(emit(names, op.attrs), _namespace(opdef, inputs))
     np.testing.assert_array_equal(np.asarray(got, dtype=want.dtype), want)
     out = np.empty(want.shape, want.dtype)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.backends.numpy_backend import lowering as numpy_lowering
 from symgrad.ops.core import evaluate_vjp
 from symgrad import ir_backward, nn
 from symgrad.ops import REGISTRY, kernels
@@ -356,7 +357,8 @@ def test_numpy_helpers_run_standalone(name):
     assert op.name == name
     opdef = REGISTRY[name]
     namespace = {"np": np}
-    for helper in opdef.numpy_helpers:
+    rule = numpy_lowering.LOWERINGS.rule(opdef)
+    for helper in rule.helpers:
         exec(inspect.getsource(helper), namespace)
     feeds = {"x": RNG.integers(0, 3, (2, 4, 6, 6)).astype(np.float64),
              "w": RNG.standard_normal((4, 2, 3, 3)),
@@ -372,7 +374,7 @@ def test_numpy_helpers_run_standalone(name):
                 *[env[v] for v in producer.inputs], **producer.attrs)
     args = [env[v] for v in op.inputs]
     namespace.update({f"a{i}": a for i, a in enumerate(args)})
-    code = opdef.emitters["numpy"]([f"a{i}" for i in range(len(args))], op.attrs)
+    code = rule.emit([f"a{i}" for i in range(len(args))], op.attrs)
     np.testing.assert_array_equal(eval(code, namespace), opdef.impl(*args, **op.attrs))
 
 

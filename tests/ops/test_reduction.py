@@ -105,11 +105,23 @@ def test_logsumexp_rejects_bool():
             sg.logsumexp(sg.data("b", [3], "bool"))
 
 
-def test_reduce_kinds():
-    kinds = {name: REGISTRY[name].reduce_kind for name in
+def test_fusible_reductions_declare_how_they_combine():
+    facts = {name: REGISTRY[name].reduction for name in
              ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp")}
-    assert kinds == {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "prod": "prod",
-                     "argmax": None, "argmin": None, "logsumexp": None}
+    assert {name for name, f in facts.items() if f is None} == {"argmax", "argmin", "logsumexp"}
+    assert {name: f.combine.name for name, f in facts.items() if f is not None} == {
+        "sum": "add", "mean": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
+    assert facts["mean"].mean and not facts["sum"].mean
+    assert facts["sum"].widens and facts["mean"].widens and not facts["prod"].widens
+    f32, i32 = np.dtype("float32"), np.dtype("int32")
+    assert facts["sum"].accumulator(f32, f32) == np.float64
+    assert facts["sum"].accumulator(f32, f32, accumulate_float64=False) == np.float32
+    assert facts["sum"].accumulator(i32, np.dtype("int64")) == np.int64
+    assert facts["max"].accumulator(i32, i32) == np.int32
+    assert facts["max"].identity_value(f32) == -np.inf
+    assert facts["min"].identity_value(np.dtype("int8")) == 127
+    assert facts["max"].identity_value(np.dtype(bool)) is False
+    assert facts["prod"].identity_value(f32) == 1.0
 
 
 @pytest.mark.parametrize("axis", [2, -3, (0, 0), (0, 5)])

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.backends.numpy_backend import lowering as numpy_lowering
 from symgrad.ops.core import evaluate_vjp
 from symgrad.backends.interpreter import execute
 from symgrad.ops import INJECTIVE, REDUCTION, REGISTRY
@@ -59,10 +60,11 @@ def check_numpy_emitters(sample):
     env = dict(zip(values, execute(prog.ops, values, feeds)))
     checked = 0
     for op in prog.ops:
-        emit = op.opdef.emitters.get("numpy")
-        if op.opdef.category not in (INJECTIVE, REDUCTION) and op.name != "size" or emit is None:
+        rule = numpy_lowering.LOWERINGS.rule(op.opdef)
+        if op.opdef.category not in (INJECTIVE, REDUCTION) and op.name != "size" or rule is None:
             continue
-        scope = {"np": np, **{f.__name__: f for f in op.opdef.numpy_helpers}}
+        emit = rule.emit
+        scope = {"np": np, **{f.__name__: f for f in rule.helpers}}
         args = []
         for i, value in enumerate(op.inputs):
             scope[f"a{i}"] = env[value]

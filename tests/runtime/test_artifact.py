@@ -61,6 +61,7 @@ class ContractExecutable:
         self.module = types.ModuleType("contract_module")
         exec(compile(source, "<contract>", "exec"), self.module.__dict__)
         self.module.CONSTANTS.update(constants)
+        self.numpy_module = (source, constants)
 
     def run(self, feeds):
         return self.module.run(**feeds)

@@ -11,17 +11,18 @@ device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` an
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 
 from ...errors import SymgradError
-from ...runtime import cache
-from ..numpy_backend import signature_literals
-from ..numpy_backend.names import sanitize
+from .. import Backend, cache
+from ..common import cache_prefix, signature_literals
+from ..numpy_backend import lowers as numpy_lowers
 from .host import generate
 
-BACKEND = "cuda"
+NAME = "cuda"
 NVRTC_OPTIONS = ("--std=c++17",)
 INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
@@ -56,7 +57,8 @@ class CudaExecutable:
     ``.cu`` file; ``kernels``: kernel name -> its CUDA text; ``entries``: the ``extern "C"``
     entry points; ``path``: the cached host module; ``stats``."""
 
-    backend = BACKEND
+    backend = NAME
+    numpy_module = None
 
     def __init__(self, generated, path, cu_path, options, stats):
         self.source = generated.source
@@ -137,20 +139,60 @@ def _nvrtc_cubin(source, arch) -> bytes:
 
 def build(program, fetches, options):
     inputs, outputs = signature_literals(program, fetches)
-    first = fetches[0].name if fetches and fetches[0].name else "program"
-    prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     generated = generate(program, fetches, options, inputs, outputs)
-    key = cache.cache_key(BACKEND, generated.source, generated.cuda_source)
-    path = cache.lookup(prefix, key, options)
-    hit = path is not None
-    if not hit:
-        path = cache.store(prefix, key, generated.source, options)
-    cu_path = os.path.join(cache.cache_dir(options), cache.file_name(prefix, key, ".cu"))
-    if not os.path.exists(cu_path):
-        cache.write_atomic(cu_path, generated.cuda_source)
-    cache.dump(prefix, key, generated.source)
-    cache.dump(prefix, key, generated.cuda_source, ".cu")
+    _, paths, hit = cache.store_sources(
+        NAME, cache_prefix(NAME, program, fetches),
+        {".py": generated.source, ".cu": generated.cuda_source}, options)
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),
              "source_lines": generated.source.count("\n"),
              "cuda_lines": generated.cuda_source.count("\n")}
-    return CudaExecutable(generated, path, cu_path, options, stats)
+    return CudaExecutable(generated, paths[".py"], paths[".cu"], options, stats)
+
+
+def _cubin_archs(requested):
+    """Architectures to build cubins for: those requested, else the current device's when a
+    GPU is present, else none (the .cu source is always saved)."""
+    if requested is not None:
+        return list(requested)
+    try:
+        return [device_arch()]
+    except Exception:  # no CuPy or no device: source only
+        return []
+
+
+def _safe_stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "file"
+
+
+def artifact_files(executable, writer, save_options) -> dict:
+    """``cuda/host.py``, ``cuda/program.cu``, one file per kernel, and a cubin per
+    architecture (``save_options["cubin_archs"]``, default the current GPU's)."""
+    kernels = {}
+    for name, kernel_source in executable.kernels.items():
+        kernels[name] = f"cuda/{_safe_stem(name)}.cu"
+        writer.write(kernels[name], kernel_source.encode("utf-8"))
+    writer.write("cuda/host.py", executable.source.encode("utf-8"))
+    entry = {"host": "cuda/host.py", "kernels": kernels}
+    full_source = getattr(executable, "cuda_source", None)
+    if full_source is not None:
+        entry["source"] = "cuda/program.cu"
+        writer.write(entry["source"], full_source.encode("utf-8"))
+        archs = _cubin_archs(save_options.get("cubin_archs"))
+        entry["cubins"] = {}
+        for arch, cubin in (executable.cubins(archs) if archs else {}).items():
+            entry["cubins"][arch] = f"cuda/program.{_safe_stem(arch)}.cubin"
+            writer.write(entry["cubins"][arch], cubin)
+    return entry
+
+
+def lowers(opdef) -> bool:
+    """Ops with a CUDA expression run in kernels; every other op the NumPy backend lowers runs
+    on CuPy."""
+    return "cuda" in opdef.emitters or numpy_lowers(opdef)
+
+
+def _host_arrays(results) -> list:
+    return [r.get() if hasattr(r, "get") else r for r in results]
+
+
+BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files, host_arrays=_host_arrays)

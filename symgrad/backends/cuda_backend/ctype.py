@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..numpy_backend.names import comment
+from ..common import comment
 
 STORAGE = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",

@@ -19,9 +19,10 @@ import dataclasses
 from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE, normalize_axis
 from ...ops.fused import is_fusion
-from ..numpy_backend.codegen import Generator, _version
+from ..common import comment, library_version
+from ..numpy_backend.codegen import Generator
 from ..numpy_backend.literals import dtype_code, shape_code
-from ..numpy_backend.names import comment
+from ..numpy_backend.lowering import exact_ufunc
 from . import kernels as kernel_lowering
 
 
@@ -47,8 +48,7 @@ class HostGenerator(Generator):
         """As the NumPy generator, except that an inlined scalar given to a library call that
         is not a ufunc becomes a device constant (CuPy functions want device arrays)."""
         array = self.scalars.get(value)
-        emitter = consumer.opdef.emitters.get("numpy") if consumer is not None else None
-        if array is None or consumer is None or getattr(emitter, "ufunc", None) is not None:
+        if array is None or consumer is None or exact_ufunc(consumer.opdef):
             return super().expr(value, consumer, position)
         key = self.device_scalars.get(value)
         if key is None:
@@ -150,12 +150,12 @@ class HostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.kernels)} "
                           f"kernels, {len(self.fetches)} outputs")
         source = kernel_lowering.render(
-            "host.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
+            "host.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
             summary=summary, inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             wide=kernel_lowering.WIDE, block=kernel_lowering.BLOCK)
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
-            "program.cu.j2", symgrad_version=_version(), summary=summary, prelude=prelude,
+            "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,
             kernels=[k.source for k in self.kernels],
             kernel_names=[k.name for k in self.kernels])
         return GeneratedProgram(source, cuda_source, {k.name: k.source for k in self.kernels},

@@ -42,14 +42,6 @@ ACC_DTYPES = {"int": np.dtype("int32"), "unsigned int": np.dtype("uint32"),
               "float": np.dtype("float32"), "double": np.dtype("float64")}
 WIDE = 2 ** 31 - 2 ** 24     # from this many elements on, indices need 64 bits
 
-# reduce_kind -> (identity, combine over a and b, divide by K at the end)
-REDUCERS = {
-    "sum": ("zero", "a + b", False),
-    "mean": ("zero", "a + b", True),
-    "prod": ("one", "a * b", False),
-    "max": ("lowest", "(a > b || a != a) ? a : b", False),
-    "min": ("highest", "(a < b || a != a) ? a : b", False),
-}
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,13 +68,13 @@ def kernel_parts(op):
         inner = op.blocks[0].ops
     elif op.opdef.category == ELEMENTWISE and op.inputs and len(op.results) == 1:
         parts, inner = ([op], None, []), [op]
-    elif op.opdef.category == REDUCTION and op.opdef.reduce_kind and len(op.inputs) == 1:
+    elif op.opdef.category == REDUCTION and op.opdef.reduction and len(op.inputs) == 1:
         parts, inner = ([], op, []), []
     else:
         return None
     if not all(has_cuda_emitter(o) for o in inner if o is not parts[1]):
         return None
-    if parts[1] is not None and not parts[1].opdef.reduce_kind:
+    if parts[1] is not None and not parts[1].opdef.reduction:
         return None
     values = [v for o in [op] + list(inner) for v in list(o.inputs) + list(o.results)]
     if not all(np.dtype(v.dtype).name in ctype.STORAGE for v in values):
@@ -379,14 +371,12 @@ class KernelBuilder:
         """Fill the reduction parts of the template ``context``; returns the dtype of the
         accumulator as stored in the partial-results buffer."""
         reduction = self.reduction
-        kind = reduction.opdef.reduce_kind
-        identity, combine, divide = REDUCERS[kind]
+        facts = reduction.opdef.reduction
         result = reduction.results[0]
-        acc_dtype = np.dtype(result.dtype)
-        if kind in ("sum", "mean") and acc_dtype.kind == "f" and acc_dtype.itemsize < 8 \
-                and self.options.accumulate_float64:
-            acc_dtype = np.dtype("float64")
+        acc_dtype = facts.accumulator(result.dtype, result.dtype, self.options.accumulate_float64)
         acc = ctype.accumulator_type(acc_dtype)
+        combine = facts.combine.emitters["cuda"].format("a", "b", T=acc)
+        divide = facts.mean
         source = reduction.inputs[0]
         reduce_input = self.expression(source, map_local)
 
@@ -409,24 +399,11 @@ class KernelBuilder:
                             "rest", lambda a: f"e{a}")
         finish += loads + self.op_lines(self.epilogue, local)
         finish += self.output_stores(reduced_outputs, "o", local)
-        context.update(acc=acc, identity=self.identity(identity, result.dtype, acc_dtype),
+        context.update(acc=acc, identity=ctype.literal(facts.identity_value(acc_dtype),
+                                                       acc_dtype),
                        combine=combine, finish=finish, finish_coords=coords,
                        reduce_input=reduce_input)
         return ACC_DTYPES[acc]
-
-    @staticmethod
-    def identity(kind, result_dtype, acc_dtype) -> str:
-        if kind == "zero":
-            return ctype.literal(0, acc_dtype)
-        if kind == "one":
-            return ctype.literal(1, acc_dtype)
-        dtype = np.dtype(result_dtype)
-        if dtype.kind == "f":
-            return ctype.literal(-np.inf if kind == "lowest" else np.inf, acc_dtype)
-        if dtype.kind == "b":
-            return "0" if kind == "lowest" else "1"
-        info = np.iinfo(dtype)
-        return ctype.literal(info.min if kind == "lowest" else info.max, dtype)
 
     def variants(self):
         static = None not in self.shape

@@ -10,20 +10,13 @@ import concurrent.futures
 import threading
 
 from ...gc_pause import gc_paused
-from ...runtime import cache
+from ...ops.core import SOURCE
+from .. import Backend, cache
+from ..common import cache_prefix, signature_literals
 from .codegen import generate
-from .names import sanitize
+from .lowering import LOWERINGS
 
-BACKEND = "numpy"
-
-
-def signature_literals(program, fetches):
-    """The ``INPUTS``/``OUTPUTS`` literals of the module."""
-    inputs = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype.name, "kind": kind}
-              for kind, values in (("data", program.inputs), ("parameter", program.parameters))
-              for v in values]
-    outputs = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype.name} for v in fetches]
-    return inputs, outputs
+NAME = "numpy"
 
 
 _shared_pool = None
@@ -44,9 +37,10 @@ def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
     ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
-    cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
+    cached file), ``kernels`` (always empty), ``stats`` (``cache_hit``...) and
+    ``numpy_module`` (``(source, constants)``: the module is NumPy-only)."""
 
-    backend = BACKEND
+    backend = NAME
 
     def __init__(self, module, path, source, constants, stats):
         self.module = module
@@ -55,6 +49,7 @@ class NumpyExecutable:
         self.constants = constants
         self.kernels = {}
         self.stats = stats
+        self.numpy_module = (source, constants)
 
     def run(self, feeds):
         return self.module.run(**feeds)
@@ -65,19 +60,12 @@ def build(program, fetches, options):
     renders everything it depends on: program, fetches, options, templates) and the library's
     code, so a second compile of the same program is a cache hit."""
     inputs, outputs = signature_literals(program, fetches)
-    first = fetches[0].name if fetches and fetches[0].name else "program"
-    prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     with gc_paused():
         generated = generate(program, fetches, options, inputs, outputs)
-    key = cache.cache_key(BACKEND, generated.source)
-    path = cache.lookup(prefix, key, options)
-    hit = path is not None
-    if hit:
-        source = cache.read(path)
-    else:
-        source = generated.source
-        path = cache.store(prefix, key, source, options)
-    cache.dump(prefix, key, source)
+    source = generated.source
+    _, paths, hit = cache.store_sources(NAME, cache_prefix(NAME, program, fetches),
+                                       {".py": source}, options)
+    path = paths[".py"]
     module = cache.load_module(path)
     module.CONSTANTS.update(generated.constants)
     if hasattr(module, "_POOL"):
@@ -85,3 +73,11 @@ def build(program, fetches, options):
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
     return NumpyExecutable(module, path, source, dict(generated.constants), stats)
+
+
+def lowers(opdef) -> bool:
+    """Sources, and every op with a rule in the lowering table (region ops included)."""
+    return opdef.category == SOURCE or LOWERINGS.lowers(opdef)
+
+
+BACKEND = Backend(NAME, build, lowers)

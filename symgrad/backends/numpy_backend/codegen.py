@@ -25,15 +25,15 @@ import textwrap
 import jinja2
 import numpy as np
 
-from ...ops.core import SOURCE
 from ...ir.graph import last_uses
+from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
-from . import group as group_lowering
-from . import regions as region_lowering
+from ..common import Namer, comment, library_version
+from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
-from .names import Namer, comment
+from .lowering import LOWERINGS, rule_of
 from .ops_text import OpText, numpy_emitter, visible_attrs
 
 @functools.lru_cache(maxsize=None)
@@ -58,11 +58,13 @@ class GeneratedModule:
 
 
 def _helpers_of(ops):
+    """The helper functions the lowerings of ``ops`` (nested ones included) need, by name."""
     found = {}
     stack = list(ops)
     while stack:
         op = stack.pop()
-        for helper in op.opdef.numpy_helpers:
+        rule = LOWERINGS.rule(op.opdef)
+        for helper in rule.helpers if rule is not None else ():
             found.setdefault(helper.__name__, helper)
         for block in op.blocks:
             stack.extend(block.ops)
@@ -189,20 +191,20 @@ class Generator:
         return self.with_deletes(ops, statements, reads_after)
 
     def lower_op(self, op) -> list:
-        """The statements computing one op."""
+        """The statements computing one op: a source's, or its lowering rule's (a region op's
+        statements, else one statement with its emitter)."""
         if op.opdef.category == SOURCE:
             return self.source_op(op)
-        if is_fusion(op):
-            return group_lowering.lower(self, op)
-        if op.blocks:
-            return region_lowering.lower(self, op)
+        rule = rule_of(op)
+        if rule.statements is not None:
+            return rule.statements(self, op)
         return self.simple(op)
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
         body = self.lower_ops(self.program.ops, self.fetches)
         body, helpers = self.finish(body)
         source = render(
-            "module.py.j2", symgrad_version=_version(), helpers=helpers, body=body,
+            "module.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(),
             summary=comment(f"{len(self.program.ops)} top-level ops, "
                             f"{len(self.fetches)} outputs"),
@@ -253,13 +255,6 @@ class Generator:
             if names:
                 body.append(f"del {', '.join(names)}")
         return body
-
-
-@functools.lru_cache(maxsize=None)
-def _version():
-    import symgrad
-
-    return symgrad.__version__
 
 
 def generate(program, fetches, options, inputs, outputs) -> GeneratedModule:

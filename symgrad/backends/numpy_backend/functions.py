@@ -27,7 +27,7 @@ import re
 import textwrap
 from typing import Callable
 
-from .names import docstring_line
+from ..common import docstring_line
 
 DOC_WIDTH = 92
 _PLACEHOLDER = re.compile("\x01([0-9]+)\x02")

@@ -31,55 +31,39 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
-from ...ops.core import normalize_axis
+from ...ops.fused import FUSION
 from ...passes.cse import attrs_key
-from ...passes.fusion import split_body
+from ..common import Namer, comment
+from ..plan import plan_group
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
-from .names import Namer, comment
+from .lowering import exact_ufunc, register_lowering
 from .ops_text import numpy_emitter, visible_attrs
 
-# reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
-REDUCERS = {
-    "sum": ("np.add", 0, True),
-    "mean": ("np.add", 0, True),
-    "prod": ("np.multiply", 1, True),
-    "max": ("np.maximum", "lowest", False),
-    "min": ("np.minimum", "highest", False),
-}
+def _identity_code(value) -> str:
+    """Python source of a reduction's identity (a Python number)."""
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "np.inf" if value > 0 else "-np.inf"
+        if value.is_integer():
+            return repr(int(value))
+    return repr(value)
 
 
-def _identity(kind_identity, dtype):
-    if kind_identity == "lowest":
-        return "-np.inf" if dtype.kind == "f" else ("False" if dtype.kind == "b"
-                                                    else repr(int(np.iinfo(dtype).min)))
-    if kind_identity == "highest":
-        return "np.inf" if dtype.kind == "f" else ("True" if dtype.kind == "b"
-                                                   else repr(int(np.iinfo(dtype).max)))
-    return repr(kind_identity)
-
-
-def _dims(gen, shape, captures, name_of):
-    """Source for each dim of ``shape`` (a literal, or a capture's run-time dim), and per dim
-    the capture it reads (or None)."""
+def _dims(plan, name_of):
+    """Source for each dim of the iteration space (a literal, or a capture's run-time dim),
+    and per dim the capture it reads (or None)."""
     out, sources = [], []
-    for axis, dim in enumerate(shape):
-        if dim is not None:
+    for dim, source in zip(plan.shape, plan.dim_sources):
+        if source is None:
             out.append(str(dim))
             sources.append(None)
-            continue
-        for value in captures:
-            k = axis - (len(shape) - value.ndim)
-            if k >= 0 and value.shape[k] is None and value not in gen.scalars:
-                out.append(f"{name_of(value)}.shape[{k}]")
-                sources.append(value)
-                break
         else:
-            raise AssertionError(f"no input of the group gives run-time dim {axis}")
+            value, k = source
+            out.append(f"{name_of(value)}.shape[{k}]")
+            sources.append(value)
     return out, sources
 
 
@@ -90,8 +74,7 @@ def _product(dims):
 
 
 def _is_ufunc(op):
-    emitter = op.opdef.emitters.get("numpy")
-    return getattr(emitter, "ufunc", None) is not None
+    return exact_ufunc(op.opdef)
 
 
 def lower(gen, op) -> list[str]:
@@ -99,6 +82,9 @@ def lower(gen, op) -> list[str]:
     :class:`~.functions.FunctionTable`, which may find them already there); return the lines of
     ``run`` that call them (see the module docstring)."""
     return _Lowering(gen, op).lower()
+
+
+register_lowering(FUSION, statements=lower)
 
 
 # Render the functions of groups that share a structure anyway, and check that their code is
@@ -110,11 +96,12 @@ CHECK_STRUCTURES = False
 class _Lowering:
     def __init__(self, gen, op):
         self.gen, self.op = gen, op
-        self.map_ops, self.reduction, self.epilogue = split_body(op)
-        self.loop_ops = self.map_ops + ([self.reduction] if self.reduction is not None else [])
+        self.group = plan_group(op, gen.options.accumulate_float64)
+        self.map_ops, self.reduction, self.epilogue = (self.group.map_ops, self.group.reduction,
+                                                       self.group.epilogue)
+        self.loop_ops = self.group.loop_ops
         self.captures = [v for v in op.inputs if v not in gen.scalars]
-        self.shape = (self.reduction.inputs[0].shape if self.reduction is not None
-                      else self.map_ops[0].results[0].shape)
+        self.shape = self.group.shape
         static = None not in self.shape
         self.plain = static and math.prod(self.shape) <= gen.options.chunk_size
         self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain
@@ -153,7 +140,7 @@ class _Lowering:
         # names made for the group's functions only (``_s0``, ``x_c``...)
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
-        self.dims, self.dim_sources = _dims(gen, self.shape, op.inputs, self.name_of)
+        self.dims, self.dim_sources = _dims(self.group, self.name_of)
         self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
@@ -264,16 +251,11 @@ class _Lowering:
     def reduction_parts(self):
         """``(ufunc, reduce call text for an argument, axes, accumulate dtype, dims of the
         accumulator)``."""
-        op = self.reduction
-        ufunc, _, takes_dtype = REDUCERS[op.opdef.reduce_kind]
-        source, result = op.inputs[0], op.results[0]
-        axes = normalize_axis(op.attrs.get("axis"), source.ndim)
-        keepdims = result.ndim == source.ndim
-        accumulate = result.dtype
-        if takes_dtype and accumulate.kind == "f" and accumulate.itemsize < 8 and \
-                self.gen.options.accumulate_float64 and op.opdef.reduce_kind in ("sum", "mean"):
-            accumulate = np.dtype("float64")
-        dtype_kw = f", dtype={dtype_code(accumulate)}" if takes_dtype else ""
+        group = self.group
+        ufunc = f"np.{group.combine.ufunc.__name__}"
+        axes, keepdims, accumulate = group.axes, group.keepdims, group.accumulator
+        typed = self.reduction.opdef.reduction.result_dtype
+        dtype_kw = f", dtype={dtype_code(accumulate)}" if typed else ""
         keep_kw = ", keepdims=True" if keepdims else ""
 
         def call(arg):
@@ -286,9 +268,8 @@ class _Lowering:
         """Lines turning the accumulator ``acc`` into the reduction's result."""
         op = self.reduction
         lines = []
-        if op.opdef.reduce_kind == "mean":
-            axes = normalize_axis(op.attrs.get("axis"), op.inputs[0].ndim)
-            count = _product([self.dims[a] for a in axes])
+        if self.group.mean:
+            count = _product([self.dims[a] for a in self.group.axes])
             lines.append(f"{acc} = np.true_divide({acc}, {count})")
         result = op.results[0]
         name = self.name_of(result)
@@ -401,13 +382,12 @@ class _Lowering:
         after, returns = [], None
         if self.reduction is not None:
             ufunc, call, axes, accumulate, out_dims = self.reduction_parts()
-            _, identity, _ = REDUCERS[self.reduction.opdef.reduce_kind]
             source = self.reduction.inputs[0]
             call_text = call(self.local.get(source) or self.name_of(source))
             acc = self.fresh("_acc")
             if 0 in axes:   # one partial accumulator per row range
                 allocate.append(f"{acc} = np.full({shape_code(out_dims)}, "
-                                f"{_identity(identity, accumulate)}, {dtype_code(accumulate)})")
+                                f"{_identity_code(self.group.identity)}, {dtype_code(accumulate)})")
                 loop.append(Commented(f"{ufunc}({acc}, {call_text}, out={acc})", gen.text.trailing,
                                       self.reduction))
                 returns = acc
@@ -431,7 +411,7 @@ class _Lowering:
         doc = (f"Rows _start:_stop of fused group {self.op.attrs['group']}, in chunks of _rows "
                f"rows, with scratch buffers of its own")
         if returns is not None:
-            doc += (f"; returns its partial {self.reduction.opdef.reduce_kind} "
+            doc += (f"; returns its partial {self.reduction.name} "
                     f"({value_label(self.reduction.results[0])})")
         doc += "."
         self.functions.append(Function(worker, ["_start", "_stop", "_rows"] + worker_params,

@@ -6,6 +6,9 @@ import math
 
 import numpy as np
 
+from ..common import number_text
+from .lowering import exact_ufunc
+
 
 def dtype_code(dtype) -> str:
     """``np.float32`` for a dtype (``np.bool_`` for bool)."""
@@ -16,25 +19,11 @@ def dtype_code(dtype) -> str:
 def python_literal(array: np.ndarray) -> str:
     """Source of a 0-d array's value as a Python literal that converts back to it exactly
     (shortest round-trip digits of its own precision; ``np.nan``/``np.inf`` when not finite)."""
-    return _literal(array.dtype.str, array.tobytes())
-
-
-@functools.lru_cache(maxsize=4096)
-def _literal(dtype: str, data: bytes) -> str:
-    """:func:`python_literal` of the 0-d array of ``dtype`` holding ``data`` (keyed by the
-    bytes, so ``-0.0`` and ``0.0`` stay apart)."""
-    array = np.frombuffer(data, dtype=dtype).reshape(())
+    text = number_text(array)
+    if text is not None:
+        return text
     value = array[()]
-    if array.dtype.kind == "b":
-        return repr(bool(value))
-    if array.dtype.kind in "iu":
-        return repr(int(value))
-    if math.isnan(value):
-        return "np.nan"
-    if math.isinf(value):
-        return "np.inf" if value > 0 else "-np.inf"
-    text = str(value)
-    return text if any(c in text for c in ".en") else text + ".0"
+    return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
 
 
 def typed_scalar(array: np.ndarray) -> str:
@@ -45,8 +34,7 @@ def typed_scalar(array: np.ndarray) -> str:
 def scalar_for(array: np.ndarray, consumer, position: int) -> str:
     """Source of the 0-d constant ``array`` as argument ``position`` of op ``consumer``: a bare
     (weak) Python literal when NumPy gives the same result dtype that way, else a typed scalar."""
-    emitter = consumer.opdef.emitters.get("numpy")
-    if getattr(emitter, "ufunc", None) is None:
+    if not exact_ufunc(consumer.opdef):
         return typed_scalar(array)
     others = tuple(v.dtype for i, v in enumerate(consumer.inputs) if i != position)
     if not others:

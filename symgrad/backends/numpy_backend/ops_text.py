@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ...ir.printer import format_op_head
-from .names import comment
+from ..common import comment
+from .lowering import rule_of
 
 
 def visible_attrs(op) -> dict:
@@ -10,11 +11,8 @@ def visible_attrs(op) -> dict:
 
 
 def numpy_emitter(op):
-    emitter = op.opdef.emitters.get("numpy")
-    if emitter is None:
-        raise NotImplementedError(f"op {op.name!r} has no NumPy emitter; register "
-                                  f"emitters={{'numpy': ...}} on its OpDef")
-    return emitter
+    """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`)."""
+    return rule_of(op).emit
 
 
 class OpText:

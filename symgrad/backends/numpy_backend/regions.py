@@ -26,13 +26,9 @@ from __future__ import annotations
 from ...ops.control_flow import cond_p, scan_length_input, scan_p, while_p
 from .functions import indented
 from .literals import dtype_code, shape_code
+from .lowering import register_lowering
 
 INITIAL_CAPACITY = 16    # rows first allocated for a while loop's stacked values
-
-
-def lower(gen, op) -> list:
-    """The statements computing region op ``op`` (see the module docstring)."""
-    return LOWERINGS[op.opdef](gen, op)
 
 
 def _assign(targets, sources) -> list[str]:
@@ -163,4 +159,6 @@ def _lower_while(gen, op) -> list:
     return lines
 
 
-LOWERINGS = {cond_p: _lower_cond, scan_p: _lower_scan, while_p: _lower_while}
+register_lowering(cond_p, statements=_lower_cond)
+register_lowering(scan_p, statements=_lower_scan)
+register_lowering(while_p, statements=_lower_while)

@@ -10,7 +10,7 @@
 // the innermost axis is kept, so 32 adjacent outputs o per block (coalesced) and 8 lanes
 // along the K reduced elements (split over P blocks along grid y), merged in shared memory.
 struct k1_sum_combine {
-  __device__ __forceinline__ double operator()(double a, double b) const { return a + b; }
+  __device__ __forceinline__ double operator()(double a, double b) const { return ((a) + (b)); }
 };
 
 // Finish output o from its accumulated value: reduction result, epilogue, stores.

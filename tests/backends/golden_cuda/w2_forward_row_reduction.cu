@@ -35,7 +35,7 @@
 // a team of T threads (a warp, or the whole block) per output o strides over its K reduced
 // elements (split over P blocks along grid y), then warp shuffles and a block-level merge.
 struct k0_sum_combine {
-  __device__ __forceinline__ double operator()(double a, double b) const { return a + b; }
+  __device__ __forceinline__ double operator()(double a, double b) const { return ((a) + (b)); }
 };
 
 // Finish output o from its accumulated value: reduction result, epilogue, stores.

@@ -1,8 +1,8 @@
-"""On-disk cache of generated modules.
+"""On-disk cache of generated sources and what is built from them.
 
-A generated module is stored as ``<dir>/<prefix>_<hash>.py``: ``prefix`` is a readable name
+A generated file is stored as ``<dir>/<prefix>_<hash><suffix>``: ``prefix`` is a readable name
 (backend and program summary), ``hash`` the first hex digits of the sha256 cache key that the
-backend computes from everything its source depends on. Files are written atomically (a
+backend computes from everything its sources depend on (:func:`store_sources`). Files are written atomically (a
 temporary file in the same directory, then ``os.replace``), so concurrent compiles never see a
 half-written module. Modules are imported from their real path, so tracebacks and pdb show
 the generated lines. ``SYMGRAD_DUMP=<dir>`` also copies every module compiled to that
@@ -66,13 +66,20 @@ def file_name(prefix: str, key: str, suffix: str = ".py") -> str:
     return f"{prefix}_{key[:HASH_CHARS]}{suffix}"
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (text, or bytes) to ``path`` through a temporary file in the same
+    directory, so no reader ever sees it half written."""
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".py")
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-",
+                                         suffix=os.path.splitext(path)[1])
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        if isinstance(data, bytes):
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+        else:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(data)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -80,17 +87,21 @@ def write_atomic(path: str, text: str) -> None:
         raise
 
 
-def lookup(prefix: str, key: str, options=None) -> str | None:
-    """Path of the cached module for ``key``, or None."""
-    path = os.path.join(cache_dir(options), file_name(prefix, key))
-    return path if os.path.exists(path) else None
-
-
-def store(prefix: str, key: str, text: str, options=None) -> str:
-    """Write ``text`` as the module for ``key``; returns its path."""
-    path = os.path.join(cache_dir(options), file_name(prefix, key))
-    write_atomic(path, text)
-    return path
+def store_sources(backend: str, prefix: str, texts: dict, options=None):
+    """Cache the generated ``texts`` of one program (file suffix -> text, e.g. ``{".py":
+    module}``) under one key made from all of them and the backend's name, and show each as
+    it is compiled (:func:`dump`). Returns ``(key, {suffix: path}, hit)``; ``hit``: every
+    file was already cached."""
+    key = cache_key(backend, *texts.values())
+    directory = cache_dir(options)
+    paths, hit = {}, True
+    for suffix, text in texts.items():
+        path = paths[suffix] = os.path.join(directory, file_name(prefix, key, suffix))
+        if not os.path.exists(path):
+            write_atomic(path, text)
+            hit = False
+        dump(prefix, key, text, suffix)
+    return key, paths, hit
 
 
 def dump(prefix: str, key: str, text: str, suffix: str = ".py") -> str | None:

@@ -1,0 +1,258 @@
+"""The NumPy backend's lowering table: how each op becomes NumPy source.
+
+A rule is a :class:`Lowering`: ``emit(args, attrs, out=None) -> str`` gives a NumPy expression
+over the argument expressions ``args`` (``out`` None) or a statement writing into the
+preallocated array named ``out``; ``helpers`` are pure-NumPy functions the generated module
+must contain (their source is copied in, so generated code runs with NumPy alone); a region op's
+rule has ``statements(gen, op) -> lines`` instead. Build emitters with :func:`ufunc`,
+:func:`expr` or :func:`call`, and add a rule with :func:`register_lowering` (user ops too).
+
+An op whose reference is a NumPy ufunc (:attr:`~symgrad.ops.core.OpDef.ufunc`) lowers to that
+ufunc without a rule of its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from ...ops import kernels
+from ...ops.activation import gelu_ref
+from ...ops.elementwise import sigmoid_ref
+from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
+from ...ops.reduction import _sg_logsumexp
+from ...ops.shape import _sg_broadcast_to, _sg_slice_scatter, _sg_split_like, index_code
+from ..lowering import LoweringTable
+
+
+@dataclasses.dataclass(frozen=True)
+class Lowering:
+    """How the NumPy backend lowers one op (see the module docstring)."""
+
+    emit: Callable | None = None
+    helpers: tuple = ()
+    statements: Callable | None = None
+
+
+# --- emitter builders -------------------------------------------------------------------------
+def format_attr(value) -> str:
+    """Python source for an attr value."""
+    if isinstance(value, np.dtype):
+        return f"np.{value.name}"
+    if isinstance(value, np.ndarray):
+        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    return repr(value)
+
+
+def format_attrs(attrs: dict) -> dict:
+    return {k: format_attr(v) for k, v in attrs.items()}
+
+
+def ufunc(name: str):
+    """Emitter for an op that is exactly the NumPy ufunc ``name`` (``"np.tanh"``)."""
+    def emit(args, attrs, out=None):
+        joined = ", ".join(args)
+        return f"{name}({joined}, out={out})" if out else f"{name}({joined})"
+    emit.ufunc = name
+    return emit
+
+
+def expr(template: str, out_kw: bool = False):
+    """Emitter from a format string over ``{0}``, ``{1}``... and attr names. With ``out``: pass
+    ``out=`` when ``out_kw`` (the function accepts it), else assign ``out[...] = expr``."""
+    def emit(args, attrs, out=None):
+        code = template.format(*args, **format_attrs(attrs))
+        if out is None:
+            return code
+        if out_kw:
+            return code[:-1] + f", out={out})"
+        return f"{out}[...] = {code}"
+    emit.template = template
+    return emit
+
+
+def call(function_name: str, attr_names=()):
+    """Emitter calling a helper with args and the named attrs (as keywords; an attr the op does
+    not have is left to the helper's default)."""
+    def emit(args, attrs, out=None):
+        parts = list(args) + [f"{k}={format_attr(attrs[k])}" for k in attr_names if k in attrs]
+        code = f"{function_name}({', '.join(parts)})"
+        return code if out is None else f"{out}[...] = {code}"
+    return emit
+
+
+def _as_ufunc(opdef):
+    if opdef.ufunc is None:
+        return None
+    return Lowering(ufunc(f"np.{opdef.ufunc.__name__}"))
+
+
+LOWERINGS = LoweringTable("numpy", derive=_as_ufunc)
+
+
+def register_lowering(op, emit=None, helpers=(), statements=None) -> None:
+    """Lower ``op`` (an OpDef or a name) with ``emit`` and ``helpers``, or with
+    ``statements`` for a region op (see the module docstring); ``emit=None`` and
+    ``statements=None`` remove its rule."""
+    rule = None if emit is None and statements is None else Lowering(emit, tuple(helpers),
+                                                                     statements)
+    LOWERINGS.register(op, rule)
+
+
+def rule_of(op) -> Lowering:
+    """The rule lowering ``op`` (an Operation); a clear error when there is none."""
+    rule = LOWERINGS.rule(op.opdef)
+    if rule is None:
+        raise NotImplementedError(f"op {op.name!r} has no NumPy lowering; add one with "
+                                  f"symgrad.backends.numpy_backend.lowering.register_lowering")
+    return rule
+
+
+def exact_ufunc(opdef) -> bool:
+    """Does ``opdef`` lower to a bare ufunc call (which accepts ``out=`` and weak scalars)?"""
+    rule = LOWERINGS.rule(opdef)
+    return rule is not None and getattr(rule.emit, "ufunc", None) is not None
+
+
+# --- elementwise ops that are not a ufunc -----------------------------------------------------
+def _emit_cast(args, attrs, out=None):
+    dtype = format_attrs(attrs)["dtype"]
+    if out is None:
+        return f"{args[0]}.astype({dtype})"
+    return f"np.copyto({out}, {args[0]}, casting='unsafe')"
+
+
+def _fill_emitter(fill):
+    def emit(args, attrs, out=None):
+        if out is not None:
+            return f"{out}.fill({fill})"
+        dtype = format_attrs(attrs)["dtype"]
+        return f"np.full_like({args[0]}, {fill}, dtype={dtype})"
+    return emit
+
+
+register_lowering("round", expr("np.round({0})", out_kw=True))
+register_lowering("where", expr("np.where({0}, {1}, {2})"))
+register_lowering("clip", expr("np.clip({0}, {1}, {2})", out_kw=True))
+register_lowering("sigmoid", call("sigmoid_ref"), (sigmoid_ref,))
+register_lowering("cast", _emit_cast)
+register_lowering("zeros_like", _fill_emitter(0))
+register_lowering("ones_like", _fill_emitter(1))
+register_lowering("relu", expr("np.maximum({0}, 0)", out_kw=True))
+register_lowering("gelu", call("gelu_ref"), (gelu_ref,))
+register_lowering("softplus", expr("np.logaddexp(0, {0})", out_kw=True))
+
+
+# --- reductions -------------------------------------------------------------------------------
+def _reduction_emitter(function, attr_names=("axis", "keepdims", "dtype"), out_kw=True):
+    """Emitter ``function(x, axis=..., keepdims=..[, dtype=..])``; with ``out``, passed as
+    ``out=`` when ``out_kw`` (NumPy's reductions take it), else assigned into."""
+    def emit(args, attrs, out=None):
+        shown = format_attrs({k: attrs[k] for k in attr_names if k in attrs})
+        parts = [args[0]] + [f"{k}={v}" for k, v in shown.items()]
+        if out is not None and out_kw:
+            parts.append(f"out={out}")
+        code = f"{function}({', '.join(parts)})"
+        return code if out is None or out_kw else f"{out}[...] = {code}"
+    return emit
+
+
+def _emit_size(args, attrs, out=None):
+    count = " * ".join([f"{args[0]}.shape[{a}]" for a in attrs["axis"]] or ["1"])
+    code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
+    return code if out is None else f"{out}[...] = {code}"
+
+
+for _name in ("sum", "mean", "prod", "max", "min"):
+    register_lowering(_name, _reduction_emitter(f"np.{_name}"))
+register_lowering("argmax", _reduction_emitter("np.argmax", ("axis", "keepdims")))
+register_lowering("argmin", _reduction_emitter("np.argmin", ("axis", "keepdims")))
+register_lowering("logsumexp", _reduction_emitter("_sg_logsumexp", out_kw=False),
+                  (_sg_logsumexp,))
+register_lowering("size", _emit_size)
+register_lowering("matmul", expr("np.matmul({0}, {1})", out_kw=True))
+
+
+# --- data movement ----------------------------------------------------------------------------
+def _emit_broadcast_to(args, attrs, out=None):
+    shape = attrs["shape"]
+    function = "_sg_broadcast_to" if -1 in shape else "np.broadcast_to"
+    code = f"{function}({args[0]}, {tuple(shape)!r})"
+    return code if out is None else f"{out}[...] = {code}"
+
+
+def _join_emitter(function):
+    def emit(args, attrs, out=None):
+        target = "" if out is None else f", out={out}"
+        return f"{function}([{', '.join(args)}], axis={attrs['axis']}{target})"
+    return emit
+
+
+def _emit_split(args, attrs, out=None):
+    spec = attrs["indices_or_sections"]
+    spec = spec if isinstance(spec, int) else repr(tuple(spec))
+    return f"np.split({args[0]}, {spec}, axis={attrs['axis']})"
+
+
+def _emit_slice(args, attrs, out=None):
+    code = f"{args[0]}[{index_code(attrs['index'])}]"
+    return code if out is None else f"{out}[...] = {code}"
+
+
+def _emit_slice_scatter(args, attrs, out=None):
+    shape = f"{args[1]}.shape" if len(args) > 1 else repr(tuple(attrs["shape"]))
+    code = f"_sg_slice_scatter({args[0]}, {shape}, np.s_[{index_code(attrs['index'])}])"
+    return code if out is None else f"{out}[...] = {code}"
+
+
+register_lowering("reshape", expr("np.reshape({0}, {shape})"))
+register_lowering("reshape_like", expr("np.reshape({0}, {1}.shape)"))
+register_lowering("transpose", expr("np.transpose({0}, {axes})"))
+register_lowering("broadcast_to", _emit_broadcast_to, (_sg_broadcast_to,))
+register_lowering("broadcast_like", expr("np.broadcast_to({0}, {1}.shape)"))
+register_lowering("expand_dims", expr("np.expand_dims({0}, {axis})"))
+register_lowering("squeeze", expr("np.squeeze({0}, {axis})"))
+register_lowering("concatenate", _join_emitter("np.concatenate"))
+register_lowering("stack", _join_emitter("np.stack"))
+register_lowering("split", _emit_split)
+register_lowering("split_like", lambda args, attrs, out=None:
+                  f"_sg_split_like({', '.join(args)}, axis={attrs['axis']})", (_sg_split_like,))
+register_lowering("pad", expr("np.pad({0}, {pad_width}, constant_values={constant_values})"))
+register_lowering("slice", _emit_slice)
+register_lowering("slice_scatter", _emit_slice_scatter, (_sg_slice_scatter,))
+
+
+# --- convolution, pooling, softmax ------------------------------------------------------------
+_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)
+_POOL = (kernels.pad_hw, kernels.window_view)
+_MAX = _POOL + (kernels.max_pool2d_shares,)
+_AVG = _POOL + (kernels.avg_pool2d_counts,)
+_SCATTER = (kernels.window_scatter, kernels.crop_hw)
+
+register_lowering("conv2d", call("conv2d_forward", CONV_ATTRS),
+                  _CONV + (kernels.conv2d_forward,))
+register_lowering("conv2d_input_grad", call("conv2d_input_grad", ("input_hw",) + CONV_ATTRS),
+                  _CONV + (kernels.conv2d_input_grad,))
+register_lowering("conv2d_weight_grad", call("conv2d_weight_grad", ("kernel_hw",) + CONV_ATTRS),
+                  _CONV + (kernels.conv2d_weight_grad,))
+register_lowering("max_pool2d", call("max_pool2d_forward", POOL_ATTRS),
+                  _POOL + (kernels.max_pool2d_forward,))
+register_lowering("max_pool2d_grad", call("max_pool2d_grad", POOL_ATTRS),
+                  _MAX + _SCATTER + (kernels.max_pool2d_grad,))
+register_lowering("max_pool2d_select", call("max_pool2d_select", POOL_ATTRS),
+                  _MAX + (kernels.max_pool2d_select,))
+register_lowering("avg_pool2d", call("avg_pool2d_forward", POOL_ATTRS),
+                  _AVG + (kernels.avg_pool2d_forward,))
+register_lowering("avg_pool2d_grad", call("avg_pool2d_grad", ("input_hw",) + POOL_ATTRS),
+                  _AVG + _SCATTER + (kernels.avg_pool2d_grad,))
+register_lowering("softmax", call("softmax_forward", ("axis",)), (kernels.softmax_forward,))
+register_lowering("log_softmax", call("log_softmax_forward", ("axis",)),
+                  (kernels.log_softmax_forward,))
+register_lowering("softmax_cross_entropy", call("softmax_cross_entropy_forward", ("axis",)),
+                  (kernels.log_softmax_forward, kernels.check_class_indices,
+                   kernels.softmax_cross_entropy_forward))
+register_lowering("one_hot", call("one_hot_forward", ("num_classes", "dtype", "axis", "strict")),
+                  (kernels.check_class_indices, kernels.one_hot_forward))

@@ -1,0 +1,125 @@
+"""The backend-neutral plan of one loop group, built once and rendered by each backend.
+
+A *loop group* is a fusion op (:mod:`symgrad.ops.fused`), or a lone elementwise op or fusible
+reduction that runs as a loop of its own. Its plan says what every backend's loop needs: the
+*iteration space* S (the shape of its map ops, or of its reduction's input; ``None`` for a dim
+known at run time) and where each run-time dim is read from, the map phase (elementwise ops
+over S), the reduction (its axes of S, whether it keeps them, the accumulator's dtype and
+identity, from the op's :class:`~symgrad.ops.core.Reduction`), the epilogue (elementwise ops
+over the reduced shape R) and the group's outputs, each a map value (over S) or a reduced value
+(over R). Backends decide how to loop over it: NumPy in chunks of rows, C in nested loops, CUDA
+in kernels.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ops.core import ELEMENTWISE, REDUCTION, normalize_axis
+from ..ops.fused import is_fusion
+from ..passes.fusion import split_body
+
+
+@dataclasses.dataclass
+class GroupPlan:
+    """See the module docstring. ``captures``: the group's external inputs, in order, each
+    once; ``outputs``: the values it hands out (a fusion op's yields, or a lone op's results),
+    in the order of ``op.results``; ``map_outputs``: per output, is it a map value?
+    ``dim_sources``: per axis of S, ``(capture, axis of that capture)`` giving it at run time
+    (None for a static dim)."""
+
+    op: object
+    map_ops: list
+    reduction: object
+    epilogue: list
+    captures: list
+    outputs: list
+    map_outputs: list
+    shape: tuple
+    axes: tuple
+    keepdims: bool
+    reduced: tuple
+    accumulator: np.dtype | None
+    identity: object
+    dim_sources: list
+
+    @property
+    def loop_ops(self) -> list:
+        """The ops that run in the loop over S: the map ops, then the reduction."""
+        return self.map_ops + ([self.reduction] if self.reduction is not None else [])
+
+    @property
+    def mean(self) -> bool:
+        return self.reduction is not None and self.reduction.opdef.reduction.mean
+
+    @property
+    def combine(self):
+        """The OpDef combining two partial results of the reduction."""
+        return self.reduction.opdef.reduction.combine
+
+    def reduced_axis_sources(self) -> list:
+        """Per axis of R, the axis of S it comes from."""
+        kept = [a for a in range(len(self.shape)) if a not in self.axes]
+        return list(range(len(self.shape))) if self.keepdims else kept
+
+
+def loop_parts(op):
+    """``(map_ops, reduction, epilogue)`` of ``op`` when it is a loop group, else None."""
+    if is_fusion(op):
+        return split_body(op)
+    if op.blocks or len(op.results) != 1 or not op.inputs:
+        return None
+    category = op.opdef.category
+    if category == ELEMENTWISE:
+        return [op], None, []
+    if category == REDUCTION and op.opdef.reduction is not None and len(op.inputs) == 1:
+        return [], op, []
+    return None
+
+
+def dim_sources(shape, captures) -> list:
+    """Per dim of ``shape``: None when static, else ``(capture, axis)`` of the first capture
+    whose aligned (trailing) dim is run-time too."""
+    sources = []
+    for axis, dim in enumerate(shape):
+        if dim is not None:
+            sources.append(None)
+            continue
+        for value in captures:
+            k = axis - (len(shape) - value.ndim)
+            if k >= 0 and value.shape[k] is None:
+                sources.append((value, k))
+                break
+        else:
+            raise AssertionError(f"no input of the group gives run-time dim {axis}")
+    return sources
+
+
+def plan_group(op, accumulate_float64=True) -> GroupPlan | None:
+    """The plan of loop group ``op`` (None when ``op`` is not one)."""
+    parts = loop_parts(op)
+    if parts is None:
+        return None
+    map_ops, reduction, epilogue = parts
+    if is_fusion(op):
+        captures, outputs = list(op.inputs), list(op.blocks[0].yields)
+    else:
+        captures, outputs = list(dict.fromkeys(op.inputs)), list(op.results)
+    accumulator = identity = None
+    if reduction is not None:
+        source, result = reduction.inputs[0], reduction.results[0]
+        shape = tuple(source.shape)
+        axes = normalize_axis(reduction.attrs.get("axis"), len(shape))
+        keepdims = result.ndim == len(shape)
+        reduced = tuple(result.shape)
+        facts = reduction.opdef.reduction
+        accumulator = facts.accumulator(source.dtype, result.dtype, accumulate_float64)
+        identity = facts.identity_value(accumulator)
+    else:
+        shape = tuple(map_ops[0].results[0].shape)
+        axes, keepdims, reduced = (), True, shape
+    map_set = set(map_ops)
+    return GroupPlan(op, list(map_ops), reduction, list(epilogue), captures, outputs,
+                     [v.op in map_set for v in outputs], shape, tuple(axes), keepdims,
+                     reduced, accumulator, identity, dim_sources(shape, captures))
