@@ -2,8 +2,8 @@
 
 ::
 
-    symgrad dump FILE.py[:builder] [--backend numpy|cuda] [--ir] [--out DIR]
-    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy]
+    symgrad dump FILE.py[:builder] [--backend numpy|c|cuda] [--ir] [--out DIR]
+    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy|c|cuda]
     symgrad run ARTIFACT --input x=x.npy ... [--output out.npz]
     symgrad inspect ARTIFACT
     symgrad ops
@@ -91,7 +91,8 @@ def cmd_dump(args):
     if args.ir:
         texts = {f"{name}.ir": compiled.ir}
     else:
-        texts = {f"{name}_{args.backend}.py": compiled.source}
+        texts = {f"{name}_{args.backend}{suffix}": text
+                 for suffix, text in compiled.sources.items()}
         texts.update({f"{kernel}.cu": source for kernel, source in compiled.kernels.items()})
     if args.out is None:
         for filename, text in texts.items():
@@ -194,7 +195,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     dump = commands.add_parser("dump", help="print the generated source of a program")
     dump.add_argument("target", metavar="FILE.py[:builder]")
-    dump.add_argument("--backend", choices=["numpy", "cuda"], default="numpy")
+    dump.add_argument("--backend", choices=["numpy", "c", "cuda"], default="numpy")
     dump.add_argument("--ir", action="store_true", help="print the optimized IR instead")
     dump.add_argument("--out", metavar="DIR", help="write one file per module / kernel")
     dump.set_defaults(handler=cmd_dump)
@@ -203,7 +204,8 @@ def make_parser() -> argparse.ArgumentParser:
     comp.add_argument("target", metavar="FILE.py[:builder]")
     comp.add_argument("-o", "--output", required=True, metavar="ARTIFACT",
                       help="artifact directory (or .zip)")
-    comp.add_argument("--backend", choices=["numpy", "cuda", "interpreter"], default="numpy")
+    comp.add_argument("--backend", choices=["numpy", "c", "cuda", "interpreter"],
+                      default="numpy")
     comp.set_defaults(handler=cmd_compile)
 
     run = commands.add_parser("run", help="run an artifact on .npy inputs")

@@ -11,6 +11,7 @@ import inspect
 
 from .autodiff.registry import chainer_vjp, register_vjp
 from .backends import lowering_backends
+from .backends.c_backend.lowering import register_lowering as register_c_lowering
 from .backends.numpy_backend.lowering import call
 from .backends.numpy_backend.lowering import register_lowering as register_numpy_lowering
 from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, register
@@ -72,7 +73,7 @@ def _is_top_level_function(fn) -> bool:
             and fn.__name__.isidentifier())
 
 
-def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQUE,
+def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, category=OPAQUE,
               algebra=None):
     """Register a user op and return the front-end function that builds it.
 
@@ -82,7 +83,10 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
     ``backward(inputs, outputs, grad_outputs) -> gradient per input`` (a Value, None, or a
     list/tuple of them) is written with symgrad ops, so it is differentiable again; None means
     the op has no gradient. ``cuda``: the CUDA lowering (for an elementwise op, a C
-    expression over ``{0}``, ``{1}``... and ``{T}``). When ``forward`` is a module-level
+    expression over ``{0}``, ``{1}``... and ``{T}``). ``c``: the C backend's lowering of an
+    elementwise op, a C expression of the same form (math functions named as for ``double``:
+    ``tanh`` computes ``tanhf`` on floats); without it the C backend runs the op through
+    NumPy. When ``forward`` is a module-level
     function, the NumPy backend's lowering table gets a rule calling it by name, with a copy of
     it in the generated code. ``algebra``: an
     :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may use (for example
@@ -116,6 +120,7 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
         register_numpy_lowering(opdef, call(forward.__name__), (forward,))
     else:   # an earlier op of this name may have had one
         register_numpy_lowering(opdef, None)
+    register_c_lowering(opdef, c)
 
     def build(*inputs):
         return bind(opdef, as_values(*inputs))

@@ -13,6 +13,7 @@ from typing import Callable
 _BACKEND_MODULES = {
     "interpreter": "symgrad.backends.interpreter",
     "numpy": "symgrad.backends.numpy_backend",
+    "c": "symgrad.backends.c_backend",
     "cuda": "symgrad.backends.cuda_backend",
 }
 

@@ -10,6 +10,8 @@ An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same
     numpy/standalone.py   loader: verifies the artifact, fills CONSTANTS, checks feeds, run()
     constants/*.npy       parameter values, constants and array attrs (no pickle)
     cuda/*.cu, cuda/host.py   kernels and host module, for programs compiled for CUDA
+    c/host.py, c/program.c, c/program.so   host module, C source and compiled library, for
+                          programs compiled for C (the standalone runner's native entry)
 
 Saving is atomic: the tree is written to a temporary sibling and renamed into place, so a
 failure never leaves a partial artifact under the final name (a previous artifact there stays
@@ -373,6 +375,6 @@ def load(path) -> LoadedProgram:
             from None
     program, fetches = _parse_program(contents, path)
     with _artifact_errors(path):
-        module, entry = standalone.load_numpy_entry(contents, manifest, files)
+        module, entry = standalone.load_entry(contents, manifest, files)
     return LoadedProgram(os.fspath(path), manifest, program, fetches, signature, outputs,
                          source.decode("utf-8"), kernels, module, entry)

@@ -42,6 +42,12 @@ class CompiledProgram:
         return self._executable.source
 
     @property
+    def sources(self) -> dict:
+        """Every generated source by file suffix (``{".c": ..., ".py": host}`` for the C
+        backend); the main one is ``source``."""
+        return getattr(self._executable, "sources", None) or {".py": self.source}
+
+    @property
     def kernels(self) -> dict:
         return getattr(self._executable, "kernels", {})
 

@@ -9,10 +9,13 @@ This file is copied verbatim into every artifact as ``numpy/standalone.py``; the
     outputs = model.run(x=x_array)           # feeds by name (or by position, in data order)
 
 On first use it reads ``manifest.json`` next to its own folder, checks the format version and
-the sha256 of every listed file, compiles the generated NumPy module from the verified bytes,
-fills its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed
+the sha256 of every listed file, compiles the generated module from the verified bytes, fills
+its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed
 against the signature (name, rank, known dims, dtype kind) before calling the module's entry
-function. Nothing from the artifact is executed before every check has passed.
+function. Nothing from the artifact is executed before every check has passed. The module is
+the NumPy module, or, for an artifact with a native entry (a program of the C backend), its
+host module, which calls the artifact's compiled library through ctypes (when that library
+does not load on this machine, the NumPy module runs instead).
 
 ``symgrad.runtime.artifact`` imports the checking helpers from here, so ``sg.load`` and the
 standalone runner enforce the same rules.
@@ -24,6 +27,7 @@ import io
 import json
 import linecache
 import os
+import tempfile
 import types
 
 import numpy as np
@@ -157,10 +161,9 @@ def exec_module(source: bytes, filename: str, module_name: str) -> types.ModuleT
     return module
 
 
-def load_numpy_entry(contents, manifest, files):
-    """The artifact's generated NumPy module with ``CONSTANTS`` filled, and its entry
-    function. Call only after :func:`verify_files`."""
-    entry = manifest["entry_points"]["numpy"]
+def _load_module(contents, manifest, files, entry):
+    """The module of ``entry`` (``{"module": path, "function": name, ...}``) with
+    ``CONSTANTS`` filled, and its entry function."""
     rel = safe_relpath(entry["module"])
     source = listed(contents, rel, "module")
     module = exec_module(source, files.display_path(rel),
@@ -169,6 +172,41 @@ def load_numpy_entry(contents, manifest, files):
     for name, const_rel in manifest.get("constants", {}).items():
         constants[name] = load_array(listed(contents, const_rel, "constant"), repr(const_rel))
     return module, getattr(module, entry["function"])
+
+
+def _bind_library(module, data: bytes) -> None:
+    """Load the verified bytes of a shared library into ``module`` (its ``bind_library``
+    opens it with ctypes from a private temporary copy, removed once loaded)."""
+    handle, path = tempfile.mkstemp(suffix=".so")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        module.bind_library(path)
+    finally:
+        os.unlink(path)
+
+
+def load_numpy_entry(contents, manifest, files):
+    """The artifact's generated NumPy module with ``CONSTANTS`` filled, and its entry
+    function. Call only after :func:`verify_files`."""
+    return _load_module(contents, manifest, files, manifest["entry_points"]["numpy"])
+
+
+def load_entry(contents, manifest, files):
+    """The module the artifact runs and its entry function: its *native* entry (a host module
+    with a shared library it calls through ctypes, which needs no compiler) when it has one
+    whose library loads on this machine, else its NumPy module. Call only after
+    :func:`verify_files`."""
+    for entry in manifest["entry_points"].values():
+        if isinstance(entry, dict) and isinstance(entry.get("library"), str):
+            library = listed(contents, entry["library"], "library")
+            module, function = _load_module(contents, manifest, files, entry)
+            try:
+                _bind_library(module, library)
+            except OSError:   # built for another machine: the NumPy module computes the same
+                break
+            return module, function
+    return load_numpy_entry(contents, manifest, files)
 
 
 # --- feeds -----------------------------------------------------------------------------------
@@ -221,7 +259,7 @@ class Runner:
         self.manifest = read_manifest(files)
         contents = verify_files(files, self.manifest)
         self.inputs = self.manifest["inputs"]
-        self.module, self._entry = load_numpy_entry(contents, self.manifest, files)
+        self.module, self._entry = load_entry(contents, self.manifest, files)
 
     def __call__(self, *args, **feeds) -> list:
         return list(self._entry(**check_feeds(self.inputs, args, feeds)))

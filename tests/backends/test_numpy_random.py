@@ -1,11 +1,16 @@
 """Random programs (elementwise, broadcast, reduction ops; fetches including gradients):
-the NumPy backend, fused and unfused, agrees with the interpreter."""
+the NumPy and C backends, fused and unfused, agree with the interpreter."""
+import functools
+import random
+
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.backends import c_backend
 from symgrad.passes import DEFAULT_PIPELINE
 
 UNARY = [sg.tanh, sg.sin, sg.cos, sg.negative, lambda v: sg.exp(-v * v), sg.sigmoid,
@@ -67,3 +72,39 @@ def test_random_programs_match_the_interpreter(case, fusion, chunk):
         np.testing.assert_allclose(p, e, rtol=1e-9, atol=1e-12)
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
+
+
+# --- the C backend: seeded random programs, compiled in one batch --------------------------------
+def random_steps(rng, max_size):
+    """Steps as the ``programs`` strategy draws them, from a seeded ``random.Random``."""
+    return [(rng.randint(0, 2), rng.randint(0, 100), rng.randint(0, 100), rng.randint(0, 100))
+            for _ in range(rng.randint(1, max_size))]
+
+
+def _c_cases(count=48):
+    rng = random.Random(17)
+    cases = []
+    for index in range(count):
+        case = (random_steps(rng, 14), [rng.randint(0, 100) for _ in range(rng.randint(1, 3))],
+                rng.random() < 0.5, rng.random() < 0.5)
+        cases.append((case, index % 2 == 0))
+    return cases
+
+
+@functools.lru_cache(maxsize=None)
+def _c_programs():
+    with c_backend.deferred():
+        return [(case, _build(*case), fusion,
+                 sg.compile(*_build(*case), backend="c", fusion=fusion))
+                for case, fusion in _c_cases()]
+
+
+@pytest.mark.parametrize("index", range(len(_c_cases())))
+def test_random_programs_on_c_match_the_interpreter(index):
+    case, (prog, fetches), fusion, compiled = _c_programs()[index]
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((9, 4)), "b": rng.standard_normal(4)}
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for e, g in zip(expected, compiled(**feeds)):
+        assert g.shape == e.shape and g.dtype == e.dtype, case
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12, err_msg=str(case))

@@ -1,15 +1,20 @@
 """Random programs with control flow: random steps (elementwise, broadcast, reductions) inside
 a scan body, the branches of a cond or a while body, with captures and gradients. The NumPy
-backend, fused and unfused, agrees with the interpreter, and so does the interpreter after the
-whole pass pipeline."""
+and C backends, fused and unfused, agree with the interpreter, and so does the interpreter after
+the whole pass pipeline."""
+import functools
+import random
+
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.backends import c_backend
 from symgrad.passes import DEFAULT_PIPELINE
-from tests.backends.test_numpy_random import apply_steps
+from tests.backends.test_numpy_random import apply_steps, random_steps
 
 STEPS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100), st.integers(0, 100),
                            st.integers(0, 100)), min_size=1, max_size=8)
@@ -79,3 +84,29 @@ def test_random_region_programs_match_the_interpreter(kind, steps, others, dynam
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(p, e, rtol=1e-9, atol=1e-12)
+
+
+# --- the C backend: seeded random programs, compiled in one batch --------------------------------
+def _c_cases(count=36):
+    rng = random.Random(29)
+    return [(rng.randint(0, 2), random_steps(rng, 8), random_steps(rng, 8), rng.random() < 0.5,
+             rng.random() < 0.5, index % 2 == 0) for index in range(count)]
+
+
+@functools.lru_cache(maxsize=None)
+def _c_programs():
+    with c_backend.deferred():
+        return [(case, _build(*case[:5]), sg.compile(*_build(*case[:5]), backend="c",
+                                                     fusion=case[5]))
+                for case in _c_cases()]
+
+
+@pytest.mark.parametrize("index", range(len(_c_cases())))
+def test_random_region_programs_on_c_match_the_interpreter(index):
+    case, (prog, fetches), compiled = _c_programs()[index]
+    rng = np.random.default_rng(len(case[1]))
+    feeds = {"x": rng.standard_normal((9, 4)), "b": rng.standard_normal(4)}
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for e, g in zip(expected, compiled(**feeds)):
+        assert g.shape == e.shape and g.dtype == e.dtype, case
+        np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-12, err_msg=str(case))

@@ -517,3 +517,41 @@ def test_real_cuda_program_saves_its_source_and_cubins(tmp_path):
     x = feeds()
     for r, g in zip(ref(x), loaded(x)):
         np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_c_program_carries_its_library_and_runs_it_standalone(tmp_path):
+    """The C program's artifact holds its C source, its host module and its compiled library;
+    the standalone runner (NumPy only, no compiler) runs the host module on that library."""
+    prog, fetches = contract_program()
+    compiled = sg.compile(prog, fetches, backend="c")
+    path = compiled.save(str(tmp_path / "model"))
+    loaded = sg.load(path)
+    entry = loaded.manifest["entry_points"]["c"]
+    assert entry["library"] == "c/program.so" and entry["module"] == "c/host.py"
+    with open(os.path.join(path, "c", "program.c"), encoding="utf-8") as handle:
+        assert handle.read() == compiled.source
+    assert loaded.module.__file__.endswith(os.path.join("c", "host.py"))
+    x = feeds()
+    for want, got in zip(compiled(x), loaded(x)):
+        assert got.tobytes() == want.tobytes()
+    np.save(tmp_path / "x.npy", x)
+    numpy_parent = os.path.dirname(os.path.dirname(np.__file__))
+    script = f"import sys; sys.path.insert(0, {numpy_parent!r})\n" + STANDALONE_SCRIPT + \
+        "assert 'symgrad' not in sys.modules and model._runner.module.LIBRARY\n"
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", script,
+                           os.path.join(path, loaded.manifest["standalone"]["module"]),
+                           str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                          capture_output=True, text=True, env={"PATH": os.environ["PATH"]},
+                          cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert np.load(tmp_path / "y.npy").tobytes() == compiled(x)[0].tobytes()
+
+
+def test_c_artifact_whose_library_does_not_load_runs_its_numpy_module(tmp_path):
+    prog, fetches = contract_program()
+    path = sg.compile(prog, fetches, backend="c").save(str(tmp_path / "model"))
+    _replace_file(path, "c/program.so", b"not a shared library")
+    loaded = sg.load(path)
+    assert loaded.module.__file__.endswith(os.path.join("numpy", "program.py"))
+    np.testing.assert_allclose(loaded(feeds())[0], sg.compile(prog, fetches)(feeds())[0],
+                               rtol=1e-6)

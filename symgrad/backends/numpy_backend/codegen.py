@@ -102,6 +102,7 @@ class Generator:
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
         self.uses_threads = False      # does a group call the module's _over_rows?
+        self.hidden: set = set()       # Values the module never names (a subclass keeps them)
 
     # --- expressions ---------------------------------------------------------------------------
     def expr(self, value, consumer=None, position=0) -> str:
@@ -240,7 +241,8 @@ class Generator:
         for index, op in enumerate(ops):
             for value in op.results:
                 at = last.get(value, index)
-                if at != end and value not in fetched and value not in self.scalars:
+                if at != end and value not in fetched and value not in self.scalars \
+                        and value not in self.hidden:
                     dying.setdefault(at, []).append(self.namer.value(value))
                 number = self.buffer_plan.get(value)
                 if number is not None:

@@ -1,0 +1,104 @@
+"""The C backend: loop groups compiled to native code, called from a generated host module.
+
+``build(program, fetches, options)`` renders one C file (:mod:`.host`, :mod:`.kernels`,
+:mod:`.segments`; templates in ``codegen_templates/c/``) and a Python host module, compiles
+the C file with the system compiler into a shared library cached on disk (:mod:`.compiler`)
+and loads both: the host runs the program and calls the library's entry points through
+``ctypes``; opaque ops (matmul, conv...) keep calling NumPy and its BLAS. ``source`` is the C
+program, ``host_source`` the host module; ``SYMGRAD_DUMP`` writes both.
+"""
+from __future__ import annotations
+
+import platform
+
+from ...gc_pause import gc_paused
+from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
+from .. import Backend, cache
+from ..common import cache_prefix, signature_literals
+from ..numpy_backend import lowers as numpy_lowers
+from ..numpy_backend import shared_pool
+from . import compiler
+from .compiler import CCompileError, CCompilerNotFoundError, deferred
+from .host import generate
+from .lowering import LOWERINGS
+
+NAME = "c"
+
+__all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", "build",
+           "deferred"]
+
+
+class CExecutable:
+    """A program compiled for the C backend: ``run(feeds_by_name) -> list of arrays``.
+    ``source``: the C program; ``host_source``: the host module; ``library``: the shared
+    library's path (None until compiled, inside :func:`deferred`); ``module``: the loaded host
+    module; ``constants``; ``kernels`` (always empty); ``stats`` (``cache_hit``,
+    ``c_segments``, ``c_functions``...)."""
+
+    backend = NAME
+    numpy_module = None
+
+    def __init__(self, generated, path, library, resolve, stats):
+        self.source = generated.c_source
+        self.host_source = generated.source
+        self.sources = {".c": self.source, ".py": self.host_source}
+        self.constants = dict(generated.constants)
+        self.kernels = {}
+        self.stats = stats
+        self.library = library
+        self._resolve = resolve
+        self.module = cache.load_module(path)
+        self.module.CONSTANTS.update(generated.constants)
+        self.module._POOL = shared_pool()
+        if library is not None:
+            self.module.bind_library(library)
+
+    def run(self, feeds):
+        if self.library is None:
+            self.library = self._resolve()
+            self.module.bind_library(self.library)
+        return self.module.run(**feeds)
+
+
+def build(program, fetches, options):
+    """Generate, cache and compile (see the module docstring); a missing compiler is a
+    :class:`CCompilerNotFoundError` naming it."""
+    tools = compiler.toolchain()
+    inputs, outputs = signature_literals(program, fetches)
+    with gc_paused():
+        generated = generate(program, fetches, options, inputs, outputs)
+    _, paths, hit = cache.store_sources(NAME, cache_prefix(NAME, program, fetches),
+                                       {".py": generated.source, ".c": generated.c_source},
+                                       options)
+    library, resolve = compiler.library(generated.c_source, tools, options)
+    stats = {"cache_hit": hit, "c_segments": generated.segments,
+             "c_functions": generated.functions,
+             "source_lines": generated.c_source.count("\n"),
+             "host_lines": generated.source.count("\n")}
+    return CExecutable(generated, paths[".py"], library, resolve, stats)
+
+
+def artifact_files(executable, writer, save_options) -> dict:
+    """``c/host.py``, ``c/program.c`` and the compiled ``c/program.so``: the artifact's native
+    entry, which its standalone runner loads with ctypes (no compiler needed)."""
+    if executable.library is None:
+        executable.library = executable._resolve()
+    writer.write("c/host.py", executable.host_source.encode("utf-8"))
+    writer.write("c/program.c", executable.source.encode("utf-8"))
+    with open(executable.library, "rb") as handle:
+        writer.write("c/program.so", handle.read())
+    return {"module": "c/host.py", "function": "run", "library": "c/program.so",
+            "source": "c/program.c", "machine": platform.machine()}
+
+
+def lowers(opdef) -> bool:
+    """Elementwise ops with a C rule and fusible reductions compile to C; every other op the
+    NumPy backend lowers runs through NumPy in the host module."""
+    if opdef.category == ELEMENTWISE and LOWERINGS.lowers(opdef):
+        return True
+    if opdef.category == REDUCTION and opdef.reduction is not None:
+        return True
+    return opdef.category == SOURCE or numpy_lowers(opdef)
+
+
+BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files)

@@ -1,0 +1,59 @@
+"""C types and literals of the dtypes the C backend computes in.
+
+Every supported dtype is stored and computed in one C type (``bool`` for NumPy's one-byte
+bools, ``<stdint.h>`` integers, ``float``, ``double``); other dtypes (float16, bfloat16...) are
+not lowered to C: groups holding them run on NumPy.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..common import comment, number_text
+
+TYPES = {
+    "bool": "bool", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
+    "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
+    "uint64": "uint64_t", "float32": "float", "float64": "double",
+}
+_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "U"}
+
+
+def supported(dtype) -> bool:
+    return np.dtype(dtype).name in TYPES
+
+
+def c_type(dtype) -> str:
+    return TYPES[np.dtype(dtype).name]
+
+
+def literal(value, dtype) -> str:
+    """A C expression of ``c_type(dtype)`` holding ``value`` (a Python or NumPy scalar)."""
+    dtype = np.dtype(dtype)
+    array = np.asarray(value).astype(dtype)
+    if dtype.kind == "b":
+        return "true" if bool(array) else "false"
+    if dtype.kind in "iu":
+        number = int(array)
+        if dtype.name == "int64" and number == -2 ** 63:
+            return "(-9223372036854775807LL - 1)"
+        text = f"{number}{_SUFFIX.get(dtype.name, '')}"
+        if dtype.itemsize < 4:
+            text = f"(({c_type(dtype)}){text})"
+        return text if number >= 0 else f"({text})"
+    single = dtype.name == "float32"
+    text = number_text(array)
+    if text is None:
+        number = float(array)
+        if math.isnan(number):
+            return '__builtin_nanf("")' if single else '__builtin_nan("")'
+        text = "__builtin_inff()" if single else "__builtin_inf()"
+        return text if number > 0 else f"(-{text})"
+    text += "f" if single else ""
+    return f"({text})" if text.startswith("-") else text
+
+
+def c_comment(text: str) -> str:
+    """``text`` safe inside a ``/* */`` comment: ASCII, one line, no comment terminator."""
+    return comment(text).replace("*/", "* /")

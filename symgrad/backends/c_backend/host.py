@@ -1,0 +1,172 @@
+"""Render the host module and the C source of one program.
+
+Host module contract: it imports NumPy and ctypes only; it defines ``run(**feeds) -> list of
+arrays`` (feeds by input name; a parameter not fed takes ``CONSTANTS[name]``), the literals
+``INPUTS``/``OUTPUTS`` and ``bind_library(path)``, which loads the program's shared library
+with ``ctypes.PyDLL`` and binds its entry points; the loader fills ``CONSTANTS`` and calls
+``bind_library`` before the first run.
+
+Statements are built by the NumPy backend's generator (naming, provenance comments, memory
+plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
+change: each run of consecutive loop groups of a block that C can compute (see
+:func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
+:mod:`.segments`); values used only inside a segment never reach Python. Everything else
+(matmul through NumPy's BLAS, conv, data movement, groups with dtypes C does not compute)
+runs as the NumPy backend writes it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+
+import jinja2
+
+from ...ir.printer import counted
+from ...ops.core import SOURCE
+from ...passes.fusion import MIN_PARALLEL_CHUNKS
+from ..common import comment, library_version
+from ..numpy_backend.codegen import Generator
+from ..numpy_backend.literals import dtype_code, shape_code
+from ..plan import plan_group
+from .kernels import lowerable, pointer_inputs, render_group
+from .segments import Member, SegmentRenderer
+
+# math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
+MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
+        ("log1p", 1, 235), ("expm1", 1, 235), ("tan", 1, 235), ("tanh", 1, 235),
+        ("sinh", 1, 235), ("cosh", 1, 235), ("asin", 1, 235), ("acos", 1, 235),
+        ("atan", 1, 235), ("sqrt", 1, 0), ("fabs", 1, 0), ("floor", 1, 0), ("ceil", 1, 0),
+        ("rint", 1, 0)]
+UNIT = "@UNIT@"
+
+
+@functools.lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "."),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+
+
+@dataclasses.dataclass
+class GeneratedProgram:
+    source: str              # the host module
+    c_source: str            # the program's one C file (prelude, group functions, entries)
+    constants: dict          # name -> array, for the module's CONSTANTS
+    segments: int            # C entry points
+    functions: int           # distinct C group functions
+
+
+class CHostGenerator(Generator):
+    """The NumPy generator, with C segments for the runs of loop groups C computes."""
+
+    def __init__(self, program, fetches, options):
+        super().__init__(program, fetches, options)
+        self.c_functions: dict = {}     # structure key / name -> CFunction
+        self.segments: list = []        # rendered entry points
+        self.entries: list = []         # (Python name, C symbol) per segment
+
+    def c_plan(self, op):
+        """The plan of ``op`` when it is a loop group that C computes, else None."""
+        if op.opdef.category == SOURCE:
+            return None
+        plan = plan_group(op, self.options.accumulate_float64)
+        return plan if plan is not None and lowerable(plan) else None
+
+    def lower_ops(self, ops, reads_after=()) -> list:
+        """As the NumPy generator, with each run of consecutive C loop groups (sources in
+        between are hoisted before it) lowered as one segment call."""
+        plans = [self.c_plan(op) for op in ops]
+        statements = [None] * len(ops)
+        run: list = []
+
+        def flush():
+            if run:
+                statements[run[0]] = self.segment([ops[k] for k in run],
+                                                  [plans[k] for k in run], ops, reads_after,
+                                                  statements[run[0]] or [])
+                run.clear()
+
+        for index, op in enumerate(ops):
+            if plans[index] is not None:
+                if not run:
+                    statements[index] = []
+                run.append(index)
+                if index != run[0]:
+                    statements[index] = []
+                continue
+            lines = self.lower_op(op)
+            if run and op.opdef.category == SOURCE:   # hoisted before the segment
+                statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
+                statements[index] = []
+                continue
+            flush()
+            head = [self.text.line(op)] if lines else []
+            statements[index] = head + lines
+        flush()
+        return self.with_deletes(ops, statements, reads_after)
+
+    def segment(self, members, plans, ops, reads_after, hoisted) -> list:
+        """The host lines calling a new segment of ``members`` (ops of ``ops``)."""
+        inside = set(members)
+        escaping = set(reads_after) | set(self.fetches)
+        escaping |= {v for op in ops if op not in inside for v in op.inputs}
+        group_members = [Member(plan, self.c_function(plan), pointer_inputs(plan, self.scalars))
+                         for plan in plans]
+        number = len(self.segments)
+        renderer = SegmentRenderer(number, group_members, escaping, self.expr)
+        shapes = renderer.host_shapes()
+        self.segments.append(renderer.render(environment()))
+        name = self.namer.fresh(f"_sg_s{number}")
+        self.entries.append((name, f"sg_{UNIT}_s{number}"))
+        produced = {v for member in group_members for v in member.plan.op.results}
+        self.hidden.update(produced - set(renderer.outputs))
+        lines = list(hoisted)
+        heading = "; ".join(_member_heading(m.plan) for m in group_members)
+        lines.append(f"# {comment(f'C segment {number}: {heading}')}")
+        for value in renderer.outputs:
+            lines.append(f"{self.namer.value(value)} = np.empty({shape_code(shapes[value])}, "
+                         f"{dtype_code(value.dtype)})")
+        arguments = [self.expr(v) for v in renderer.inputs] + \
+            [self.namer.value(v) for v in renderer.outputs]
+        lines.append(f"{name}(({''.join(a + ', ' for a in arguments)}))")
+        return lines
+
+    def c_function(self, plan):
+        """The C function of ``plan``, rendered once per group structure."""
+        function = render_group(plan, self.scalars, self.options, environment())
+        return self.c_functions.setdefault(function.name, function)
+
+    def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
+        body, helpers = self.finish(self.lower_ops(self.program.ops, self.fetches))
+        summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
+                          f"segments, {len(self.c_functions)} C functions, "
+                          f"{len(self.fetches)} outputs")
+        c_source = environment().get_template("c/program.c.j2").render(
+            symgrad_version=library_version(), summary=summary,
+            prelude=environment().get_template("c/prelude.h.j2").render(math=MATH),
+            functions=list(self.c_functions.values()), segments=self.segments)
+        unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
+        c_source = c_source.replace(UNIT, unit)
+        entries = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}
+        source = environment().get_template("c/host.py.j2").render(
+            symgrad_version=library_version(), helpers=helpers, body=body,
+            functions=self.functions.lines(), summary=summary,
+            docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
+            inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
+            entries=ascii(entries), threads=self.uses_threads,
+            thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS)
+        return GeneratedProgram(source, c_source, self.constants, len(self.segments),
+                                len(self.c_functions))
+
+
+def _member_heading(plan) -> str:
+    op = plan.op
+    if op.blocks:
+        return f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"
+    return f"%{op.results[0].id} = {op.name}"
+
+
+def generate(program, fetches, options, inputs, outputs) -> GeneratedProgram:
+    """The host module and C source computing ``fetches`` of ``program``."""
+    return CHostGenerator(program, fetches, options).generate_program(inputs, outputs)

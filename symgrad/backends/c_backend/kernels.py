@@ -1,0 +1,403 @@
+"""One C function per loop group, rendered from its :class:`~symgrad.backends.plan.GroupPlan`.
+
+The function is ``static int NAME(const int64_t *restrict d, inputs..., outputs...)``: ``d``
+holds the dims of the iteration space S, each input is a pointer to a C-contiguous array (a
+scalar constant is inlined instead), each output a pointer to a C-contiguous array the caller
+allocated (a map value over S, or a reduced value over R). It returns 0, or -1 when it could not
+allocate its accumulators.
+
+Loops. Axes of S that are 1 are dropped, and adjacent axes along which every input either
+varies or is broadcast alike (and, with a reduction, that are both reduced or both kept) merge
+into one loop, so a dense elementwise group is one flat loop whatever its rank. The innermost
+loop carries ``#pragma omp simd`` (math functions go to libmvec's vector variants); the
+outermost runs on OpenMP threads when S is large. An input is read at ``sum(i_L * stride_L)``
+with stride 0 along the axes it is broadcast over.
+
+Reductions accumulate into an array ``acc`` over R, in the accumulator dtype of the plan. The
+outermost loop splits the work: when it runs over a kept axis each thread owns whole rows of
+``acc``; when it runs over a reduced axis it is cut into a fixed number of chunks (set by the
+sizes only, so results do not depend on the thread count), each accumulating into its own copy
+of ``acc``, and the copies are combined in chunk order. An innermost reduced loop accumulates
+into a scalar (``omp simd reduction`` for sums and products); an innermost kept loop updates a
+row of ``acc``. A final loop over R divides a mean, converts to the result dtype, runs the
+epilogue ops and writes the reduced outputs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+from ...ir.printer import counted, format_op_head
+from ...ops.fused import is_fusion
+from ...ops.core import ELEMENTWISE
+from .ctype import c_comment, c_type, literal, supported
+from .lowering import LOWERINGS
+
+PARALLEL_MIN = 1 << 15     # elements of S from which loops run on several threads
+CHUNKS = 16                # chunks of a parallel reduction over a reduced outermost axis
+# combine op -> the OpenMP reduction operator that vectorizes it (NaN-propagating max/min
+# have none: their loops stay scalar)
+SIMD_REDUCTIONS = {"add": "+", "multiply": "*"}
+
+
+def compute_type(op) -> str:
+    """The C type ``op`` computes in: its result's, or for a comparison (bool result of
+    non-bool operands) the promoted type of its operands."""
+    import numpy as np
+
+    result = op.results[0].dtype
+    if result.kind == "b" and op.inputs and any(v.dtype.kind != "b" for v in op.inputs):
+        return c_type(np.result_type(*[v.dtype for v in op.inputs]))
+    return c_type(result)
+
+
+def rule_for(op):
+    """The C lowering of elementwise ``op`` when it applies to its types, else None."""
+    rule = LOWERINGS.rule(op.opdef)
+    if rule is None or (rule.floats_only and compute_type(op) not in ("float", "double")):
+        return None
+    return rule
+
+
+def lowerable(plan) -> bool:
+    """Can the C backend run loop group ``plan``: every op has a C rule for its types (the
+    reduction: its combine op) and every value has a C type."""
+    ops = plan.map_ops + plan.epilogue
+    if not all(o.opdef.category == ELEMENTWISE and len(o.results) == 1 and rule_for(o)
+               for o in ops):
+        return False
+    if plan.reduction is not None and LOWERINGS.rule(plan.combine) is None:
+        return False
+    values = [v for o in plan.loop_ops + plan.epilogue for v in list(o.inputs) + o.results]
+    return all(supported(v.dtype) for v in values) and (
+        plan.accumulator is None or supported(plan.accumulator))
+
+
+@dataclasses.dataclass
+class CFunction:
+    """A rendered group function: ``name`` (from a hash of its code, so equal groups of any
+    program share it) and ``code`` (with comments). Its parameters are ``d``, the group's
+    captures that are not inlined scalars (:func:`pointer_inputs`), then its outputs."""
+
+    name: str
+    code: str
+
+
+def pointer_inputs(plan, scalars) -> list:
+    """The captures of ``plan`` passed to its function by pointer, in parameter order."""
+    return [v for v in plan.captures if v not in scalars]
+
+
+@dataclasses.dataclass
+class _Loop:
+    axes: list          # axes of the space it runs over (merged)
+    size: str           # C expression
+    reduced: bool
+
+
+class _Nest:
+    """Loops over a space (S, or R for the finishing loop) and the offsets of arrays in it."""
+
+    def __init__(self, shape, dims, readers, reduced=()):
+        # readers: (key, shape) of the arrays read with broadcasting; reduced: axes reduced
+        rank = len(shape)
+        self.dims = dims
+        self.readers = readers
+        active = [a for a in range(rank) if shape[a] != 1]
+        pattern = {a: (a in reduced,) + tuple(self._present(s, rank, a) for _, s in readers)
+                   for a in active}
+        self.loops: list[_Loop] = []
+        for a in active:
+            if self.loops and pattern[self.loops[-1].axes[-1]] == pattern[a]:
+                self.loops[-1].axes.append(a)
+            else:
+                self.loops.append(_Loop([a], "", a in reduced))
+        for loop in self.loops:
+            loop.size = _product([dims[a] for a in loop.axes])
+
+    @staticmethod
+    def _present(shape, rank, axis) -> bool:
+        k = axis - (rank - len(shape))
+        return k >= 0 and shape[k] != 1
+
+    def offset(self, key, shape, index) -> str:
+        """Offset of the element of array ``key`` (of ``shape``, broadcast against the space)
+        at the loop indices ``index(L)``."""
+        rank = len(self.dims)
+        terms = []
+        for number, loop in enumerate(self.loops):
+            inner = loop.axes[-1]
+            if not self._present(shape, rank, inner):
+                continue
+            stride = self._stride(shape, rank, inner)
+            terms.append(index(number) if stride == "1" else f"{index(number)} * {stride}")
+        return " + ".join(terms) or "0"
+
+    def _stride(self, shape, rank, axis) -> str:
+        lead = rank - len(shape)
+        return _product([self.dims[lead + k] if shape[k] is None else str(shape[k])
+                         for k in range(axis - lead + 1, len(shape))])
+
+    def dense_offset(self, index, loops=None) -> str:
+        """Offset in a C-contiguous array over the loops ``loops`` (default all)."""
+        loops = list(range(len(self.loops))) if loops is None else loops
+        terms = []
+        for position, number in enumerate(loops):
+            stride = _product([self.loops[k].size for k in loops[position + 1:]])
+            terms.append(index(number) if stride == "1" else f"{index(number)} * {stride}")
+        return " + ".join(terms) or "0"
+
+
+def _product(factors) -> str:
+    factors = [f for f in factors if f != "1"]
+    if all(f.isdigit() for f in factors):
+        return str(math.prod(int(f) for f in factors))
+    return " * ".join(f"({f})" if "*" in f else f for f in factors)
+
+
+class GroupRenderer:
+    """Renders the C function of one loop group (see the module docstring)."""
+
+    def __init__(self, plan, scalars, options, environment):
+        self.plan = plan
+        self.scalars = scalars
+        self.options = options
+        self.environment = environment
+        self.inputs = pointer_inputs(plan, scalars)
+        self.pointer = {v: f"in{i}" for i, v in enumerate(self.inputs)}
+        self.out = {v: f"out{j}" for j, v in enumerate(plan.outputs)}
+        self.number: dict = {}          # Value -> local number, by first mention (not ids)
+        self.rank = len(plan.shape)
+        self.dims = [f"d[{a}]" if dim is None else str(dim) for a, dim in enumerate(plan.shape)]
+
+    # --- values ----------------------------------------------------------------------------
+    def name(self, value) -> str:
+        number = self.number.get(value)
+        if number is None:
+            number = self.number[value] = len(self.number)
+        return f"v{number}"
+
+    def read(self, value, op, local) -> str:
+        if value in self.scalars:
+            text = literal(self.scalars[value][()], value.dtype)
+        else:
+            text = local[value]
+        if op is not None and c_type(value.dtype) != compute_type(op):
+            text = f"(({compute_type(op)}){text})"
+        return text
+
+    def op_lines(self, ops, local) -> list:
+        """``(code, comment)`` lines computing ``ops`` into locals."""
+        lines = []
+        for op in ops:
+            T = compute_type(op)
+            args = [self.read(v, op, local) for v in op.inputs]
+            attrs = {k: v for k, v in op.attrs.items() if not k.startswith("_")}
+            code = rule_for(op).expression.format(*args, T=T, **attrs)
+            result = op.results[0]
+            local[result] = self.name(result)
+            lines.append((f"const {c_type(result.dtype)} {local[result]} = {code};",
+                          describe(op)))
+        return lines
+
+    def loads(self, values, nest, index, local, hoisted, inner) -> None:
+        """Load the captures ``values`` read in ``nest``: single elements into ``hoisted``,
+        the others into ``inner`` (the loop body)."""
+        for value in values:
+            if value in local or value in self.scalars:
+                continue
+            local[value] = self.name(value)
+            declare = f"const {c_type(value.dtype)} {local[value]} = {self.pointer[value]}"
+            if all(d == 1 for d in value.shape):
+                hoisted.append((f"{declare}[0];", ""))
+            else:
+                inner.append((f"{declare}[{nest.offset(value, value.shape, index)}];", ""))
+
+    def used(self, ops) -> list:
+        captured = set(self.inputs)
+        return list(dict.fromkeys(v for op in ops for v in op.inputs if v in captured))
+
+    # --- the function ----------------------------------------------------------------------
+    def render(self) -> CFunction:
+        plan = self.plan
+        map_readers = [(v, v.shape) for v in self.used(plan.loop_ops)]
+        nest = _Nest(plan.shape, self.dims, map_readers, plan.axes)
+        local, hoisted, body = {}, [], []
+        self.loads([v for v, _ in map_readers], nest, _INDEX, local, hoisted, body)
+        body += self.op_lines(plan.map_ops, local)
+        dense = nest.dense_offset(_INDEX)
+        for value, is_map in zip(plan.outputs, plan.map_outputs):
+            if is_map:
+                body.append((f"{self.out[value]}[{dense}] = {local[value]};", ""))
+        context = dict(provenance=self.provenance(), hoisted=hoisted,
+                       total=_product(self.dims), reduce=plan.reduction is not None)
+        if plan.reduction is None:
+            context.update(main=self.map_nest(nest, body))
+        else:
+            context.update(self.reduction_context(nest, local, body))
+        params = ["const int64_t *restrict d"]
+        params += [f"const {c_type(v.dtype)} *restrict {self.pointer[v]}" for v in self.inputs]
+        params += [f"{c_type(v.dtype)} *restrict {self.out[v]}" for v in plan.outputs]
+        context.update(params=params)
+        template = self.environment.get_template("c/group.c.j2")
+        code_only = template.render(name="@NAME@", comments=False, **context)
+        name = "sg_g_" + hashlib.sha256(code_only.encode()).hexdigest()[:16]
+        code = template.render(name=name, comments=True, **context)
+        return CFunction(name, code)
+
+    def parallel(self, size: str, condition: str | None = None) -> str | None:
+        """The OpenMP ``parallel for`` of an outermost loop over ``size`` elements (a C
+        expression), with threads from :data:`PARALLEL_MIN` elements on (and while
+        ``condition`` holds). None: one thread (``threads=1``, or a size known to be small:
+        the pragma would still cost a call into the OpenMP runtime)."""
+        if self.options.threads == 1 or size.isdigit() and int(size) < PARALLEL_MIN:
+            return None
+        condition = condition or (None if size.isdigit() else f"{size} >= {PARALLEL_MIN}")
+        threads = f" num_threads({self.options.threads})" if self.options.threads else ""
+        clause = f" if({condition})" if condition else ""
+        return f"omp parallel for{clause}{threads} schedule(static)"
+
+    def map_nest(self, nest, body) -> list:
+        """The loops of a map-only group (or the finishing loop over R) around ``body``."""
+        return _loops(nest.loops, _INDEX, body, outer=self.parallel(_product(self.dims)))
+
+    def reduction_context(self, nest, local, body) -> dict:
+        """The accumulating loops (see the module docstring) and the finishing loop."""
+        plan = self.plan
+        acc = c_type(plan.accumulator)
+        source = plan.reduction.inputs[0]
+        value = self.read(source, None, local)
+        if c_type(source.dtype) != acc:
+            value = f"(({acc}){value})"
+        combine = LOWERINGS.rule(plan.combine).expression
+        loops = nest.loops
+        kept = [k for k, loop in enumerate(loops) if not loop.reduced]
+        chunked = bool(loops) and loops[0].reduced
+        operator = SIMD_REDUCTIONS.get(plan.combine.name)
+        if not loops:                              # one element
+            main = body + [(f"sg_part[0] = {combine.format('sg_part[0]', value, T=acc)};",
+                            describe(plan.reduction))]
+        elif loops[-1].reduced:                    # a scalar accumulates the inner loop
+            update = (f"sg_a = {combine.format('sg_a', value, T=acc)};",
+                      describe(plan.reduction))
+            where = f"sg_part[{nest.dense_offset(_INDEX, kept)}]"
+            main = _loops(loops, _INDEX, body + [update],
+                          outer=None if chunked else self.parallel(_product(self.dims)),
+                          chunked=chunked,
+                          before_inner=[(f"{acc} sg_a = {where};", "")],
+                          after_inner=[(f"{where} = sg_a;", "")],
+                          inner_clause=f"reduction({operator}:sg_a)" if operator else None)
+        else:                                      # a row of accumulators
+            row = f"sg_part[{nest.dense_offset(_INDEX, kept)}]"
+            update = (f"{row} = {combine.format(row, value, T=acc)};", describe(plan.reduction))
+            main = _loops(loops, _INDEX, body + [update],
+                          outer=None if chunked else self.parallel(_product(self.dims)),
+                          chunked=chunked)
+        finish = self.finish(acc)
+        return dict(
+            acc=acc, identity=literal(plan.identity, plan.accumulator), main=main,
+            kept_size=_product([loops[k].size for k in kept]), chunked=chunked,
+            chunks=CHUNKS, parallel_min=PARALLEL_MIN, outer_size=loops[0].size if loops else "1",
+            chunk_parallel=self.parallel(_product(self.dims), "sg_chunks > 1"),
+            combine_chunks=combine.format("sg_acc[sg_o]", "sg_acc[sg_c * sg_r + sg_o]", T=acc),
+            finish=finish)
+
+    def finish(self, acc) -> list:
+        """The loop over R turning accumulators into the reduced outputs."""
+        plan = self.plan
+        reduction = plan.reduction
+        result = reduction.results[0]
+        readers = [(v, v.shape) for v in self.used(plan.epilogue)]
+        if plan.keepdims:
+            r_dims = ["1" if a in plan.axes else self.dims[a] for a in range(self.rank)]
+        else:
+            r_dims = [self.dims[a] for a in plan.reduced_axis_sources()]
+        nest = _Nest(plan.reduced, r_dims, readers)
+        local, hoisted, body = {}, [], []
+        dense = nest.dense_offset(_INDEX)
+        value = f"sg_acc[{dense}]"
+        if plan.mean:
+            value = f"{value} / ({acc})({_product([self.dims[a] for a in plan.axes])})"
+        local[result] = self.name(result)
+        body.append((f"const {c_type(result.dtype)} {local[result]} = "
+                     f"({c_type(result.dtype)})({value});", describe(reduction)))
+        self.loads([v for v, _ in readers], nest, _INDEX, local, hoisted, body)
+        body += self.op_lines(plan.epilogue, local)
+        for output, is_map in zip(plan.outputs, plan.map_outputs):
+            if not is_map:
+                body.append((f"{self.out[output]}[{dense}] = {local[output]};", ""))
+        return hoisted + _loops(nest.loops, _INDEX, body, outer=self.parallel(_product(r_dims)))
+
+    def provenance(self) -> list[str]:
+        op = self.plan.op
+        inner = [describe(o) for o in op.blocks[0].ops] if is_fusion(op) else []
+        head = group_heading(self.plan)
+        shape = ", ".join("?" if d is None else str(d) for d in self.plan.shape)
+        lines = [head, f"over [{shape}]" + (
+            f", reducing axes {list(self.plan.axes)}" if self.plan.reduction is not None
+            else "")]
+        return lines + ["  " + text for text in inner]
+
+
+def _INDEX(number) -> str:
+    return f"i{number}"
+
+
+def _loops(loops, index, body, outer=None, chunked=False, before_inner=(), after_inner=(),
+           inner_clause=None) -> list:
+    """``(code, comment)`` lines of the loops ``loops`` (outermost first) around ``body``:
+    ``outer`` is the outermost loop's pragma; ``chunked``: the outermost loop runs over
+    ``sg_lo..sg_hi`` (a chunk); ``before_inner``/``after_inner`` go around the innermost loop,
+    which is ``omp simd`` (with ``inner_clause``)."""
+    if not loops:
+        return list(body)
+    lines = []
+    depth = 0
+    last = len(loops) - 1
+    for number, loop in enumerate(loops):
+        pad = "    " * depth
+        if number == last:
+            lines.extend((pad + code, note) for code, note in before_inner)
+        if number == 0 and outer is not None:
+            pragma = outer
+            if number == last:   # one loop: threads and vector lanes share it
+                pragma = pragma.replace("parallel for", "parallel for simd", 1)
+                pragma += f" {inner_clause}" if inner_clause else ""
+            lines.append((f"{pad}#pragma {pragma}", ""))
+        elif number == last:
+            clause = f" {inner_clause}" if inner_clause else ""
+            lines.append((f"{pad}#pragma omp simd{clause}", ""))
+        i = index(number)
+        start, stop = ("sg_lo", "sg_hi") if number == 0 and chunked else ("0", loop.size)
+        lines.append((f"{pad}for (int64_t {i} = {start}; {i} < {stop}; {i}++) {{", ""))
+        depth += 1
+    pad = "    " * depth
+    lines.extend((pad + code, note) for code, note in body)
+    for number in range(last, -1, -1):
+        depth -= 1
+        pad = "    " * depth
+        lines.append((pad + "}", ""))
+        if number == last:
+            lines.extend((pad + code, note) for code, note in after_inner)
+    return lines
+
+
+def group_heading(plan) -> str:
+    """``fused group 3 (5 ops) -> %12, %14`` (or the op, for a lone op), safe in a comment."""
+    op = plan.op
+    if not is_fusion(op):
+        return describe(op)
+    return c_comment(f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"
+                     f" -> {', '.join(f'%{v.id}' for v in op.results)}")
+
+
+def describe(op) -> str:
+    text = format_op_head(op)
+    if op.forward_op is not None:
+        text += f"; backward of {format_op_head(op.forward_op)}"
+    return c_comment(text)
+
+
+def render_group(plan, scalars, options, environment) -> CFunction:
+    return GroupRenderer(plan, scalars, options, environment).render()

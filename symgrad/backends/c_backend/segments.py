@@ -1,0 +1,137 @@
+"""C entry points: one per *segment*, a run of consecutive loop groups of one block.
+
+The host module calls a segment with one tuple of arrays: its inputs (values computed outside
+it), then its outputs (the values used after it, which the host allocates with ``np.empty``).
+The entry takes each array's buffer (C-contiguous; an input that is not is copied), checks
+ranks, item sizes and dims (a dim unknown when the program was built must be the same wherever
+it appears, since unknown dims are never broadcast), releases the GIL, allocates the segment's
+own temporaries, calls the group functions in order and frees them again. Errors are Python
+exceptions (``TypeError``, ``ValueError``, ``MemoryError``) raised from the host's call.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .ctype import c_comment, c_type
+from .kernels import group_heading
+
+
+@dataclasses.dataclass
+class Member:
+    """One loop group of a segment: its plan, its (possibly shared) C function and the values
+    it passes to it by pointer."""
+
+    plan: object
+    function: object
+    inputs: list
+
+
+class SegmentRenderer:
+    """Renders segment ``number`` of ``members``; ``escaping``: the values used after it;
+    ``python_name(value)``: the host's expression for a value it holds."""
+
+    def __init__(self, number, members, escaping, python_name):
+        self.number = number
+        self.members = members
+        produced = {}
+        for index, member in enumerate(members):
+            for value in member.plan.op.results:
+                produced[value] = index
+        self.produced = produced
+        inputs = {}
+        for member in members:
+            for value in member.inputs:
+                if value not in produced:
+                    inputs.setdefault(value, None)
+        self.inputs = list(inputs)
+        self.outputs = [v for m in members for v in m.plan.op.results if v in escaping]
+        self.python_name = python_name
+        self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
+        self.c_dims: dict = {}          # value -> C dim expressions
+        self.py_dims: dict = {}         # value -> Python dim expressions (host side)
+        for value in self.inputs:
+            k = self.arg[value]
+            self.c_dims[value] = [f"sg_b[{k}].shape[{a}]" if d is None else str(d)
+                                  for a, d in enumerate(value.shape)]
+            self.py_dims[value] = [f"{python_name(value)}.shape[{a}]" if d is None else str(d)
+                                   for a, d in enumerate(value.shape)]
+
+    # --- dims ------------------------------------------------------------------------------
+    def space_dims(self, plan, table) -> list:
+        """Dims of ``plan``'s iteration space from ``table`` (C or Python expressions)."""
+        return [str(dim) if source is None else table[source[0]][source[1]]
+                for dim, source in zip(plan.shape, plan.dim_sources)]
+
+    def result_dims(self, plan, space) -> dict:
+        """Dims of each result of ``plan``'s op given its space's dims."""
+        out = {}
+        for value, is_map in zip(plan.op.results, plan.map_outputs):
+            if is_map:
+                out[value] = list(space)
+            elif plan.keepdims:
+                out[value] = ["1" if a in plan.axes else d for a, d in enumerate(space)]
+            else:
+                out[value] = [d for a, d in enumerate(space) if a not in plan.axes]
+        return out
+
+    def host_shapes(self) -> dict:
+        """Python shape expressions of the outputs, for the host's ``np.empty``."""
+        for member in self.members:
+            self.py_dims.update(self.result_dims(
+                member.plan, self.space_dims(member.plan, self.py_dims)))
+        return {v: self.py_dims[v] for v in self.outputs}
+
+    # --- the entry -------------------------------------------------------------------------
+    def render(self, environment) -> str:
+        args = self.inputs + self.outputs
+        checks, groups, temporaries = [], [], {}
+        for value in self.inputs:
+            k = self.arg[value]
+            for axis, dim in enumerate(value.shape):
+                if dim is not None:
+                    checks.append((f"sg_b[{k}].shape[{axis}]", str(dim), k, axis))
+        last_use = {}
+        for index, member in enumerate(self.members):
+            for value in member.inputs:
+                last_use[value] = index
+        for index, member in enumerate(self.members):
+            plan = member.plan
+            space = self.space_dims(plan, self.c_dims)
+            self.c_dims.update(self.result_dims(plan, space))
+            for value in member.inputs:   # run-time dims must agree
+                lead = len(plan.shape) - value.ndim
+                for axis, dim in enumerate(value.shape):
+                    want, got = space[lead + axis], self.c_dims[value][axis]
+                    if dim is None and want != got:
+                        checks.append((got, want, self.arg.get(value), axis))
+            pointers = [self.pointer(value, temporaries) for value in member.inputs]
+            allocate = []
+            for value in plan.op.results:
+                if value not in self.arg:
+                    name = f"sg_t{len(temporaries)}"
+                    temporaries[value] = (name, c_type(value.dtype))
+                    count = " * ".join(f"(size_t)({d})" for d in self.c_dims[value]) or "1"
+                    allocate.append((name, c_type(value.dtype), count))
+                pointers.append(self.pointer(value, temporaries))
+            release = [temporaries[v][0] for v, at in last_use.items()
+                       if at == index and v in temporaries]
+            release += [temporaries[v][0] for v in plan.op.results
+                        if v in temporaries and v not in last_use]
+            groups.append(dict(function=member.function.name, dims=space, pointers=pointers,
+                               allocate=allocate, release=release,
+                               note=group_heading(plan)))
+        return environment.get_template("c/segment.c.j2").render(
+            number=self.number, count=len(args),
+            args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
+                       what=self.describe(v)) for k, v in enumerate(args)],
+            checks=[dict(got=got, want=want, what=self.describe(args[k]) if k is not None
+                         else "a value", axis=axis) for got, want, k, axis in checks],
+            groups=groups, temporaries=list(temporaries.values()))
+
+    def pointer(self, value, temporaries) -> str:
+        k = self.arg.get(value)
+        return f"sg_b[{k}].buf" if k is not None else temporaries[value][0]
+
+    def describe(self, value) -> str:
+        text = f"%{value.id}" + (f" ({value.name})" if value.name else "")
+        return c_comment(text).replace("\\", "\\\\").replace('"', '\\"')

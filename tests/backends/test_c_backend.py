@@ -1,0 +1,233 @@
+"""The C backend: loops against the interpreter (every loop shape: chunked reductions, rows,
+columns, broadcasting, run-time dims, NaN and infinities), what it compiles (libmvec's vector
+math in the library, threads, one entry per run of groups), the compiler cache and its
+batches, errors, dumps and custom ops. Most programs of this module are compiled in one batch."""
+import functools
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+from symgrad.backends import c_backend
+from symgrad.backends.c_backend import compiler
+
+RNG = np.random.default_rng(7)
+
+
+def _program(build, *declared):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        inputs = [sg.data(name, shape, dtype) for name, shape, dtype in declared]
+        fetches = build(*inputs)
+    return prog, list(fetches) if isinstance(fetches, (list, tuple)) else [fetches]
+
+
+def _w2(x):
+    loss = sg.sum(sg.tanh(x * 1.5 + 0.5) * sg.sin(x) + sg.exp(-x * x) * 0.3 + sg.log1p(x * x))
+    return [loss] + ir_backward.grad(loss, [x])
+
+
+def _reductions(x):
+    y = sg.exp(x * 0.5) + sg.sin(x)
+    return [sg.sum(y), sg.sum(y, axis=0), sg.sum(y, axis=1, keepdims=True), sg.mean(y * y),
+            sg.max(y - 1.0, axis=0), sg.min(y, axis=1), sg.prod(y * 0.1 + 1.0, axis=0),
+            sg.mean(y, axis=(0, 2)) * 2.0, sg.sum(x * 2.0, axis=1)]
+
+
+def _broadcasts(x, row, column):
+    y = sg.tanh(x * row + column)
+    return [y, sg.sum(y * row, axis=0) + row, sg.max(y, axis=1, keepdims=True) - column]
+
+
+# name -> (build, declared inputs, feeds, options)
+CASES = {
+    "w2": (_w2, [("x", [None], "float32")],
+           {"x": RNG.uniform(-2, 2, 100_003).astype("float32")}, {}),
+    "w2_threads1": (_w2, [("x", [None], "float32")],
+                    {"x": RNG.uniform(-2, 2, 70_001).astype("float32")}, {"threads": 1}),
+    "reductions": (_reductions, [("x", [None, 37, 6], "float64")],
+                   {"x": RNG.standard_normal((301, 37, 6))}, {}),
+    "reductions_small": (_reductions, [("x", [3, 2, 5], "float32")],
+                         {"x": RNG.standard_normal((3, 2, 5)).astype("float32")}, {}),
+    "broadcasts": (_broadcasts, [("x", [None, 64], "float64"), ("row", [64], "float64"),
+                                 ("column", [None, 1], "float64")],
+                   {"x": RNG.standard_normal((900, 64)), "row": RNG.standard_normal(64),
+                    "column": RNG.standard_normal((900, 1))}, {}),
+    "unfused": (_broadcasts, [("x", [None, 64], "float64"), ("row", [64], "float64"),
+                              ("column", [None, 1], "float64")],
+                {"x": RNG.standard_normal((5, 64)), "row": RNG.standard_normal(64),
+                 "column": RNG.standard_normal((5, 1))}, {"fusion": False}),
+    "integers": (lambda i, j: [sg.sum(i * j + 3, axis=0), sg.maximum(i, j) - sg.abs(i),
+                               sg.where(i > j, i, j * 2), sg.mean(i, axis=1)],
+                 [("i", [4, 5], "int32"), ("j", [4, 5], "int32")],
+                 {"i": RNG.integers(-50, 50, (4, 5)).astype("int32"),
+                  "j": RNG.integers(-50, 50, (4, 5)).astype("int32")}, {}),
+    "non_finite": (lambda x, y: [sg.maximum(x, y), sg.minimum(x, y), sg.exp(x * 1000.0),
+                                 sg.log(sg.abs(x)), x / y, sg.sum(x), sg.max(x), sg.min(y),
+                                 sg.sign(x), sg.clip(x, -1.0, y), sg.sqrt(x)],
+                   [("x", [8], "float64"), ("y", [8], "float64")],
+                   {"x": np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0, 3.0]),
+                    "y": np.array([1.0, np.nan, 0.0, 0.0, np.inf, -np.inf, np.nan, 2.0])}, {}),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled():
+    built = {}
+    with c_backend.deferred():
+        for name, (build, declared, _, options) in CASES.items():
+            prog, fetches = _program(build, *declared)
+            built[name] = (prog, fetches, sg.compile(prog, fetches, backend="c", **options))
+    return built
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_the_interpreter(name):
+    prog, fetches, compiled = _compiled()[name]
+    feeds = CASES[name][2]
+    rtol = 1e-4 if any(v.dtype == np.float32 for v in fetches) else 1e-9
+    with np.errstate(all="ignore"):
+        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+        got = compiled(**feeds)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol * 1e-3)
+
+
+def test_one_entry_calls_the_whole_program_and_vector_math_is_libmvec():
+    compiled = _compiled()["w2"][2]
+    assert compiled.stats["c_segments"] == 1
+    assert "#pragma omp" in compiled.source and "tanh(" in compiled.source
+    nm = shutil.which("nm")
+    if nm is None or not compiler.toolchain().mvec:
+        pytest.skip("needs nm and glibc's libmvec")
+    executable = compiled._executable
+    executable.run({"x": CASES["w2"][2]["x"]})
+    symbols = subprocess.run([nm, "-D", executable.library], capture_output=True,
+                             text=True).stdout
+    vector_calls = {line.split()[-1].split("@")[0] for line in symbols.splitlines()
+                    if "_ZGV" in line}
+    for function in ("tanhf", "sinf", "cosf", "expf"):
+        assert any(symbol.endswith(f"_{function}") for symbol in vector_calls), vector_calls
+
+
+def test_threads_option():
+    assert "omp parallel" not in _compiled()["w2_threads1"][2].source
+    assert "omp parallel" in _compiled()["w2"][2].source
+
+
+def test_run_time_dims_that_disagree_are_an_error():
+    prog, fetches = _program(lambda x, y: [sg.tanh(x) + y], ("x", [None, 3], "float64"),
+                             ("y", [None, 3], "float64"))
+    fn = sg.compile(prog, fetches, backend="c")
+    with pytest.raises(ValueError, match="along axis 0 where the program needs 4"):
+        fn(x=np.ones((4, 3)), y=np.ones((5, 3)))
+    np.testing.assert_allclose(fn(x=np.zeros((2, 3)), y=np.ones((2, 3)))[0], 1.0)
+
+
+def test_inputs_that_are_not_contiguous_are_copied():
+    prog, fetches, compiled = _compiled()["broadcasts"]
+    feeds = {k: np.asfortranarray(v) if v.ndim == 2 else v
+             for k, v in CASES["broadcasts"][2].items()}
+    feeds["x"] = np.repeat(feeds["x"], 2, axis=1)[:, ::2]
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for e, g in zip(expected, compiled(**feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
+
+
+def test_second_compile_loads_the_cached_library(monkeypatch):
+    prog, fetches = _program(lambda x: [sg.cos(x) * 3.0], ("x", [6], "float64"))
+    first = sg.compile(prog, fetches, backend="c")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the compiler ran again")
+
+    monkeypatch.setattr(compiler, "_compile", refuse)
+    second = sg.compile(prog, fetches, backend="c")
+    assert second.stats["cache_hit"] and second._executable.library == first._executable.library
+    np.testing.assert_allclose(second(x=np.arange(6.0))[0], np.cos(np.arange(6.0)) * 3.0)
+
+
+def test_a_second_process_reuses_the_library(tmp_path):
+    script = (
+        "import numpy as np, symgrad as sg\n"
+        "prog = sg.Program()\n"
+        "with sg.program_guard(prog):\n"
+        "    x = sg.data('x', [5], 'float64')\n"
+        "    y = sg.exp(sg.sin(x) * 2.0)\n"
+        "fn = sg.compile(prog, [y], backend='c')\n"
+        "print(fn._executable.library, float(fn(x=np.ones(5))[0][0]))\n")
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split() for _ in range(2)]
+    assert runs[0] == runs[1]
+    libraries = [p for p in os.listdir(tmp_path) if p.endswith(".so")]
+    assert len(libraries) == 1 and float(runs[0][1]) == pytest.approx(np.exp(np.sin(1) * 2))
+
+
+def test_deferred_programs_share_one_library():
+    programs = [_program(lambda x, k=k: [sg.tanh(x * (k + 1.5))], ("x", [3], "float64"))
+                for k in range(3)]
+    with c_backend.deferred():
+        compiled = [sg.compile(prog, fetches, backend="c") for prog, fetches in programs]
+        assert all(fn._executable.library is None for fn in compiled)
+    libraries = {fn._executable.library for fn in compiled}
+    assert len(libraries) == 1
+    for k, fn in enumerate(compiled):
+        np.testing.assert_allclose(fn(x=np.ones(3))[0], np.tanh(k + 1.5))
+
+
+def test_no_compiler_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    prog, fetches = _program(lambda x: [x * 2.0], ("x", [2], "float64"))
+    with pytest.raises(c_backend.CCompilerNotFoundError, match=r"no-such-cc.*backend=\"numpy\""):
+        sg.compile(prog, fetches, backend="c")
+    monkeypatch.delenv("CC")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(c_backend.CCompilerNotFoundError, match="cc, gcc, clang on the PATH"):
+        sg.compile(prog, fetches, backend="c")
+
+
+def test_dump_writes_the_c_program_and_the_host_module(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMGRAD_DUMP", str(tmp_path))
+    prog, fetches = _program(lambda x: [sg.sum(sg.exp(x))], ("x", [4], "float32"))
+    fn = sg.compile(prog, fetches, backend="c")
+    dumped = sorted(os.listdir(tmp_path))
+    assert [name.rsplit(".", 1)[1] for name in dumped] == ["c", "py"]
+    assert (tmp_path / dumped[0]).read_text() == fn.source
+    assert (tmp_path / dumped[1]).read_text() == fn._executable.host_source
+    assert fn.sources == {".c": fn.source, ".py": fn._executable.host_source}
+    assert "static int sg_g_" in fn.source and "ctypes.PyDLL" in fn._executable.host_source
+
+
+def cube_forward(x):
+    return x * x * x
+
+
+def test_custom_op_lowers_through_the_c_table():
+    cube = sg.custom_op("test_c_cube", cube_forward, lambda t: t,
+                        lambda inputs, outputs, grads: [grads[0] * 3.0 * inputs[0] * inputs[0]],
+                        c="(({0}) * ({0}) * ({0}))", category="elementwise")
+    prog, fetches = _program(lambda x: [sg.sum(cube(x) + 1.0)] + ir_backward.grad(
+        sg.sum(cube(x)), [x]), ("x", [5], "float64"))
+    fn = sg.compile(prog, fetches, backend="c")
+    assert "%2 = test_c_cube(%x)" in fn.source or "test_c_cube" in fn.source
+    x = np.linspace(-1, 1, 5)
+    loss, g = fn(x=x)
+    np.testing.assert_allclose(loss, np.sum(x ** 3 + 1.0))
+    np.testing.assert_allclose(g, 3 * x * x)
+    assert "c" in sg.registry.lowering_backends(cube.opdef)
+
+
+def test_ops_without_a_c_rule_run_on_numpy_in_the_host():
+    prog, fetches = _program(lambda x: [sg.tanh(x @ sg.transpose(x)) * 2.0],
+                             ("x", [3, 4], "float64"))
+    fn = sg.compile(prog, fetches, backend="c")
+    x = RNG.standard_normal((3, 4))
+    np.testing.assert_allclose(fn(x=x)[0], np.tanh(x @ x.T) * 2.0)
+    assert "np.matmul" in fn._executable.host_source and fn.stats["c_segments"] == 1
