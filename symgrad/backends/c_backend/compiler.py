@@ -5,8 +5,9 @@ the source, the compiler and its flags; a second process compiling the same prog
 that file without running the compiler. Flags: ``-O3`` without ``-ffast-math`` (NaN and
 infinities keep their IEEE meaning), ``-fno-math-errno`` so math calls vectorize,
 ``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so integers wrap
-as NumPy's do, ``-fopenmp`` when the compiler has OpenMP (else ``-fopenmp-simd``: vector
-lanes without threads), ``-march=native`` when it builds, and glibc's libmvec (``-lmvec``)
+as NumPy's do, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the prelude's own
+pool, see ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it builds, and
+glibc's libmvec (``-lmvec``)
 where it exists, which the prelude's ``simd`` declarations of math functions call into (with
 ``sin`` and ``cos`` kept apart: merged into ``sincos`` they would not vectorize).
 
@@ -35,8 +36,8 @@ from ...errors import SymgradError
 from .. import cache
 
 COMPILERS = ("cc", "gcc", "clang")
-BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
-              "-fwrapv", "-fno-strict-aliasing")
+BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fno-math-errno",
+              "-ffp-contract=off", "-fwrapv", "-fno-strict-aliasing")
 # sin and cos of one value would become one sincos call, which has no vector variant and keeps
 # the whole loop from vectorizing
 NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
@@ -60,7 +61,7 @@ class Toolchain:
     flags: tuple
     libraries: tuple
     identity: str
-    openmp: bool
+    simd: bool
     mvec: bool
 
 
@@ -93,7 +94,7 @@ _PROBE = """
 #include <stdint.h>
 double sin(double) __attribute__((simd("notinbranch")));
 int probe(int64_t n, double *x) {
-    #pragma omp parallel for simd
+    #pragma omp simd
     for (int64_t i = 0; i < n; i++) x[i] = sin(x[i]);
     return 0;
 }
@@ -124,8 +125,9 @@ def _probe(compiler) -> dict:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
     mvec = _glibc_mvec()
     base = list(BASE_FLAGS)
-    openmp = _builds(compiler, base + ["-fopenmp"], [])
-    base.append("-fopenmp" if openmp else "-fopenmp-simd")
+    simd = _builds(compiler, base + ["-fopenmp-simd"], [])
+    if simd:
+        base.append("-fopenmp-simd")
     native = _builds(compiler, base + ["-march=native"], [])
     if native:
         base.append("-march=native")
@@ -136,7 +138,7 @@ def _probe(compiler) -> dict:
     else:
         mvec = None
     found = {"version": version.splitlines()[0] if version else "", "flags": base,
-             "libraries": libraries, "openmp": openmp, "mvec": mvec is not None,
+             "libraries": libraries, "simd": simd, "mvec": mvec is not None,
              "cpu": _cpu_model() if native else ""}
     cache.write_atomic(path, json.dumps(found))
     return found
@@ -160,7 +162,7 @@ def _toolchain(compiler) -> Toolchain:
     identity = json.dumps([compiler, found["version"], found["flags"], found["libraries"],
                            found["cpu"]])
     return Toolchain(compiler, tuple(found["flags"]), tuple(found["libraries"]), identity,
-                     found["openmp"], found["mvec"])
+                     found["simd"], found["mvec"])
 
 
 def toolchain() -> Toolchain:

@@ -29,7 +29,7 @@ from ..common import comment, library_version
 from ..numpy_backend.codegen import Generator
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..plan import plan_group
-from .kernels import lowerable, pointer_inputs, render_group
+from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from .segments import Member, SegmentRenderer
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
@@ -144,7 +144,8 @@ class CHostGenerator(Generator):
                           f"{len(self.fetches)} outputs")
         c_source = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary,
-            prelude=environment().get_template("c/prelude.h.j2").render(math=MATH),
+            prelude=environment().get_template("c/prelude.h.j2").render(
+                math=MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK),
             functions=list(self.c_functions.values()), segments=self.segments)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
         c_source = c_source.replace(UNIT, unit)

@@ -9,15 +9,16 @@ allocate its accumulators.
 Loops. Axes of S that are 1 are dropped, and adjacent axes along which every input either
 varies or is broadcast alike (and, with a reduction, that are both reduced or both kept) merge
 into one loop, so a dense elementwise group is one flat loop whatever its rank. The innermost
-loop carries ``#pragma omp simd`` (math functions go to libmvec's vector variants); the
-outermost runs on OpenMP threads when S is large. An input is read at ``sum(i_L * stride_L)``
-with stride 0 along the axes it is broadcast over.
+loop carries ``#pragma omp simd`` (math functions go to libmvec's vector variants). The
+outermost loop is cut into chunks (one when S is small), computed by ``NAME_part`` and shared
+out between threads by the prelude's ``sg_parallel``. An input is read at
+``sum(i_L * stride_L)`` with stride 0 along the axes it is broadcast over.
 
 Reductions accumulate into an array ``acc`` over R, in the accumulator dtype of the plan. The
-outermost loop splits the work: when it runs over a kept axis each thread owns whole rows of
-``acc``; when it runs over a reduced axis it is cut into a fixed number of chunks (set by the
-sizes only, so results do not depend on the thread count), each accumulating into its own copy
-of ``acc``, and the copies are combined in chunk order. An innermost reduced loop accumulates
+outermost loop splits the work: when it runs over a kept axis each chunk owns whole rows of
+``acc``; when it runs over a reduced axis each chunk (their number is set by the sizes only,
+so results do not depend on the thread count) accumulates into its own copy of ``acc``, and
+the copies are combined in chunk order. An innermost reduced loop accumulates
 into a scalar (``omp simd reduction`` for sums and products); an innermost kept loop updates a
 row of ``acc``. A final loop over R divides a mean, converts to the result dtype, runs the
 epilogue ops and writes the reduced outputs.
@@ -34,9 +35,10 @@ from ...ops.core import ELEMENTWISE
 from .ctype import c_comment, c_type, literal, supported
 from .lowering import LOWERINGS
 
-PARALLEL_MIN = 1 << 15     # elements of S from which loops run on several threads
-CHUNKS = 16                # chunks of a parallel reduction over a reduced outermost axis
-# combine op -> the OpenMP reduction operator that vectorizes it (NaN-propagating max/min
+PARALLEL_MIN = 1 << 16     # elements of S from which loops run on several threads
+CHUNK = 1 << 14            # elements per chunk of a loop split between threads (about)
+CHUNKS = 16                # chunks (accumulator copies) of a reduction over a reduced outer axis
+# combine op -> the omp simd reduction operator that vectorizes it (NaN-propagating max/min
 # have none: their loops stay scalar)
 SIMD_REDUCTIONS = {"add": "+", "multiply": "*"}
 
@@ -230,37 +232,25 @@ class GroupRenderer:
         for value, is_map in zip(plan.outputs, plan.map_outputs):
             if is_map:
                 body.append((f"{self.out[value]}[{dense}] = {local[value]};", ""))
-        context = dict(provenance=self.provenance(), hoisted=hoisted,
-                       total=_product(self.dims), reduce=plan.reduction is not None)
+        loops = nest.loops
+        context = dict(provenance=self.provenance(), hoisted=hoisted, total=_product(self.dims),
+                       reduce=plan.reduction is not None, outer=loops[0].size if loops else "1",
+                       chunked=bool(loops) and loops[0].reduced, most=CHUNKS,
+                       threads=self.options.threads or 0)
         if plan.reduction is None:
-            context.update(main=self.map_nest(nest, body))
+            context.update(main=_loops(loops, _INDEX, body))
         else:
             context.update(self.reduction_context(nest, local, body))
-        params = ["const int64_t *restrict d"]
-        params += [f"const {c_type(v.dtype)} *restrict {self.pointer[v]}" for v in self.inputs]
-        params += [f"{c_type(v.dtype)} *restrict {self.out[v]}" for v in plan.outputs]
-        context.update(params=params)
+        small = context["total"].isdigit() and int(context["total"]) < PARALLEL_MIN
+        context.update(small=small, serial=small or self.options.threads == 1)
+        pointers = [(f"const {c_type(v.dtype)}", self.pointer[v]) for v in self.inputs]
+        pointers += [(c_type(v.dtype), self.out[v]) for v in plan.outputs]
+        context.update(pointers=pointers)
         template = self.environment.get_template("c/group.c.j2")
         code_only = template.render(name="@NAME@", comments=False, **context)
         name = "sg_g_" + hashlib.sha256(code_only.encode()).hexdigest()[:16]
         code = template.render(name=name, comments=True, **context)
         return CFunction(name, code)
-
-    def parallel(self, size: str, condition: str | None = None) -> str | None:
-        """The OpenMP ``parallel for`` of an outermost loop over ``size`` elements (a C
-        expression), with threads from :data:`PARALLEL_MIN` elements on (and while
-        ``condition`` holds). None: one thread (``threads=1``, or a size known to be small:
-        the pragma would still cost a call into the OpenMP runtime)."""
-        if self.options.threads == 1 or size.isdigit() and int(size) < PARALLEL_MIN:
-            return None
-        condition = condition or (None if size.isdigit() else f"{size} >= {PARALLEL_MIN}")
-        threads = f" num_threads({self.options.threads})" if self.options.threads else ""
-        clause = f" if({condition})" if condition else ""
-        return f"omp parallel for{clause}{threads} schedule(static)"
-
-    def map_nest(self, nest, body) -> list:
-        """The loops of a map-only group (or the finishing loop over R) around ``body``."""
-        return _loops(nest.loops, _INDEX, body, outer=self.parallel(_product(self.dims)))
 
     def reduction_context(self, nest, local, body) -> dict:
         """The accumulating loops (see the module docstring) and the finishing loop."""
@@ -273,7 +263,6 @@ class GroupRenderer:
         combine = LOWERINGS.rule(plan.combine).expression
         loops = nest.loops
         kept = [k for k, loop in enumerate(loops) if not loop.reduced]
-        chunked = bool(loops) and loops[0].reduced
         operator = SIMD_REDUCTIONS.get(plan.combine.name)
         if not loops:                              # one element
             main = body + [(f"sg_part[0] = {combine.format('sg_part[0]', value, T=acc)};",
@@ -283,25 +272,18 @@ class GroupRenderer:
                       describe(plan.reduction))
             where = f"sg_part[{nest.dense_offset(_INDEX, kept)}]"
             main = _loops(loops, _INDEX, body + [update],
-                          outer=None if chunked else self.parallel(_product(self.dims)),
-                          chunked=chunked,
                           before_inner=[(f"{acc} sg_a = {where};", "")],
                           after_inner=[(f"{where} = sg_a;", "")],
                           inner_clause=f"reduction({operator}:sg_a)" if operator else None)
         else:                                      # a row of accumulators
             row = f"sg_part[{nest.dense_offset(_INDEX, kept)}]"
             update = (f"{row} = {combine.format(row, value, T=acc)};", describe(plan.reduction))
-            main = _loops(loops, _INDEX, body + [update],
-                          outer=None if chunked else self.parallel(_product(self.dims)),
-                          chunked=chunked)
-        finish = self.finish(acc)
+            main = _loops(loops, _INDEX, body + [update])
         return dict(
             acc=acc, identity=literal(plan.identity, plan.accumulator), main=main,
-            kept_size=_product([loops[k].size for k in kept]), chunked=chunked,
-            chunks=CHUNKS, parallel_min=PARALLEL_MIN, outer_size=loops[0].size if loops else "1",
-            chunk_parallel=self.parallel(_product(self.dims), "sg_chunks > 1"),
+            kept_size=_product([loops[k].size for k in kept]),
             combine_chunks=combine.format("sg_acc[sg_o]", "sg_acc[sg_c * sg_r + sg_o]", T=acc),
-            finish=finish)
+            finish=self.finish(acc))
 
     def finish(self, acc) -> list:
         """The loop over R turning accumulators into the reduced outputs."""
@@ -327,7 +309,7 @@ class GroupRenderer:
         for output, is_map in zip(plan.outputs, plan.map_outputs):
             if not is_map:
                 body.append((f"{self.out[output]}[{dense}] = {local[output]};", ""))
-        return hoisted + _loops(nest.loops, _INDEX, body, outer=self.parallel(_product(r_dims)))
+        return hoisted + _loops(nest.loops, _INDEX, body, full_first=True)
 
     def provenance(self) -> list[str]:
         op = self.plan.op
@@ -344,39 +326,28 @@ def _INDEX(number) -> str:
     return f"i{number}"
 
 
-def _loops(loops, index, body, outer=None, chunked=False, before_inner=(), after_inner=(),
-           inner_clause=None) -> list:
-    """``(code, comment)`` lines of the loops ``loops`` (outermost first) around ``body``:
-    ``outer`` is the outermost loop's pragma; ``chunked``: the outermost loop runs over
-    ``sg_lo..sg_hi`` (a chunk); ``before_inner``/``after_inner`` go around the innermost loop,
-    which is ``omp simd`` (with ``inner_clause``)."""
+def _loops(loops, index, body, before_inner=(), after_inner=(), inner_clause=None,
+           full_first=False) -> list:
+    """``(code, comment)`` lines of the loops ``loops`` (outermost first) around ``body``.
+    The outermost runs over one chunk, ``sg_lo..sg_hi`` (the whole range with
+    ``full_first``); ``before_inner``/``after_inner`` go around the innermost loop, which is
+    ``omp simd`` (with ``inner_clause``)."""
     if not loops:
         return list(body)
     lines = []
-    depth = 0
     last = len(loops) - 1
     for number, loop in enumerate(loops):
-        pad = "    " * depth
+        pad = "    " * number
         if number == last:
             lines.extend((pad + code, note) for code, note in before_inner)
-        if number == 0 and outer is not None:
-            pragma = outer
-            if number == last:   # one loop: threads and vector lanes share it
-                pragma = pragma.replace("parallel for", "parallel for simd", 1)
-                pragma += f" {inner_clause}" if inner_clause else ""
-            lines.append((f"{pad}#pragma {pragma}", ""))
-        elif number == last:
             clause = f" {inner_clause}" if inner_clause else ""
             lines.append((f"{pad}#pragma omp simd{clause}", ""))
         i = index(number)
-        start, stop = ("sg_lo", "sg_hi") if number == 0 and chunked else ("0", loop.size)
+        start, stop = ("sg_lo", "sg_hi") if number == 0 and not full_first else ("0", loop.size)
         lines.append((f"{pad}for (int64_t {i} = {start}; {i} < {stop}; {i}++) {{", ""))
-        depth += 1
-    pad = "    " * depth
-    lines.extend((pad + code, note) for code, note in body)
+    lines.extend(("    " * len(loops) + code, note) for code, note in body)
     for number in range(last, -1, -1):
-        depth -= 1
-        pad = "    " * depth
+        pad = "    " * number
         lines.append((pad + "}", ""))
         if number == last:
             lines.extend((pad + code, note) for code, note in after_inner)
