@@ -4,8 +4,9 @@ Build a program of typed Values, append its backward with ``ir_backward.grad``, 
 whole program to fused NumPy or CUDA source, run it, read it, save it.
 """
 from . import ops
-from .errors import (ArtifactError, DTypeError, FeedError, FeedTypeError, GradError,
-                     ProgramMismatchError, ShapeError, SymgradError, VerificationError)
+from .errors import (ArtifactError, ComparisonError, DTypeError, FeedError, FeedTypeError,
+                     GradError, ProgramMismatchError, ShapeError, SymgradError,
+                     VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
 from .ops import *  # noqa: F401,F403  (one front-end function per op)
 from .ops import REGISTRY, Algebra, OpDef
@@ -28,7 +29,7 @@ def load(path):
 
 __all__ = [
     *ops.__all__,
-    "Algebra", "ArtifactError", "Block", "CompileOptions", "CompiledProgram", "DTypeError",
+    "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram", "DTypeError",
     "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
     "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",

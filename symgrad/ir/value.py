@@ -69,6 +69,7 @@ class Value:
     __hash__ = object.__hash__
 
     def __bool__(self):
+        _ops().forget_tested_comparison(self)
         raise TypeError(
             "the truth value of a symgrad Value is unknown until the program runs; "
             "use sg.where / comparisons as ops, and key tables by identity")
@@ -99,8 +100,8 @@ class Value:
     def __neg__(self): return _ops().negative(self)
     def __pos__(self): return self
     def __abs__(self): return _ops().abs(self)
-    def __eq__(self, other): return _ops().equal(self, other)
-    def __ne__(self, other): return _ops().not_equal(self, other)
+    def __eq__(self, other): return _ops().operator_comparison("==", self, other)
+    def __ne__(self, other): return _ops().operator_comparison("!=", self, other)
     def __lt__(self, other): return _ops().less(self, other)
     def __le__(self, other): return _ops().less_equal(self, other)
     def __gt__(self, other): return _ops().greater(self, other)

@@ -39,6 +39,8 @@ Contract of each field:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from typing import Callable
 
 import numpy as np
@@ -244,6 +246,45 @@ def dtypes_shape(t) -> str:
     return f"{np.dtype(dtype)}{format_shape(shape)}"
 
 
+# --- building atomically ---------------------------------------------------------------------------
+def _program_of_arguments(args, kwargs):
+    """The program of the first Value among the arguments (or inside a list/tuple argument),
+    else the default program: where a front-end function appends its ops."""
+    for argument in (*args, *kwargs.values()):
+        if isinstance(argument, Value):
+            return argument.program
+        if isinstance(argument, (list, tuple)):
+            for item in argument:
+                if isinstance(item, Value):
+                    return item.program
+    return default_main_program()
+
+
+def atomic(function):
+    """``function`` (a front-end function) run as a transaction of the program it builds
+    into: when it raises, every op it appended (the constants it made from NumPy operands
+    included) is removed again, so a failed build leaves the program unchanged."""
+    @functools.wraps(function)
+    def build(*args, **kwargs):
+        first = args[0] if args else None
+        program = first.program if type(first) is Value else \
+            _program_of_arguments(args, kwargs)
+        snapshot = program._snapshot()   # the transaction, inlined: ops are built very often
+        try:
+            return function(*args, **kwargs)
+        except BaseException:
+            program._restore(snapshot)
+            raise
+    return build
+
+
+def atomic_functions(namespace: dict, names) -> None:
+    """Replace each function ``namespace[name]`` by its :func:`atomic` version."""
+    for name in names:
+        if inspect.isfunction(namespace[name]):
+            namespace[name] = atomic(namespace[name])
+
+
 # --- converting Python/NumPy inputs ---------------------------------------------------------------
 def as_value(x, dtype=None, program=None) -> Value:
     """A Value for ``x``: Values pass through; scalars and arrays become constants."""
@@ -322,9 +363,18 @@ def normalize_axis(axis, ndim, allow_none=True):
         if not allow_none:
             raise ShapeError("axis must be given")
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
+        axes = (axis,)
+    elif isinstance(axis, (list, tuple)):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"axis must be None, an int or a list/tuple of ints, "
+                        f"got {type(axis).__name__} {axis!r}")
     normalized = []
     for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, (bool, np.bool_)):
+            raise TypeError(f"axis entries must be ints, got {type(a).__name__} {a!r} "
+                            f"in {axis!r}")
         a = int(a)
         if not -ndim <= a < max(ndim, 1):
             raise ShapeError(f"axis {a} is out of range for rank {ndim}")
@@ -340,14 +390,37 @@ def require_float(name_of_what, dtype):
 
 
 # --- emitter builders (NumPy) -------------------------------------------------------------------
-def _fmt_attr(value):
+_NON_FINITE = {"nan": "float('nan')", "inf": "float('inf')", "-inf": "-float('inf')"}
+
+
+def _fmt_attr(value) -> str:
+    """Python source for an attr value: a literal that evaluates back to it (``nan`` and
+    ``inf`` included, inside containers too). Attr text reaches generated code only this way
+    (or through :func:`code_int`), so an attr can never inject code."""
     if isinstance(value, np.dtype):
         return f"np.{value.name}"
     if isinstance(value, np.ndarray):
-        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+        return f"np.array({_fmt_attr(value.tolist())}, dtype=np.{value.dtype.name})"
     if isinstance(value, np.generic):
-        return repr(value.item())
+        return _fmt_attr(value.item())
+    if isinstance(value, float):
+        return _NON_FINITE.get(repr(value), repr(value))
+    if isinstance(value, tuple):
+        items = [_fmt_attr(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, list):
+        return f"[{', '.join(_fmt_attr(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_fmt_attr(k)}: {_fmt_attr(v)}" for k, v in value.items()) + "}"
     return repr(value)
+
+
+def code_int(value) -> str:
+    """``value`` (an int attr: an axis, a bound) as source text; anything else is a
+    ``TypeError``, so a malformed attr never reaches generated code as text."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"expected an int attr, got {type(value).__name__} {value!r}")
+    return str(int(value))
 
 
 def format_attrs_for_code(attrs: dict) -> dict:

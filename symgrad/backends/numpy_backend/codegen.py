@@ -66,6 +66,9 @@ def _helpers_of(ops):
 
 
 SMALL_BUFFER = 256   # elements: a planned buffer this small gains nothing over NumPy's allocator
+# elements: a source op without a stored value (``full``) up to this size becomes a constant
+# when compiling; a bigger one is filled by its emitter each run
+MATERIALIZE_LIMIT = 1 << 16
 
 
 def _shared_slots(plan: dict) -> dict:
@@ -156,6 +159,11 @@ class Generator:
             if value in self.parameters:
                 return [f"{name} = feeds[{key}] if {key} in feeds else CONSTANTS[{key}]"]
             return [f"{name} = feeds[{key}]"]
+        emitter = op.opdef.emitters.get("numpy")
+        if "value" not in op.attrs and emitter is not None and (
+                value.size is None or value.size > MATERIALIZE_LIMIT):
+            # a big filled tensor is made when the program runs, never at compile time
+            return [f"{self.namer.value(value)} = {emitter([], visible_attrs(op))}"]
         array = op.attrs["value"] if "value" in op.attrs else op.opdef.impl(**op.attrs)
         array = np.asarray(array, dtype=value.dtype)
         if array.ndim == 0:
