@@ -20,11 +20,15 @@ from .autodiff import ir_backward  # noqa: E402
 from .autodiff.registry import custom_op, register_vjp, show_registry  # noqa: E402
 
 
-def load(path):
-    """Load an AOT artifact saved with ``CompiledProgram.save`` (hashes and format checked)."""
+def load(path, backend=None, key=None):
+    """Load an AOT artifact saved with ``CompiledProgram.save``: checks its signature (with
+    ``key``), format, files and hashes, then runs code that symgrad generates from its
+    ``program.json`` (never the artifact's own files). ``backend``: None (the one it was saved
+    for; a CUDA artifact falls back to NumPy with a warning where CuPy or a GPU is missing),
+    ``"numpy"``, ``"cuda"`` or ``"interpreter"``. See ``symgrad.runtime.artifact.load``."""
     from .runtime.artifact import load as _load
 
-    return _load(path)
+    return _load(path, backend=backend, key=key)
 
 
 __all__ = [

@@ -31,8 +31,11 @@ Contract of each field:
     expression format string over ``{0}``, ``{1}``, attr names and ``{T}`` (the compute
     type) for elementwise ops, or whatever the CUDA backend documents for other categories.
 ``numpy_helpers``
-    Pure-NumPy functions the generated module must contain for this op (their source is
-    copied in, so generated code runs with NumPy alone).
+    What the generated module must define for this op: pure-NumPy functions (their source is
+    copied in under their own names, so generated code runs with NumPy alone), a
+    :class:`HelperSource` (text written as is) or a :class:`HelperReference` (a function the
+    module gets by reference when it is loaded; such a module runs only in the process that
+    compiled it and cannot be saved). Two different helpers may not share a name.
 ``algebra``
     What the simplify pass may assume about the op (:class:`Algebra`; nothing by default).
 """
@@ -94,6 +97,25 @@ class Algebra:
 
 
 NO_ALGEBRA = Algebra()
+
+
+@dataclasses.dataclass(frozen=True)
+class HelperSource:
+    """A helper of generated modules given as source text that defines ``name``."""
+
+    name: str
+    source: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HelperReference:
+    """A function generated modules call as ``name`` without containing it: the loader binds
+    ``name`` to ``function`` in the module. ``reason`` says why it is not copied; it is part
+    of the error that refuses to save such a module."""
+
+    name: str
+    function: Callable
+    reason: str
 
 
 @dataclasses.dataclass(eq=False)
@@ -326,15 +348,26 @@ def as_values(*args):
 
 
 # --- shared shape rules -------------------------------------------------------------------------
+class RuntimeDim(int):
+    """The size a dim has when the program runs, where the program was built with that dim
+    unknown (``None``). Shape rules re-run on run-time shapes (``symgrad.runtime.dims``) see
+    these, so :func:`broadcast_shapes` can refuse to stretch one of size 1: the program was
+    built assuming an unknown dim is not broadcast (its gradients were built that way)."""
+
+    __slots__ = ()
+
+
 def broadcast_shapes(*shapes):
     """NumPy broadcasting with unknown dims (``None``). An unknown dim against 1 stays
     unknown; against a known n it becomes n (size-1 broadcasting of an unknown dim is assumed
-    not to happen: broadcasting must be visible statically)."""
+    not to happen: broadcasting must be visible statically). On run-time shapes, a
+    :class:`RuntimeDim` of 1 stretched against a larger dim is a ``ShapeError``."""
     first = shapes[0] if shapes else ()
     if all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []
+    stretched = []   # (axis, shape) of run-time dims of 1 that would broadcast
     for axis in range(ndim):
         dim = 1
         for shape in shapes:
@@ -343,6 +376,8 @@ def broadcast_shapes(*shapes):
                 continue
             d = shape[offset]
             if d == 1:
+                if type(d) is RuntimeDim:
+                    stretched.append((axis, shape))
                 continue
             if dim == 1:
                 dim = d
@@ -354,6 +389,13 @@ def broadcast_shapes(*shapes):
                 raise ShapeError("shapes " + ", ".join(format_shape(s) for s in shapes)
                                  + " cannot be broadcast together")
         result.append(dim)
+    for axis, shape in stretched:
+        if result[axis] != 1:
+            raise ShapeError(
+                f"shapes {', '.join(format_shape(s) for s in shapes)}: dim {axis} of "
+                f"{format_shape(shape)} is 1 when the program runs but was unknown when it was "
+                f"built, and symgrad assumes an unknown dim is never broadcast (the program's "
+                f"gradients rely on it); declare that dim as 1, or broadcast explicitly")
     return tuple(result)
 
 
