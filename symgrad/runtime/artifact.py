@@ -57,7 +57,7 @@ import zipfile
 
 import numpy as np
 
-from ..errors import ArtifactError, SymgradError, VerificationError
+from ..errors import ArtifactError, VerificationError
 from ..ir.graph import ancestors_of
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from . import standalone
@@ -737,9 +737,9 @@ def load(path, backend=None, key=None) -> LoadedProgram:
     _cross_check_signature(path, signature, outputs, program, fetches)
     try:
         generated = _generate(program, fetches, options, artifact_backend)
-    except SymgradError as exc:
-        raise ArtifactError(f"artifact {path!r}: its program cannot be compiled ({exc})") \
-            from None
+    except Exception as exc:   # whatever program.json holds, generating code from it fails cleanly
+        raise ArtifactError(f"artifact {path!r}: its program cannot be compiled "
+                            f"({type(exc).__name__}: {exc})") from None
     same_generator = manifest.get("generator") == library_fingerprint()
     if same_generator:
         _compare_with_regenerated(path, manifest, contents, generated)

@@ -3,6 +3,7 @@ generates from program.json, the whole manifest is cross-checked, unlisted files
 signed artifacts are authenticated, sizes are bounded before reading, and saves are atomic
 even when killed."""
 import io
+import itertools
 import json
 import os
 import py_compile
@@ -332,3 +333,78 @@ def test_run_output_never_writes_raw_member_names(tmp_path, capsys):
                  "--output", str(tmp_path / "out.npz")]) == 0
     with zipfile.ZipFile(tmp_path / "out.npz") as archive:
         assert archive.namelist() == ["output_0.npy"]
+
+
+# --- a hostile program.json: attrs never become code -------------------------------------------------
+_OPEN = "__import__('builtins').open(__import__('os').environ['SYMGRAD_TEST_MARKER'], 'w')"
+PAYLOADS = [_OPEN,                                          # where an expression is pasted
+            f"0(*args):\n    return 0\n{_OPEN}\ndef _g"]    # where a name is
+
+
+def _attr_rich_program():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float32")
+        a, b = sg.split(x, 2, axis=1)
+        c = sg.concatenate([b, a], axis=1)
+        d = sg.transpose(sg.reshape(c, [-1, 2, 2]), [0, 2, 1])
+        e = sg.squeeze(sg.expand_dims(sg.sum(d, axis=2), 0), 0)
+        f = sg.pad(e[:, ::2], [(0, 0), (1, 1)], constant_values=2.0)
+        loss = sg.mean(f * f) + sg.max(x, axis=1).sum()
+        grads = sg.ir_backward.grad(loss, [x])
+    return prog, [loss] + grads
+
+
+def _int_leaves(obj, path=()):
+    """Paths to the int leaves of a JSON attr value."""
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, int):
+        yield path
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from _int_leaves(item, path + (i,))
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            if not key.startswith("$") or key in ("$tuple", "$slice"):
+                yield from _int_leaves(item, path + (key,))
+
+
+def _mutations(document):
+    """One ``(op record, attr name, path to an int leaf)`` per attr of each op kind."""
+    seen = set()
+    stack = [document["ops"]]
+    while stack:
+        for record in stack.pop():
+            for name, value in record["attrs"].items():
+                leaves = list(_int_leaves(value))
+                if leaves and (record["op"], name) not in seen:
+                    seen.add((record["op"], name))
+                    yield record, name, leaves[0]
+            stack.extend(record.get("blocks", []))
+
+
+def test_string_attrs_in_program_json_never_run(tmp_path, marker):
+    """Every attr that holds an int (an axis, a bound, a group number...) set to code: the
+    artifact is refused or runs without that code ever running."""
+    prog, fetches = _attr_rich_program()
+    path = sg.compile(prog, fetches).save(str(tmp_path / "m"))
+    _as_other_symgrad(path)
+    document = json.load(open(os.path.join(path, "program.json")))
+    tried = set()
+    for (record, name, leaf), payload in itertools.product(list(_mutations(document)), PAYLOADS):
+        target = record["attrs"]
+        keys = (name,) + leaf
+        for key in keys[:-1]:
+            target = target[key]
+        original, target[keys[-1]] = target[keys[-1]], payload
+        replace_file(path, "program.json", json.dumps(document).encode())
+        target[keys[-1]] = original
+        try:
+            sg.load(path)(np.ones((3, 4), "float32"))
+        except (sg.SymgradError, ValueError, TypeError):
+            pass
+        assert not marker.exists(), f"{record['op']}.{name}{list(leaf)} ran as code"
+        tried.add(record["op"])
+    assert {"fusion", "concatenate", "split", "slice", "slice_scatter", "size", "pad",
+            "reshape", "transpose"} <= tried

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...ir.printer import counted, value_label
-from ...ops.core import normalize_axis
+from ...ops.core import code_int, normalize_axis
 from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
@@ -180,7 +180,7 @@ class _Lowering:
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
         self.dims, self.dim_sources = _dims(gen, self.shape, self.body.captures, self.name_of)
-        self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
+        self.name = gen.namer.fresh(f"_group{code_int(op.attrs['group'])}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
         self.scratch = []         # scratch buffer names, in allocation order
