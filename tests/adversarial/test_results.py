@@ -2,6 +2,7 @@
 checked against what the program assumed, backends agree with the interpreter on special
 values, and gradient edge cases follow JAX and PyTorch."""
 import glob
+import marshal
 import os
 
 import numpy as np
@@ -32,37 +33,33 @@ def _edit(path, change):
         handle.write(change(data))
 
 
-@pytest.mark.parametrize("damage", ["np.tanh -> np.sinh", "truncated", "emptied"])
-def test_an_edited_cached_module_is_regenerated(cache, damage):
+_OTHER_CODE = marshal.dumps(compile("def run(**feeds):\n    return [feeds['x'] * 0]\n", "x",
+                                   "exec"))
+# (cached file, how it is damaged): the module itself, then the compiled code beside it
+DAMAGE = {
+    "module edited": ("*.py", lambda d: d.replace(b"np.tanh", b"np.sinh")),
+    "module truncated": ("*.py", lambda d: d[:len(d) // 2]),
+    "module emptied": ("*.py", lambda d: b""),
+    "code truncated": ("*.code", lambda d: d[:len(d) // 2]),
+    "code garbage": ("*.code", lambda d: os.urandom(len(d))),
+    "code of other source": ("*.code", lambda d: d[:79] + _OTHER_CODE),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_cache_file_is_never_used(cache, case):
+    pattern, damage = DAMAGE[case]
     prog, fetches = _tanh_program()
     x = np.array([0.5, 1.0, 2.0])
     sg.compile(prog, fetches)(x)
-    [module] = glob.glob(os.path.join(cache, "*.py"))
-    original = open(module, "rb").read()
-    _edit(module, {"np.tanh -> np.sinh": lambda d: d.replace(b"np.tanh", b"np.sinh"),
-                   "truncated": lambda d: d[:len(d) // 2],
-                   "emptied": lambda d: b""}[damage])
+    [path] = glob.glob(os.path.join(cache, pattern))
+    original = open(path, "rb").read()
+    _edit(path, damage)
     fn = sg.compile(prog, fetches)
     np.testing.assert_array_equal(fn(x)[0], np.tanh(x))
-    assert not fn.stats["cache_hit"] and open(module, "rb").read() == original
-
-
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "other code"])
-def test_a_corrupted_code_file_is_recompiled(cache, damage):
-    prog, fetches = _tanh_program()
-    x = np.array([0.5, 1.0, 2.0])
-    sg.compile(prog, fetches)(x)
-    [code] = glob.glob(os.path.join(cache, "*.code"))
-    other = compile("def run(**feeds):\n    return [feeds['x'] * 0]\nCONSTANTS = {}\n", "x",
-                    "exec")
-    import marshal
-
-    _edit(code, {"truncated": lambda d: d[:len(d) // 2],
-                 "garbage": lambda d: os.urandom(len(d)),
-                 "other code": lambda d: d[:79] + marshal.dumps(other)}[damage])
-    fn = sg.compile(prog, fetches)
-    assert fn.stats["cache_hit"]
-    np.testing.assert_array_equal(fn(x)[0], np.tanh(x))
+    assert fn.stats["cache_hit"] == (pattern == "*.code")
+    if pattern == "*.py":
+        assert open(path, "rb").read() == original
 
 
 # --- unknown dims ---------------------------------------------------------------------------------
