@@ -33,8 +33,9 @@ def load(path, backend=None, key=None):
 
 __all__ = [
     *ops.__all__,
-    "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram", "DTypeError",
-    "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
+    "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram",
+    "DTypeError", "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation",
+    "Program",
     "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
     "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",

@@ -290,7 +290,8 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (CLIError, SymgradError, OSError, ValueError, TypeError) as exc:
-        print(f"symgrad: error: {printable(exc) if args.command == 'inspect' else exc}",
-              file=sys.stderr)
+        # text from an artifact (file names, manifest fields) is never printed raw
+        shown = printable(exc) if args.command in ("inspect", "run") else exc
+        print(f"symgrad: error: {shown}", file=sys.stderr)
         return 1
     return 0

@@ -10,9 +10,9 @@ import inspect
 from ..ir.value import Value
 from ..ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, get_op,
                         register)
+from ..ops.shape import zeros_for
 from . import custom_forward
 from .custom_forward import checked_impl, checked_infer, forward_emitter, forward_helper
-from ..ops.shape import zeros_for
 
 __all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
 

@@ -171,7 +171,7 @@ def _generate(program, fetches, options, backend) -> _Generated:
 
 
 def _refuse_references(generated):
-    references = getattr(generated.numpy._executable, "references", {})
+    references = generated.numpy._executable.references
     if references:
         reasons = "; ".join(r.reason for r in references.values())
         raise ArtifactError(f"cannot save this program: {reasons}. A saved artifact contains "

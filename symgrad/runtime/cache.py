@@ -122,6 +122,17 @@ def dump(prefix: str, key: str, text: str, suffix: str = ".py") -> str | None:
 CODE_MAGIC = b"symgrad-code-1\n"
 
 
+def _verified_payload(data: bytes, source_digest: bytes) -> bytes | None:
+    """The marshalled code in a ``.code`` file's ``data`` (magic, sha256 of the source, sha256
+    of the payload, payload) when both digests match, else None."""
+    magic, digests = len(CODE_MAGIC), len(CODE_MAGIC) + 64
+    payload = data[digests:]
+    if data[:magic] != CODE_MAGIC or data[magic:magic + 32] != source_digest or \
+            hashlib.sha256(payload).digest() != data[magic + 32:digests]:
+        return None
+    return payload
+
+
 def _code(path: str, source: str):
     """The code object of ``source`` (the module at ``path``), from the marshalled copy kept
     beside it (``<path>.<python tag>.code``) when its header holds the sha256 of ``source``
@@ -131,11 +142,9 @@ def _code(path: str, source: str):
     source_digest = hashlib.sha256(source.encode("utf-8")).digest()
     try:
         with open(code_path, "rb") as stream:
-            data = stream.read()
-        header = len(CODE_MAGIC) + 64
-        if data[:len(CODE_MAGIC)] == CODE_MAGIC and data[len(CODE_MAGIC):header - 32] == \
-                source_digest and hashlib.sha256(data[header:]).digest() == data[header - 32:header]:
-            return marshal.loads(data[header:])
+            payload = _verified_payload(stream.read(), source_digest)
+        if payload is not None:
+            return marshal.loads(payload)
     except (OSError, EOFError, ValueError, TypeError):
         pass
     code = compile(source, path, "exec", dont_inherit=True)

@@ -48,11 +48,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
-    # before passes drop what they assumed; the forward ops of the needed backward ops count
-    # too (a gradient may no longer read the input whose shape its forward op assumed)
-    forward = {op.forward_op for op in needed if op.forward_op is not None}
-    dim_check = DimCheck.for_program(
-        program, needed | ancestors_of([v for op in forward for v in op.results]))
+    dim_check = DimCheck.for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]

@@ -20,6 +20,7 @@ the ops that read them); fused groups of an optimized program are followed into.
 from __future__ import annotations
 
 from ..errors import DTypeError, FeedError, ShapeError
+from ..ir.graph import ancestors_of
 from ..ir.value import format_shape
 from ..ops.core import RuntimeDim
 from ..passes.fusion import is_fusion
@@ -41,6 +42,17 @@ class DimCheck:
         self.checked: set = set()
 
     @classmethod
+    def for_fetches(cls, program, needed) -> "DimCheck | None":
+        """The check for computing the fetches whose ancestor ops are ``needed``: those ops
+        and the forward ops of the backward ops among them, with their ancestors (a gradient
+        may no longer read the input whose shape its forward op assumed)."""
+        if not any(map(_has_unknown, program.inputs)):
+            return None
+        forward = {op.forward_op for op in needed if op.forward_op is not None}
+        return cls.for_program(
+            program, needed | ancestors_of([v for op in forward for v in op.results]))
+
+    @classmethod
     def for_program(cls, program, ops=None) -> "DimCheck | None":
         """The check for ``program`` restricted to ``ops`` (default: all its top-level ops),
         or None when no data input has an unknown dim."""
@@ -57,11 +69,8 @@ class DimCheck:
         key = tuple(getattr(feeds.get(v.name), "shape", None) for v in self.inputs)
         if key in self.checked:
             return
-        shapes = {}
-        for value, shape in zip(self.inputs, key):
-            if shape is not None:
-                shapes[value] = tuple(RuntimeDim(n) if d is None else int(n)
-                                      for d, n in zip(value.shape, shape))
+        shapes = {value: tuple(map(int, shape)) for value, shape in zip(self.inputs, key)
+                  if shape is not None}
         _propagate(self.ops, shapes)
         if len(self.checked) >= MAX_CHECKED_SHAPES:
             self.checked.clear()
@@ -69,7 +78,7 @@ class DimCheck:
 
 
 def _shape_of(shapes, value):
-    """The run-time shape of ``value``, or None when it cannot be known here."""
+    """The run-time shape of ``value`` (ints), or None when it cannot be known here."""
     shape = shapes.get(value)
     if shape is None and not _has_unknown(value):
         return value.shape
@@ -86,31 +95,43 @@ def _propagate(ops, shapes) -> None:
                         shapes[outer] = shapes[inner]
             continue
         input_shapes = [_shape_of(shapes, v) for v in op.inputs]
-        if any(s is None for s in input_shapes):
+        if None in input_shapes:
             continue
         try:
-            result = op.opdef.infer([(s, v.dtype) for s, v in zip(input_shapes, op.inputs)],
-                                    op.attrs)
+            result = _infer(op, input_shapes)
         except (ShapeError, DTypeError) as exc:
             raise FeedError(_message(op, input_shapes, exc)) from None
         except Exception:   # a rule that cannot take run-time shapes: nothing to check
             continue
-        result = result if isinstance(result, list) else [result]
         for value, (shape, _) in zip(op.results, result):
             shapes[value] = _run_time_shape(op, value, tuple(shape), input_shapes)
 
 
+def _infer(op, input_shapes) -> list:
+    """The op's result types on run-time input shapes. Where a formerly unknown dim is 1, the
+    rule sees it as a :class:`RuntimeDim` (so that broadcasting it is refused); otherwise the
+    plain shapes go through the rule's memo (long programs repeat the same types)."""
+    types = [(shape, v.dtype) for shape, v in zip(input_shapes, op.inputs)]
+    if any(n == 1 and d is None for shape, v in zip(input_shapes, op.inputs)
+           for d, n in zip(v.shape, shape)):
+        marked = [(tuple(RuntimeDim(n) if d is None else n for d, n in zip(v.shape, shape)),
+                   v.dtype) for shape, v in zip(input_shapes, op.inputs)]
+        result = op.opdef.infer(marked, op.attrs)
+        return result if isinstance(result, list) else [result]
+    return op.opdef.infer_types(types, op.attrs)
+
+
 def _run_time_shape(op, value, shape, input_shapes):
-    """``shape`` (from the rule on run-time shapes) with the value's unknown dims marked;
-    a known dim the rule now computes differently is a FeedError."""
-    if len(shape) != len(value.shape) or any(d is None for d in shape):
+    """``shape`` (from the rule on run-time shapes) as ints, or None when the rule could not
+    tell; a known dim the rule now computes differently is a FeedError."""
+    if len(shape) != len(value.shape) or None in shape:
         return None
     for axis, (static, now) in enumerate(zip(value.shape, shape)):
         if static is not None and static != now:
             raise FeedError(_message(op, input_shapes, ShapeError(
                 f"its result's dim {axis} would be {now} at run time, but the program was "
                 f"built for {static}")))
-    return tuple(RuntimeDim(n) if d is None else int(n) for d, n in zip(value.shape, shape))
+    return tuple(map(int, shape))
 
 
 def _message(op, input_shapes, exc) -> str:

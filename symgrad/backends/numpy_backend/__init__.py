@@ -49,16 +49,18 @@ def bind_references(module, references) -> None:
 
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
-    cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
+    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
+    (name -> ``HelperReference``: functions bound into the module rather than written in it),
+    ``path`` (the cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
 
     backend = BACKEND
 
-    def __init__(self, module, path, source, constants, stats):
+    def __init__(self, module, path, source, constants, stats, references=None):
         self.module = module
         self.path = path
         self.source = source
         self.constants = constants
+        self.references = references or {}
         self.kernels = {}
         self.stats = stats
 
@@ -87,6 +89,5 @@ def build(program, fetches, options):
         module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
-    executable = NumpyExecutable(module, path, source, dict(generated.constants), stats)
-    executable.references = generated.references
-    return executable
+    return NumpyExecutable(module, path, source, dict(generated.constants), stats,
+                           generated.references)

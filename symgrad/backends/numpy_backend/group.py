@@ -43,6 +43,7 @@ from .literals import dtype_code, shape_code
 from .names import Namer, comment
 from .ops_text import numpy_emitter, visible_attrs
 
+
 class Reducer(NamedTuple):
     """How a fusible reduction accumulates: ``ufunc``; ``identity`` of a chunk accumulator
     (``"lowest"``/``"highest"``: the dtype's extreme, and the reduction itself has none, so an
