@@ -270,8 +270,11 @@ def dtypes_shape(t) -> str:
 
 # --- building atomically ---------------------------------------------------------------------------
 def _program_of_arguments(args, kwargs):
-    """The program of the first Value among the arguments (or inside a list/tuple argument),
-    else the default program: where a front-end function appends its ops."""
+    """Where a front-end function appends its ops: the ``program`` it is given, else the
+    program of the first Value among the arguments (or inside a list/tuple argument), else
+    the default program."""
+    if kwargs.get("program") is not None:
+        return kwargs["program"]
     for argument in (*args, *kwargs.values()):
         if isinstance(argument, Value):
             return argument.program

@@ -644,15 +644,14 @@ def operator_comparison(operator, x, y):
 def forget_tested_comparison(value) -> None:
     """``bool()`` of a Value raises ``TypeError``; ``value in list`` and ``if a == b:`` call it
     on the ``==``/``!=`` op they have just built. Drop that op again while it is still the
-    program's last op (so nothing can use it), so the error leaves the program unchanged."""
+    last op of its block (so nothing can use it), so the error leaves the program unchanged."""
     op = value.op
-    program = value.program
-    if op is None or op.opdef not in _FORGETTABLE or value.name is not None:
+    if op is None or op.opdef not in _FORGETTABLE or value.name is not None or op.block is None:
         return
-    ops = program.global_block().ops
+    ops = op.block.ops
     if ops and ops[-1] is op:
         ops.pop()
-        program.forget_cached_constants(op.results[0].id)
+        value.program.forget_cached_constants(op.results[0].id)
 
 
 def less(x, y):
