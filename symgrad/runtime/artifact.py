@@ -113,7 +113,7 @@ class _Tree:
 def _npy_bytes(array) -> bytes:
     array = np.asarray(array, order="C")
     if array.dtype.hasobject:
-        raise ArtifactError(f"an array of dtype object needs pickle, which artifacts never use")
+        raise ArtifactError("an array of dtype object needs pickle, which artifacts never use")
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
