@@ -3,9 +3,9 @@
 ::
 
     symgrad dump FILE.py[:builder] [--backend numpy|cuda] [--ir] [--out DIR]
-    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy]
-    symgrad run ARTIFACT --input x=x.npy ... [--output out.npz]
-    symgrad inspect ARTIFACT
+    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy] [--key-file KEY]
+    symgrad run ARTIFACT --input x=x.npy ... [--output out.npz] [--backend B] [--key-file KEY]
+    symgrad inspect ARTIFACT [--key-file KEY]
     symgrad ops
 
 A builder is a function of the user's file that takes no arguments and returns
@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import traceback
+import warnings
 
 import numpy as np
 
@@ -107,9 +109,23 @@ def cmd_dump(args):
         print(path)
 
 
+def _key(args):
+    """The signing key in ``--key-file`` (its bytes, a trailing newline dropped), or None."""
+    if not args.key_file:
+        return None
+    try:
+        with open(args.key_file, "rb") as handle:
+            key = handle.read().rstrip(b"\r\n")
+    except OSError as exc:
+        raise CLIError(f"cannot read the key file: {exc}") from None
+    if not key:
+        raise CLIError(f"the key file {args.key_file} is empty")
+    return key
+
+
 def cmd_compile(args):
     compiled, _ = compile_target(args.target, args.backend)
-    print(compiled.save(args.output))
+    print(compiled.save(args.output, key=_key(args)))
 
 
 def _parse_inputs(parser, items):
@@ -125,20 +141,43 @@ def _parse_inputs(parser, items):
     return feeds
 
 
-def _output_key(spec, index):
-    return spec.name or f"output_{index}"
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def output_keys(outputs) -> list[str]:
+    """A name per output for printing and for ``.npz`` members: the output's name when it is
+    a plain file name (letters, digits, ``_.-``, at most 64 characters) used once, else
+    ``output_<index>`` (an npz member name never comes raw from an artifact)."""
+    names = [spec.name for spec in outputs]
+    keys = []
+    for index, name in enumerate(names):
+        plain = isinstance(name, str) and _MEMBER_NAME.match(name) and names.count(name) == 1 \
+            and not re.fullmatch(r"output_[0-9]+", name)
+        keys.append(name if plain else f"output_{index}")
+    return keys
+
+
+def printable(value) -> str:
+    """``value`` as text safe for a terminal: control and non-ASCII characters escaped."""
+    text = str(value)
+    return "".join(c if c.isprintable() and c.isascii() else
+                   c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def cmd_run(args, parser):
-    from .runtime.artifact import load
+    from .runtime.artifact import ArtifactFallbackWarning, load
 
     feeds = _parse_inputs(parser, args.input)
-    program = load(args.artifact)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ArtifactFallbackWarning)
+        program = load(args.artifact, backend=args.backend, key=_key(args))
+    for warning in caught:
+        print(f"symgrad: warning: {printable(warning.message)}", file=sys.stderr)
     results = program(**feeds)
-    keys = [_output_key(spec, i) for i, spec in enumerate(program.outputs)]
+    keys = output_keys(program.outputs)
     if args.output:
         with open(args.output, "wb") as handle:
-            np.savez(handle, **dict(zip(keys, results)))
+            np.savez(handle, **dict(zip(keys, [np.asarray(r) for r in results])))
         print(args.output)
         return
     for key, array in zip(keys, results):
@@ -152,32 +191,39 @@ def cmd_run(args, parser):
 
 
 def _format_spec(spec):
-    shape = ", ".join("?" if d is None else str(d) for d in spec["shape"])
-    return f"{spec.get('name') or '-'}: {spec['dtype']}[{shape}]"
+    shape = ", ".join("?" if d is None else str(d) for d in spec.get("shape", ()))
+    return printable(f"{spec.get('name') or '-'}: {spec.get('dtype')}[{shape}]")
+
+
+def _table(manifest, name) -> dict:
+    value = manifest.get(name, {})
+    return value if isinstance(value, dict) else {}
 
 
 def cmd_inspect(args):
     from .runtime.artifact import inspect
 
-    manifest, sizes = inspect(args.artifact)
-    versions = ", ".join(f"{k} {v}" for k, v in manifest.get("versions", {}).items() if v)
-    print(f"artifact {args.artifact} (format {manifest['format_version']}, backend "
-          f"{manifest.get('backend')}; {versions})")
+    manifest, sizes = inspect(args.artifact, key=_key(args))
+    versions = ", ".join(f"{k} {v}" for k, v in _table(manifest, "versions").items() if v)
+    signed = "signed, signature verified" if args.key_file else "unsigned or not checked"
+    print(printable(f"artifact {args.artifact} (format {manifest['format_version']}, backend "
+                    f"{manifest.get('backend')}; {versions}; {signed})"))
     print("inputs:")
     for spec in manifest["inputs"]:
         extra = "" if spec.get("required") or spec.get("kind") == "parameter" else ", unused"
-        print(f"  {_format_spec(spec)}  ({spec.get('kind')}{extra})")
+        print(f"  {_format_spec(spec)}  ({printable(spec.get('kind'))}{extra})")
     print("outputs:")
     for index, spec in enumerate(manifest["outputs"]):
-        print(f"  {index}. {_format_spec(spec)}")
-    standalone = manifest.get("standalone", {})
-    print(f"standalone entry: {standalone.get('module')}:{standalone.get('function')}")
+        print(f"  {index}. {_format_spec(spec) if isinstance(spec, dict) else printable(spec)}")
+    standalone = _table(manifest, "standalone")
+    print(printable(f"standalone entry: {standalone.get('module')}:"
+                    f"{standalone.get('function')}"))
     print("stats:")
-    for key, value in manifest.get("stats", {}).items():
-        print(f"  {key}: {value}")
-    print("files (sha256 verified):")
+    for key, value in _table(manifest, "stats").items():
+        print(printable(f"  {key}: {value}"))
+    print("files (size and sha256 verified):")
     for rel, size in sorted(sizes.items()):
-        print(f"  {size:>10}  {rel}")
+        print(f"  {size:>10}  {printable(rel)}")
 
 
 def cmd_ops(args):
@@ -187,6 +233,9 @@ def cmd_ops(args):
 
 
 # --- entry point -----------------------------------------------------------------------------
+KEY_HELP = "a file holding the signing key (HMAC-SHA256)"
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="symgrad", description="Dump, compile, run and inspect symgrad programs.")
@@ -204,16 +253,26 @@ def make_parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", required=True, metavar="ARTIFACT",
                       help="artifact directory (or .zip)")
     comp.add_argument("--backend", choices=["numpy", "cuda", "interpreter"], default="numpy")
+    comp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + " to sign the artifact with")
     comp.set_defaults(handler=cmd_compile)
 
     run = commands.add_parser("run", help="run an artifact on .npy inputs")
     run.add_argument("artifact")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    run.add_argument("--output", metavar="OUT.npz", help="write the outputs to an .npz")
+    run.add_argument("--output", metavar="OUT.npz",
+                     help="write the outputs to an .npz (members named after the outputs when "
+                          "their names are plain file names, else output_<index>)")
+    run.add_argument("--backend", choices=["numpy", "cuda", "interpreter"], default=None,
+                     help="what runs it (default: the backend it was saved for; a CUDA "
+                          "artifact falls back to NumPy, with a warning, without CuPy or a GPU)")
+    run.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "
+                                                          "signed with it")
     run.set_defaults(handler=lambda args: cmd_run(args, run))
 
     insp = commands.add_parser("inspect", help="show an artifact's signature, stats and files")
     insp.add_argument("artifact")
+    insp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "
+                                                           "signed with it")
     insp.set_defaults(handler=cmd_inspect)
 
     ops = commands.add_parser("ops", help="list the registered ops")
@@ -231,6 +290,8 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (CLIError, SymgradError, OSError, ValueError, TypeError) as exc:
-        print(f"symgrad: error: {exc}", file=sys.stderr)
+        # text from an artifact (file names, manifest fields) is never printed raw
+        shown = printable(exc) if args.command in ("inspect", "run") else exc
+        print(f"symgrad: error: {shown}", file=sys.stderr)
         return 1
     return 0

@@ -13,6 +13,11 @@ class ShapeError(SymgradError, ValueError):
     """An op was built with incompatible shapes (raised when the op is built)."""
 
 
+class ComparisonError(ShapeError, TypeError):
+    """``a == b`` / ``a != b`` on Values whose shapes do not broadcast. Also a ``TypeError``:
+    ``value in list`` (which compares with ``==``) documents that error."""
+
+
 class DTypeError(SymgradError, TypeError):
     """An op was built with an unsupported or mismatched dtype."""
 

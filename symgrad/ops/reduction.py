@@ -22,8 +22,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
-from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, format_attrs_for_code,
-                   normalize_axis, register)
+from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, code_int,
+                   format_attrs_for_code, normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp"]
@@ -164,7 +164,7 @@ def _numpy_reduction(function):
 
 
 def _emit_size(args, attrs, out=None):
-    count = " * ".join([f"{args[0]}.shape[{a}]" for a in attrs["axis"]] or ["1"])
+    count = " * ".join([f"{args[0]}.shape[{code_int(a)}]" for a in attrs["axis"]] or ["1"])
     code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
     return code if out is None else f"{out}[...] = {code}"
 

@@ -8,16 +8,19 @@ from .. import dtypes
 from ..errors import ScopeError, ShapeError
 from ..ir.program import current_block, default_main_program
 from ..ir.value import format_shape
-from .core import SOURCE, Algebra, OpDef, bind, register
+from .core import SOURCE, Algebra, OpDef, bind, expr, register
 
 
 def _static_shape(shape, what, allow_unknown):
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"{what}: shape must be a list or tuple, got {type(shape).__name__}")
     out = []
     for d in shape:
+        if isinstance(d, (bool, np.bool_)):
+            raise TypeError(f"{what}: dims must be ints or None, got the bool {d!r} in shape "
+                            f"{list(shape)}")
         if d is None or (isinstance(d, (int, np.integer)) and d == -1):
             if not allow_unknown:
                 raise ShapeError(f"{what}: shape {list(shape)} must be fully known")
@@ -68,6 +71,7 @@ full_p = register(OpDef(
     "full", SOURCE, infer=_declared,
     impl=lambda shape, dtype, fill_value: np.full(shape, fill_value, dtype=dtype),
     algebra=Algebra(fill=lambda op: op.attrs["fill_value"]),
+    emitters={"numpy": expr("np.full({shape}, {fill_value}, {dtype})")},
     doc="A tensor of static shape filled with ``fill_value``."))
 
 

@@ -7,6 +7,7 @@ from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
 from .compiled import CompiledProgram, output_specs
+from .dims import DimCheck
 from .feeds import build_signature
 from .options import CompileOptions
 
@@ -47,6 +48,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
+    dim_check = DimCheck.for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
@@ -62,7 +64,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     executable = module.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
     return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
-                           stats=stats, ir=ir, fetches=fetches)
+                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check)
 
 
 class Executor:

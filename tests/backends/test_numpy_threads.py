@@ -49,6 +49,9 @@ def test_threaded_reductions_match_the_interpreter(kind):
     feeds = {"x": rng.standard_normal((37, 6)), "b": rng.standard_normal(6)}
     compiled = _check(prog, fetches, feeds, 1e-9, threads=2, chunk_size=12)
     module = compiled._executable.module
+    if kind.startswith("prod"):   # a product is not reassociated by chunks: one NumPy pass
+        assert "_over_rows(" not in compiled.source
+        return
     assert "_over_rows(" in compiled.source
     assert module._POOL is not None          # 19 chunks of 2 rows: the pool ran them
 

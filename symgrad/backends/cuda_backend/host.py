@@ -32,6 +32,7 @@ class GeneratedProgram:
     kernels: dict            # kernel name -> its CUDA text (provenance comment first)
     entries: list            # every extern "C" entry point of cuda_source
     constants: dict          # name -> host array, for the module's CONSTANTS
+    references: dict = dataclasses.field(default_factory=dict)   # name -> HelperReference
 
 
 class HostGenerator(Generator):
@@ -159,7 +160,8 @@ class HostGenerator(Generator):
             kernels=[k.source for k in self.kernels],
             kernel_names=[k.name for k in self.kernels])
         return GeneratedProgram(source, cuda_source, {k.name: k.source for k in self.kernels},
-                                [e for k in self.kernels for e in k.entries], self.constants)
+                                [e for k in self.kernels for e in k.entries], self.constants,
+                                self.references())
 
     def host_group(self, op) -> list[str]:
         """A fused group without CUDA emitters for all its ops: its ops one by one on CuPy."""

@@ -41,18 +41,26 @@ def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
     return _shared_pool
 
 
+def bind_references(module, references) -> None:
+    """Give ``module`` the functions its helpers name by reference (``HelperReference``)."""
+    for name, reference in references.items():
+        setattr(module, name, reference.function)
+
+
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
-    cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
+    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
+    (name -> ``HelperReference``: functions bound into the module rather than written in it),
+    ``path`` (the cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
 
     backend = BACKEND
 
-    def __init__(self, module, path, source, constants, stats):
+    def __init__(self, module, path, source, constants, stats, references=None):
         self.module = module
         self.path = path
         self.source = source
         self.constants = constants
+        self.references = references or {}
         self.kernels = {}
         self.stats = stats
 
@@ -63,25 +71,23 @@ class NumpyExecutable:
 def build(program, fetches, options):
     """Generate the module, then load it from the cache, keyed by the source itself (which
     renders everything it depends on: program, fetches, options, templates) and the library's
-    code, so a second compile of the same program is a cache hit."""
+    code, so a second compile of the same program is a cache hit (a cached file is used only
+    when it holds exactly the generated source)."""
     inputs, outputs = signature_literals(program, fetches)
     first = fetches[0].name if fetches and fetches[0].name else "program"
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     with gc_paused():
         generated = generate(program, fetches, options, inputs, outputs)
     key = cache.cache_key(BACKEND, generated.source)
-    path = cache.lookup(prefix, key, options)
-    hit = path is not None
-    if hit:
-        source = cache.read(path)
-    else:
-        source = generated.source
-        path = cache.store(prefix, key, source, options)
+    source = generated.source
+    path, hit = cache.cached_source(prefix, key, source, options)
     cache.dump(prefix, key, source)
-    module = cache.load_module(path)
+    module = cache.load_module(path, source)
+    bind_references(module, generated.references)
     module.CONSTANTS.update(generated.constants)
     if hasattr(module, "_POOL"):
         module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
-    return NumpyExecutable(module, path, source, dict(generated.constants), stats)
+    return NumpyExecutable(module, path, source, dict(generated.constants), stats,
+                           generated.references)

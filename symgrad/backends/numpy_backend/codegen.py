@@ -25,8 +25,8 @@ import textwrap
 import jinja2
 import numpy as np
 
-from ...ops.core import SOURCE
 from ...ir.graph import last_uses
+from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from . import group as group_lowering
@@ -55,21 +55,45 @@ class GeneratedModule:
     inputs: list
     outputs: list
     group_functions: int     # distinct fused-group functions written (groups may share one)
+    references: dict = dataclasses.field(default_factory=dict)   # name -> HelperReference
 
 
-def _helpers_of(ops):
+def _helpers_of(ops) -> dict:
+    """``{name: helper}`` of the helpers the ops need (``OpDef.numpy_helpers``); two different
+    helpers under one name are an error, never a silent pick of one of them."""
     found = {}
     stack = list(ops)
     while stack:
         op = stack.pop()
         for helper in op.opdef.numpy_helpers:
-            found.setdefault(helper.__name__, helper)
+            name = helper.name if isinstance(helper, (HelperSource, HelperReference)) \
+                else helper.__name__
+            if found.setdefault(name, helper) is not helper and found[name] != helper:
+                raise ValueError(f"two different helpers named {name!r} are needed by one "
+                                 f"program (op {op.name!r} and an earlier op); a custom op "
+                                 f"registered again replaces its forward for new programs "
+                                 f"only, so rebuild the program")
         for block in op.blocks:
             stack.extend(block.ops)
     return found
 
 
+def _helper_text(helper) -> str:
+    """The module text of a helper (see ``OpDef.numpy_helpers``)."""
+    if isinstance(helper, HelperSource):
+        return helper.source.strip()
+    if isinstance(helper, HelperReference):
+        note = comment(f"{helper.name}: {helper.reason}; symgrad binds it when it loads this "
+                       f"module, which therefore runs only in the process that compiled it.")
+        return "\n".join([*("# " + line for line in textwrap.wrap(note, 92)),
+                          f"{helper.name} = None"])
+    return textwrap.dedent(inspect.getsource(helper)).strip()
+
+
 SMALL_BUFFER = 256   # elements: a planned buffer this small gains nothing over NumPy's allocator
+# elements: a source op without a stored value (``full``) up to this size becomes a constant
+# when compiling; a bigger one is filled by its emitter each run
+MATERIALIZE_LIMIT = 1 << 16
 
 
 def _shared_slots(plan: dict) -> dict:
@@ -168,6 +192,11 @@ class Generator:
             if value in self.parameters:
                 return [f"{name} = feeds[{key}] if {key} in feeds else CONSTANTS[{key}]"]
             return [f"{name} = feeds[{key}]"]
+        emitter = op.opdef.emitters.get("numpy")
+        if "value" not in op.attrs and emitter is not None and (
+                value.size is None or value.size > MATERIALIZE_LIMIT):
+            # a big filled tensor is made when the program runs, never at compile time
+            return [f"{self.namer.value(value)} = {emitter([], visible_attrs(op))}"]
         array = op.attrs["value"] if "value" in op.attrs else op.opdef.impl(**op.attrs)
         array = np.asarray(array, dtype=value.dtype)
         if array.ndim == 0:
@@ -211,7 +240,12 @@ class Generator:
             threads=self.uses_threads, thread_count=self.options.threads,
             min_parallel_chunks=MIN_PARALLEL_CHUNKS)
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
-                               len(self.functions.entries))
+                               len(self.functions.entries), self.references())
+
+    def references(self) -> dict:
+        """``{name: HelperReference}``: the functions the module gets by reference."""
+        return {name: helper for name, helper in self.helpers.items()
+                if isinstance(helper, HelperReference)}
 
     def finish(self, body):
         """``(body, helpers)``: the lines of ``run`` ending with the return of the fetches,
@@ -222,8 +256,7 @@ class Generator:
         body.append(f"return [{outputs}]")
         for param in self.program.parameters:
             self.constants.setdefault(param.name, param.op.attrs["init"])
-        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
-                   for _, fn in sorted(self.helpers.items())]
+        helpers = [_helper_text(helper) for _, helper in sorted(self.helpers.items())]
         return body, helpers
 
     def with_deletes(self, ops, statements, reads_after=()) -> list:
