@@ -39,3 +39,8 @@ class GradError(SymgradError, ValueError):
 
 class ArtifactError(SymgradError, ValueError):
     """An AOT artifact is missing, modified, malformed or of an unsupported format."""
+
+
+class PromotionWarning(UserWarning):
+    """A NumPy array operand widened the floating dtype of a program's Values (float32 ->
+    float64), as NumPy's promotion does; shown once per pair of dtypes."""

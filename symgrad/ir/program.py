@@ -49,8 +49,10 @@ class Block:
 class Program:
     """A static program: a global block of ops plus its data inputs and parameters.
 
-    ``program.inputs`` lists the ``data`` Values in creation order (the positional feed
-    order); ``program.parameters`` the ``parameter`` Values in creation order.
+    ``program.inputs`` lists the ``data`` Values only, in creation order (the positional feed
+    order); ``program.parameters`` the ``parameter`` Values in creation order; and
+    ``program.feedable`` both, data first: every Value a runner accepts a feed for, in the
+    order of a compiled program's (and an artifact's) input signature.
     """
 
     def __init__(self):
@@ -61,6 +63,11 @@ class Program:
         self.parameters: list[Value] = []
         self._backward_of = None
         self._scalar_constants: dict = {}  # (dtype, type, value) -> constant Value, for reuse
+
+    @property
+    def feedable(self) -> list[Value]:
+        """The data inputs then the parameters (see the class docstring)."""
+        return self.inputs + self.parameters
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:
@@ -234,3 +241,9 @@ def program_guard(program: Program):
         yield program
     finally:
         _program_stack.pop()
+
+
+def is_default_program(program) -> bool:
+    """Whether ``program`` is the default program: the one ops go into when no
+    ``program_guard`` is active and none of their inputs names a program."""
+    return program is _program_stack[0]
