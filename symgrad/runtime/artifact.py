@@ -7,6 +7,7 @@ An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same
                           stats, and the sha256 of every other file
     program.json          the optimized program (forward and backward), see symgrad.ir.serialize
     numpy/program.py      the generated NumPy module (numpy + stdlib only)
+    numpy/row_pool.py     the runtime helper it imports (a copy of symgrad's, stdlib only)
     numpy/standalone.py   loader: verifies the artifact, fills CONSTANTS, checks feeds, run()
     constants/*.npy       parameter values, constants and array attrs (no pickle)
     cuda/*.cu, cuda/host.py   kernels and host module, for programs compiled for CUDA
@@ -169,6 +170,19 @@ def _write_cuda(writer, compiled, cubin_archs):
     return entry
 
 
+def _write_runtime_modules(writer) -> dict:
+    """Copy the modules generated NumPy code imports (``numpy/row_pool.py``); returns the
+    manifest's ``imports`` table (module name -> file)."""
+    from ..backends.numpy_backend import RUNTIME_MODULES
+
+    imports = {}
+    for name, module in RUNTIME_MODULES.items():
+        imports[name] = f"numpy/{name}.py"
+        with open(module.__file__, "rb") as handle:
+            writer.write(imports[name], handle.read())
+    return imports
+
+
 def _write_tree(compiled, root, cubin_archs=None):
     writer = _TreeWriter(root)
     store = _ConstantStore(writer)
@@ -182,7 +196,8 @@ def _write_tree(compiled, root, cubin_archs=None):
         writer.write(STANDALONE_MODULE, handle.read())
     standalone_entry = {"module": STANDALONE_MODULE, "function": ENTRY_FUNCTION}
     entry_points = {"standalone": standalone_entry,
-                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION},
+                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION,
+                              "imports": _write_runtime_modules(writer)},
                     "program": PROGRAM_FILE}
     if compiled.backend == "cuda":
         entry_points["cuda"] = _write_cuda(writer, compiled, cubin_archs)

@@ -133,12 +133,14 @@ def _code(path: str):
     return code
 
 
-def load_module(path: str):
+def load_module(path: str, package: str | None = None):
     """Import the module at ``path`` as a fresh module object (never shared between loads,
     so each compiled program has its own ``CONSTANTS``). Its code keeps ``path`` as file
-    name, so tracebacks and pdb show the generated lines."""
+    name, so tracebacks and pdb show the generated lines. ``package`` is the package its
+    relative imports resolve in."""
     module = types.ModuleType(f"symgrad_generated_{next(_module_ids)}")
     module.__file__ = path
+    module.__package__ = package
     exec(_code(path), module.__dict__)  # noqa: S102  (our own generated module)
     return module
 

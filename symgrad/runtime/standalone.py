@@ -24,6 +24,7 @@ import io
 import json
 import linecache
 import os
+import sys
 import types
 
 import numpy as np
@@ -110,6 +111,10 @@ def _check_layout(manifest):
         "outputs": isinstance(manifest.get("outputs"), list),
         "entry_points.numpy": isinstance(entry, dict)
         and isinstance(entry.get("module"), str) and isinstance(entry.get("function"), str),
+        "entry_points.numpy.imports": not isinstance(entry, dict) or (
+            isinstance(entry.get("imports", {}), dict)
+            and all(isinstance(name, str) and name.isidentifier() and isinstance(rel, str)
+                    for name, rel in entry.get("imports", {}).items())),
     }
     broken = [name for name, ok in checks.items() if not ok]
     if broken:
@@ -146,15 +151,37 @@ def load_array(data: bytes, what="array") -> np.ndarray:
     return array
 
 
-def exec_module(source: bytes, filename: str, module_name: str) -> types.ModuleType:
-    """Execute verified module ``source`` (never a cached .pyc) as a fresh module; its lines
-    are registered with ``linecache`` so tracebacks show them."""
+def exec_module(source: bytes, filename: str, module_name: str,
+                package: str | None = None) -> types.ModuleType:
+    """Execute verified module ``source`` (never a cached .pyc) as a fresh module whose
+    relative imports resolve in ``package``; its lines are registered with ``linecache`` so
+    tracebacks show them."""
     text = source.decode("utf-8")
     module = types.ModuleType(module_name)
     module.__file__ = filename
+    module.__package__ = package
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(compile(text, filename, "exec"), module.__dict__)
     return module
+
+
+def load_package(contents, imports, files, source) -> str:
+    """Make the modules the generated module imports relatively (``imports``: name -> file,
+    such as ``{"row_pool": "numpy/row_pool.py"}``) members of a package of their own, named
+    by the hash of their sources and the module's; returns the package name."""
+    digest = hashlib.sha256(source)
+    for name, rel in sorted(imports.items()):
+        digest.update(f"{name}={sha256_hex(listed(contents, rel, 'module'))}".encode())
+    package_name = "symgrad_artifact_" + digest.hexdigest()[:16]
+    package = types.ModuleType(package_name)
+    package.__path__ = []
+    sys.modules[package_name] = package
+    for name, rel in sorted(imports.items()):
+        member = exec_module(listed(contents, rel, "module"), files.display_path(rel),
+                             f"{package_name}.{name}", package_name)
+        sys.modules[member.__name__] = member
+        setattr(package, name, member)
+    return package_name
 
 
 def load_numpy_entry(contents, manifest, files):
@@ -163,8 +190,8 @@ def load_numpy_entry(contents, manifest, files):
     entry = manifest["entry_points"]["numpy"]
     rel = safe_relpath(entry["module"])
     source = listed(contents, rel, "module")
-    module = exec_module(source, files.display_path(rel),
-                         "symgrad_artifact_" + sha256_hex(source)[:16])
+    package = load_package(contents, entry.get("imports", {}), files, source)
+    module = exec_module(source, files.display_path(rel), f"{package}.program", package)
     constants = module.CONSTANTS
     for name, const_rel in manifest.get("constants", {}).items():
         constants[name] = load_array(listed(contents, const_rel, "constant"), repr(const_rel))

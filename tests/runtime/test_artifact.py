@@ -149,7 +149,9 @@ def test_manifest_contents(saved):
     on_disk = {os.path.relpath(os.path.join(d, f), saved).replace(os.sep, "/")
                for d, _, names in os.walk(saved) for f in names} - {"manifest.json"}
     assert listed == on_disk
-    assert {"program.json", "numpy/program.py", "numpy/standalone.py"} <= listed
+    assert {"program.json", "numpy/program.py", "numpy/standalone.py", "numpy/row_pool.py"} \
+        <= listed
+    assert manifest["entry_points"]["numpy"]["imports"] == {"row_pool": "numpy/row_pool.py"}
     for rel, digest in manifest["files"].items():
         with open(os.path.join(saved, rel), "rb") as handle:
             assert standalone.sha256_hex(handle.read()) == digest
@@ -269,6 +271,15 @@ def _program_json_with(path, change):
 TAMPERING = {
     "modified module": (lambda p: _append(p, "numpy/program.py", "\nx = 1\n"), "modified"),
     "modified constant": (lambda p: _append(p, "constants/w.npy", "\0"), "modified"),
+    "modified runtime helper": (lambda p: _append(p, "numpy/row_pool.py", "\nx = 1\n"),
+                                "modified"),
+    "unlisted runtime helper": (lambda p: _rewrite_manifest(
+        p, lambda m: m["entry_points"]["numpy"]["imports"].__setitem__("evil", "numpy/evil.py")),
+        "not among the artifact's hashed files"),
+    "runtime helper with a dotted name": (lambda p: _rewrite_manifest(
+        p, lambda m: m["entry_points"]["numpy"]["imports"].__setitem__("os.path",
+                                                                        "numpy/row_pool.py")),
+        "bad entry_points.numpy.imports"),
     "modified program.json": (lambda p: _append(p, "program.json", " "), "modified"),
     "missing file": (lambda p: os.remove(os.path.join(p, "constants", "bias.npy")), "missing"),
     "missing manifest": (lambda p: os.remove(os.path.join(p, "manifest.json")),
@@ -451,7 +462,8 @@ def test_loaded_grad_program_differentiates_again(tmp_path):
 @needs_numpy_backend
 def test_standalone_runs_a_generated_grad_module(tmp_path):
     prog, fetches = grad_program()
-    compiled = sg.compile(prog, fetches, backend="numpy")
+    compiled = sg.compile(prog, fetches, backend="numpy", chunk_size=4)
+    assert "from .row_pool import RowPool" in compiled.source   # the shipped helper is used
     path = compiled.save(str(tmp_path / "model"))
     x = feeds()
     np.save(tmp_path / "x.npy", x)
