@@ -110,11 +110,19 @@ def w2(repeats, n):
     rows = [_row(f"W2 grad, {n:,} float32", ours, hand,
                  f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB; "
                  f"{fn.stats['fused_groups']} fused group(s)")]
-    rows += _w2_frameworks(x, hand, repeats)
+    rows += _w2_frameworks(x, ours, hand, repeats)
     return rows
 
 
-def _w2_frameworks(x, hand, repeats):
+def _framework_row(name, version, seconds, ours, hand):
+    """A row for another framework: its time sits in the first time column, with its speedup
+    over hand-written NumPy; the note compares it with symgrad's."""
+    row = _row(f"W2 {name}", seconds, hand)
+    row["note"] = f"{name} {version}; symgrad's time is {ours / seconds:.2f}x this"
+    return row
+
+
+def _w2_frameworks(x, ours, hand, repeats):
     rows = []
     jax = optional_import("jax")
     if jax is not None:
@@ -123,7 +131,9 @@ def _w2_frameworks(x, hand, repeats):
         f = jax.jit(jax.grad(lambda v: jnp.sum(jnp.tanh(v * 1.5 + 0.5) * jnp.sin(v)
                                                + jnp.exp(-v * v) * 0.3 + jnp.log1p(v * v))))
         xj = jnp.asarray(x)
-        rows.append(_row("W2 JAX (jit)", median_time(lambda: f(xj).block_until_ready(), repeats), hand))
+        np.testing.assert_allclose(np.asarray(f(xj)), w2_hand(x), rtol=1e-3, atol=1e-4)
+        seconds = median_time(lambda: f(xj).block_until_ready(), repeats)
+        rows.append(_framework_row("JAX (jit)", jax.__version__, seconds, ours, hand))
     else:
         rows.append({"workload": "W2 JAX", "note": "not installed, skipped"})
     torch = optional_import("torch")
@@ -135,7 +145,9 @@ def _w2_frameworks(x, hand, repeats):
             loss = (torch.tanh(v * 1.5 + 0.5) * torch.sin(v) + torch.exp(-v * v) * 0.3
                     + torch.log1p(v * v)).sum()
             return torch.autograd.grad(loss, v)[0]
-        rows.append(_row("W2 PyTorch (eager)", median_time(run, repeats), hand))
+        np.testing.assert_allclose(run().numpy(), w2_hand(x), rtol=1e-3, atol=1e-4)
+        seconds = median_time(run, repeats)
+        rows.append(_framework_row("PyTorch (eager)", torch.__version__, seconds, ours, hand))
     else:
         rows.append({"workload": "W2 PyTorch", "note": "not installed, skipped"})
     for name in ("autograd", "pytensor"):

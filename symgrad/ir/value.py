@@ -26,6 +26,12 @@ def format_shape(shape) -> str:
 
 
 class Value:
+    """A typed SSA value: ``shape`` (a tuple of ints, ``None`` for a dim known only at run
+    time), ``dtype`` (a NumPy dtype), ``name`` (None unless the user named it),
+    ``stop_gradient``, ``grad`` (set by ``grad(..., set_grad=True)`` or ``retain_grad``) and
+    ``op``, the operation that defines it. Operators build ops (``+ - * / ** @``, comparisons,
+    ``[...]``); ``bool(value)`` raises and hashing is by identity."""
+
     __slots__ = ("program", "id", "shape", "dtype", "name", "stop_gradient", "op",
                  "index", "grad", "__weakref__")
 
