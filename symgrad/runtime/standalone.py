@@ -9,8 +9,9 @@ This file is copied verbatim into every artifact as ``numpy/standalone.py``; the
     outputs = model.run(x=x_array)           # feeds by name (or by position, in data order)
 
 On first use it reads ``manifest.json`` next to its own folder, checks the format version and
-the sha256 of every listed file, compiles the generated NumPy module from the verified bytes,
-fills its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed
+the sha256 of every listed file, compiles the generated NumPy module from the verified bytes
+(with the helper modules it imports, ``entry_points.numpy.imports``, as members of a package of
+its own), fills its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed
 against the signature (name, rank, known dims, dtype kind) before calling the module's entry
 function. Nothing from the artifact is executed before every check has passed.
 
