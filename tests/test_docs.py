@@ -98,6 +98,7 @@ def test_performance_page_has_the_framework_rows():
         assert re.search(r"\d+(\.\d+)? ms", line) and "skipped" not in line, line
 
 
+@pytest.mark.slow
 def test_pages_fit_a_1280px_screen(site):
     """In headless Chromium at 1280 px: nothing is cut off, tables fit without a scroll bar,
     and the front page's program graph is drawn at half its size or more, with a link to the
