@@ -5,11 +5,12 @@ whole program to fused NumPy or CUDA source, run it, read it, save it.
 """
 from . import ops
 from .errors import (ArtifactError, ComparisonError, DTypeError, FeedError, FeedTypeError,
-                     GradError, ProgramMismatchError, ShapeError, SymgradError,
+                     GradError, ProgramMismatchError, PromotionWarning, ScopeError, ShapeError,
+                     SymgradError,
                      VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
 from .ops import *  # noqa: F401,F403  (one front-end function per op)
-from .ops import REGISTRY, Algebra, OpDef
+from .ops import REGISTRY, Algebra, OpDef, initializers
 from .runtime import CompileOptions, CompiledProgram, Executor, compile
 
 __version__ = "0.1.0"
@@ -35,8 +36,8 @@ __all__ = [
     *ops.__all__,
     "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram",
     "DTypeError", "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation",
-    "Program",
-    "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
+    "Program", "ProgramMismatchError", "PromotionWarning", "REGISTRY", "ScopeError", "ShapeError",
+    "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
-    "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",
+    "initializers", "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",
 ]

@@ -4,13 +4,16 @@
 
     symgrad dump FILE.py[:builder] [--backend numpy|cuda] [--ir] [--out DIR]
     symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy] [--key-file KEY]
-    symgrad run ARTIFACT --input x=x.npy ... [--output out.npz] [--backend B] [--key-file KEY]
+    symgrad run ARTIFACT --input x=x.npy ... [--names a,b] [--output out.npz] [--backend B]
+                [--key-file KEY]
     symgrad inspect ARTIFACT [--key-file KEY]
     symgrad ops
+    symgrad --version
 
 A builder is a function of the user's file that takes no arguments and returns
-``(program, fetch_list)``; its default name is ``build``. Errors go to stderr; the exit status
-is 2 for usage errors, 1 for failures and 0 on success.
+``(program, fetch_list)``; its default name is ``build`` (:data:`BUILDER_HELP` is the text
+``--help`` shows). Errors go to stderr; the exit status is 2 for usage errors, 1 for failures
+and 0 on success.
 """
 from __future__ import annotations
 
@@ -27,6 +30,23 @@ import numpy as np
 
 class CLIError(Exception):
     """A failure reported as ``symgrad: error: ...`` with exit status 1."""
+
+
+BUILDER_HELP = """\
+FILE.py[:builder] names a Python file and a function in it (default: build).
+The builder takes no arguments and returns (program, fetch_list): a symgrad.Program
+and the list of Values (or Value names) to compute. The file is imported with its
+own folder on sys.path. Example (model.py; `symgrad dump model.py`):
+
+    import symgrad as sg
+
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 3], "float32")
+            y = sg.tanh(x) * 2.0
+        return prog, [y]
+"""
 
 
 # --- builders --------------------------------------------------------------------------------
@@ -128,32 +148,84 @@ def cmd_compile(args):
     print(compiled.save(args.output, key=_key(args)))
 
 
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _not_npy_message(head: bytes) -> str:
+    """Why a file whose first bytes are ``head`` is not an ``.npy`` array, and the fix."""
+    if head.startswith(ZIP_MAGIC):
+        return ("it is a zip archive (an .npz?); --input takes one .npy array per input: "
+                "save each with numpy.save('x.npy', array)")
+    fix = "write arrays with numpy.save('x.npy', array)"
+    if _looks_like_text(head):
+        return (f"it is a text file, not a NumPy .npy array; {fix}, or convert the text with "
+                f"numpy.save('x.npy', numpy.loadtxt('x.txt', dtype='float32'))")
+    return f"it is not a NumPy .npy array (those start with \\x93NUMPY); {fix}"
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """UTF-8 without NUL bytes (a character cut at the end of ``head`` allowed)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return b"\0" not in head and exc.start >= len(head) - 3
+    return b"\0" not in head
+
+
+def load_npy(name: str, path: str) -> np.ndarray:
+    """The array in the ``.npy`` file ``path`` (input ``name``); anything else is a
+    :class:`CLIError` that says what the file is and how to make an ``.npy`` of it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(NPY_MAGIC))
+            if not head.startswith(NPY_MAGIC):
+                head += handle.read(64)
+                raise CLIError(f"cannot read input {name!r} from {path}: "
+                               f"{_not_npy_message(head)}")
+            handle.seek(0)
+            return np.load(handle, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read input {name!r} from {path}: {exc}") from None
+
+
 def _parse_inputs(parser, items):
     feeds = {}
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             parser.error(f"--input expects NAME=FILE.npy, got {item!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CLIError(f"cannot read input {name!r} from {path}: {exc}") from None
+        feeds[name] = load_npy(name, path)
     return feeds
 
 
 _MEMBER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def output_keys(outputs) -> list[str]:
-    """A name per output for printing and for ``.npz`` members: the output's name when it is
-    a plain file name (letters, digits, ``_.-``, at most 64 characters) used once, else
-    ``output_<index>`` (an npz member name never comes raw from an artifact)."""
-    names = [spec.name for spec in outputs]
-    keys = []
-    for index, name in enumerate(names):
-        plain = isinstance(name, str) and _MEMBER_NAME.match(name) and names.count(name) == 1 \
-            and not re.fullmatch(r"output_[0-9]+", name)
-        keys.append(name if plain else f"output_{index}")
+def output_keys(outputs, names=None) -> list[str]:
+    """One key per output, for printing and for ``.npz`` members: ``names`` (a comma-separated
+    string from ``--names``) when given; else the output's name when it is a plain file name
+    (letters, digits, ``_.-``, at most 64 characters) used once, else ``output_<index>`` (an
+    npz member name never comes raw from an artifact)."""
+    if names is None:
+        given = [spec.name for spec in outputs]
+        keys = []
+        for index, name in enumerate(given):
+            plain = isinstance(name, str) and _MEMBER_NAME.match(name) \
+                and given.count(name) == 1 and not re.fullmatch(r"output_[0-9]+", name)
+            keys.append(name if plain else f"output_{index}")
+        return keys
+    keys = [key.strip() for key in names.split(",")]
+    if len(keys) != len(outputs):
+        raise CLIError(f"--names gives {len(keys)} name(s) ({', '.join(keys)}) for "
+                       f"{len(outputs)} output(s); give one name per output, in order")
+    bad = [key for key in keys if not key.isidentifier()]
+    if bad:
+        raise CLIError(f"--names: {', '.join(map(repr, bad))} is not a valid name "
+                       f"(letters, digits and _, not starting with a digit)")
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise CLIError(f"--names: {', '.join(map(repr, repeated))} given more than once")
     return keys
 
 
@@ -173,8 +245,8 @@ def cmd_run(args, parser):
         program = load(args.artifact, backend=args.backend, key=_key(args))
     for warning in caught:
         print(f"symgrad: warning: {printable(warning.message)}", file=sys.stderr)
+    keys = output_keys(program.outputs, args.names)
     results = program(**feeds)
-    keys = output_keys(program.outputs)
     if args.output:
         with open(args.output, "wb") as handle:
             np.savez(handle, **dict(zip(keys, [np.asarray(r) for r in results])))
@@ -236,20 +308,36 @@ def cmd_ops(args):
 KEY_HELP = "a file holding the signing key (HMAC-SHA256)"
 
 
+def _version_text() -> str:
+    from . import __version__
+
+    return f"symgrad {__version__} (NumPy {np.__version__}, Python {sys.version.split()[0]})"
+
+
 def make_parser() -> argparse.ArgumentParser:
+    text_help = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="symgrad", description="Dump, compile, run and inspect symgrad programs.")
+        prog="symgrad", formatter_class=text_help,
+        description="Dump, compile, run and inspect symgrad programs.", epilog=BUILDER_HELP)
+    parser.add_argument("--version", action="version", version=_version_text())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    dump = commands.add_parser("dump", help="print the generated source of a program")
-    dump.add_argument("target", metavar="FILE.py[:builder]")
+    def add_target(command):
+        command.add_argument("target", metavar="FILE.py[:builder]",
+                             help="the file and its builder function (default: build); "
+                                  "see below")
+
+    dump = commands.add_parser("dump", help="print the generated source of a program",
+                               formatter_class=text_help, epilog=BUILDER_HELP)
+    add_target(dump)
     dump.add_argument("--backend", choices=["numpy", "cuda"], default="numpy")
     dump.add_argument("--ir", action="store_true", help="print the optimized IR instead")
     dump.add_argument("--out", metavar="DIR", help="write one file per module / kernel")
     dump.set_defaults(handler=cmd_dump)
 
-    comp = commands.add_parser("compile", help="compile a program into an AOT artifact")
-    comp.add_argument("target", metavar="FILE.py[:builder]")
+    comp = commands.add_parser("compile", help="compile a program into an AOT artifact",
+                               formatter_class=text_help, epilog=BUILDER_HELP)
+    add_target(comp)
     comp.add_argument("-o", "--output", required=True, metavar="ARTIFACT",
                       help="artifact directory (or .zip)")
     comp.add_argument("--backend", choices=["numpy", "cuda", "interpreter"], default="numpy")
@@ -258,10 +346,14 @@ def make_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run an artifact on .npy inputs")
     run.add_argument("artifact")
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="feed input NAME from an .npy file (numpy.save); repeat per input")
+    run.add_argument("--names", metavar="NAME[,NAME...]",
+                     help="names for the outputs, one per output in order (default: the "
+                          "fetched Values' names when they are plain file names, else "
+                          "output_0, output_1...)")
     run.add_argument("--output", metavar="OUT.npz",
-                     help="write the outputs to an .npz (members named after the outputs when "
-                          "their names are plain file names, else output_<index>)")
+                     help="write the outputs to an .npz, keyed by output name")
     run.add_argument("--backend", choices=["numpy", "cuda", "interpreter"], default=None,
                      help="what runs it (default: the backend it was saved for; a CUDA "
                           "artifact falls back to NumPy, with a warning, without CuPy or a GPU)")

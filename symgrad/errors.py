@@ -48,3 +48,8 @@ class ArtifactError(SymgradError, ValueError):
 
 class ScopeError(SymgradError, ValueError):
     """A Value was read outside the region (branch or loop body) that defines it."""
+
+
+class PromotionWarning(UserWarning):
+    """A NumPy array operand widened the floating dtype of a program's Values (float32 ->
+    float64), as NumPy's promotion does; shown once per pair of dtypes."""

@@ -79,6 +79,24 @@ def test_usage_errors_in_process(args, capsys):
     assert "usage:" in captured.err and captured.out == ""
 
 
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"symgrad {sg.__version__} (NumPy ")
+
+
+@pytest.mark.parametrize("args", [("--help",), ("dump", "--help"), ("compile", "--help")])
+def test_help_describes_the_builder_contract(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "FILE.py[:builder]" in out and "(default: build)" in out
+    assert "takes no arguments and returns (program, fetch_list)" in out
+    assert "def build():" in out and "return prog, [y]" in out
+
+
 # --- ops ----------------------------------------------------------------------------------------
 def test_ops_lists_the_registry():
     proc = symgrad("ops")
@@ -127,6 +145,49 @@ def test_run_failures_exit_1(artifact_dir, tmp_path):
     np.save(tmp_path / "x.npy", np.ones((2, 4), "float32"))
     proc = symgrad("run", path, "--input", f"x={tmp_path / 'x.npy'}")
     assert proc.returncode == 1 and "modified" in proc.stderr
+
+
+def test_run_names_its_outputs(artifact_dir, tmp_path, capsys):
+    path, compiled = artifact_dir
+    x = np.random.default_rng(3).standard_normal((2, 4)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "named.npz"
+    assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}", "--names", "pred, total",
+                 "--output", str(out)]) == 0
+    expected = compiled(x)
+    with np.load(out, allow_pickle=False) as saved:
+        assert list(saved) == ["pred", "total"]
+        assert saved["total"].tobytes() == expected[1].tobytes()
+    capsys.readouterr()
+    assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}", "--names", "a,b"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("a: float32[2, 3]") and printed[-2].startswith("b: float32[]")
+
+
+@pytest.mark.parametrize("names, message", [
+    ("only_one", "gives 1 name(s) (only_one) for 2 output(s)"),
+    ("a,2b", "'2b' is not a valid name"),
+    ("a,a", "'a' given more than once"),
+])
+def test_run_names_must_fit_the_outputs(artifact_dir, tmp_path, capsys, names, message):
+    path, _ = artifact_dir
+    np.save(tmp_path / "x.npy", np.ones((2, 4), "float32"))
+    assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}", "--names", names]) == 1
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"0.5, 1.0, 2.0, 3.0\n1, 2, 3, 4\n", "it is a text file, not a NumPy .npy array"),
+    (b"PK\x03\x04" + bytes(40), "it is a zip archive (an .npz?)"),
+    (bytes(range(256)), "it is not a NumPy .npy array"),
+])
+def test_run_says_when_an_input_is_not_npy(artifact_dir, tmp_path, capsys, content, message):
+    path, _ = artifact_dir
+    (tmp_path / "x.npy").write_bytes(content)
+    assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot read input 'x' from {tmp_path / 'x.npy'}: {message}" in err
+    assert "numpy.save('x.npy', array)" in err and "pickled" not in err
 
 
 def test_inspect(artifact_dir):

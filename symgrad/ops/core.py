@@ -49,15 +49,16 @@ import contextvars
 import dataclasses
 import functools
 import inspect
+import warnings
 from typing import Callable
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ProgramMismatchError, ScopeError, ShapeError
+from ..errors import DTypeError, ProgramMismatchError, PromotionWarning, ScopeError, ShapeError
 from ..ir.graph import free_values, is_visible
-from ..ir.location import user_location
-from ..ir.program import current_block, default_main_program
+from ..ir.location import user_location, user_stacklevel
+from ..ir.program import current_block, default_main_program, is_default_program
 from ..ir.value import Value, format_shape
 
 # --- categories (fusion and codegen dispatch on these, never on op names) -----------------------
@@ -267,6 +268,17 @@ def get_op(name: str) -> OpDef:
 
 
 # --- building ops ------------------------------------------------------------------------------
+def default_program_hint(*programs) -> str:
+    """The advice to add to a program-mismatch message when one of ``programs`` is the default
+    program, where ``data``/``parameter``/... built outside any ``program_guard`` end up."""
+    hidden = [p for p in programs if is_default_program(p)]
+    if not hidden:
+        return ""
+    return (f"; program #{hidden[0].uid} is the default program, which takes the Values "
+            f"built outside any `with sg.program_guard(prog):` block: build every data, "
+            f"parameter and constant of the program inside that block")
+
+
 def program_of(values, what="op"):
     """The one program all ``values`` belong to (the default program when there are none)."""
     program = None
@@ -276,7 +288,8 @@ def program_of(values, what="op"):
         elif value.program is not program:
             raise ProgramMismatchError(
                 f"{what}: Values of two different programs are mixed "
-                f"(program #{program.uid} and program #{value.program.uid})")
+                f"(program #{program.uid} and program #{value.program.uid})"
+                + default_program_hint(program, value.program))
     return program if program is not None else default_main_program()
 
 
@@ -296,8 +309,10 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
     if program is None:
         program = program_of(inputs, opdef.name)
     elif inputs:
-        if program_of(inputs, opdef.name) is not program:
-            raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program")
+        other = program_of(inputs, opdef.name)
+        if other is not program:
+            raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program"
+                                       + default_program_hint(program, other))
     block = current_block(program)
     check_visible(opdef.name, inputs, block)
     input_types = [(v.shape, v.dtype) for v in inputs]
@@ -432,16 +447,42 @@ def is_python_scalar(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
+_warned_promotions: set = set()   # (Value dtype, promoted dtype) pairs already warned about
+
+
+def warn_if_arrays_promote(values, strong):
+    """Warn (once per pair of dtypes) when a NumPy array, NumPy scalar or list operand widens
+    the floating dtype of the Value operands (``float32 Value * float64 array`` is float64, as
+    in NumPy): that silently turns a float32 graph into float64."""
+    if not values or len(strong) == len(values):
+        return
+    own = dtypes.promote(*(v.dtype for v in values))
+    promoted = dtypes.promote(*strong)
+    if own.kind != "f" or promoted.kind != "f" or promoted == own:
+        return
+    if (own, promoted) in _warned_promotions:
+        return
+    _warned_promotions.add((own, promoted))
+    warnings.warn(
+        f"a {promoted} array operand promotes {own} Values to {promoted} (NumPy's rule; "
+        f"arrays, NumPy scalars and lists are not weak like Python scalars). Pass "
+        f"array.astype('{own}') to stay in {own}, or sg.constant(array, dtype='{promoted}') "
+        f"to make the promotion explicit. Shown once per pair of dtypes.",
+        PromotionWarning, stacklevel=user_stacklevel())
+
+
 def as_values(*args):
     """Convert operands of an elementwise op, giving weak Python scalars the dtype that NumPy 2
     promotion gives them against the Value operands (``float32 * 2.0`` stays float32). A
-    Python scalar becomes one constant per program, dtype and value, reused by later ops."""
+    Python scalar becomes one constant per program, dtype and value, reused by later ops.
+    Arrays, NumPy scalars and lists promote as in NumPy (:func:`warn_if_arrays_promote`)."""
     values = [a for a in args if isinstance(a, Value)]
     if len(values) == len(args):
         return values
     program = program_of(values) if values else None
     strong = [v.dtype for v in values] + [np.asarray(a).dtype for a in args
                                          if not isinstance(a, Value) and not is_python_scalar(a)]
+    warn_if_arrays_promote(values, strong)
     out = []
     for a in args:
         if isinstance(a, Value):

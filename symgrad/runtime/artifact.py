@@ -9,6 +9,7 @@ An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same
     manifest.hmac         with ``save(path, key=...)``: hex HMAC-SHA256 of manifest.json
     program.json          the optimized program (forward and backward), see symgrad.ir.serialize
     numpy/program.py      the generated NumPy module (numpy + stdlib only)
+    numpy/row_pool.py     the runtime helper it imports (a copy of symgrad's, stdlib only)
     numpy/standalone.py   loader: verifies the artifact, fills CONSTANTS, checks feeds, run()
     constants/<n>.npy     parameter values, constants and array attrs (no pickle), named by
                           number, never by a user's name
@@ -191,11 +192,25 @@ def _generated_files(tree, store, generated, cubin_archs=None):
                  for name, array in numpy_compiled._executable.constants.items()}
     standalone_entry = {"module": STANDALONE_MODULE, "function": ENTRY_FUNCTION}
     entry_points = {"standalone": standalone_entry,
-                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION},
+                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION,
+                              "imports": _runtime_modules(tree)},
                     "program": PROGRAM_FILE}
     if generated.cuda is not None:
         entry_points["cuda"] = _cuda_files(tree, generated.cuda, cubin_archs)
     return entry_points, constants
+
+
+def _runtime_modules(tree) -> dict:
+    """Add the modules generated NumPy code imports (``numpy/row_pool.py``), copied from the
+    installed symgrad; returns the manifest's ``imports`` table (module name -> file)."""
+    from ..backends.numpy_backend import RUNTIME_MODULES
+
+    imports = {}
+    for name, module in RUNTIME_MODULES.items():
+        imports[name] = f"numpy/{name}.py"
+        with open(module.__file__, "rb") as handle:
+            tree.add(imports[name], handle.read())
+    return imports
 
 
 def _cubin_archs(requested):

@@ -161,12 +161,13 @@ def _code(path: str, source: str):
     return code
 
 
-def load_module(path: str, source: str):
+def load_module(path: str, source: str, package: str | None = None):
     """Import ``source``, the module cached at ``path`` (see :func:`cached_source`), as a
     fresh module object (never shared between loads, so each compiled program has its own
     ``CONSTANTS``). Its code keeps ``path`` as file name, so tracebacks and pdb show the
-    generated lines."""
+    generated lines. ``package`` is the package its relative imports resolve in."""
     module = types.ModuleType(f"symgrad_generated_{next(_module_ids)}")
     module.__file__ = path
+    module.__package__ = package
     exec(_code(path, source), module.__dict__)  # noqa: S102  (our own generated source)
     return module

@@ -6,6 +6,7 @@ from ..errors import ProgramMismatchError
 from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
+from ..ops.core import default_program_hint
 from .compiled import CompiledProgram, output_specs
 from .dims import DimCheck
 from .feeds import build_signature
@@ -27,7 +28,10 @@ def normalize_fetch_list(program, fetch_list) -> list[Value]:
         if not isinstance(item, Value):
             raise TypeError(f"fetch_list[{index}] must be a Value, got {type(item).__name__}")
         if item.program is not program:
-            raise ProgramMismatchError(f"fetch_list[{index}] {item!r} belongs to another program")
+            raise ProgramMismatchError(
+                f"fetch_list[{index}] {item!r} belongs to program #{item.program.uid}, not to "
+                f"the compiled program #{program.uid}"
+                + default_program_hint(item.program, program))
         fetches.append(item)
     return fetches
 

@@ -13,9 +13,10 @@ symgrad copies this file into every artifact as ``numpy/standalone.py`` (the man
 format version, that the artifact holds no file the manifest does not list (a
 ``__pycache__`` folder included: Python's import system would run cached bytecode from it),
 each file's declared size (before reading it) and sha256 (read in chunks); then it executes
-the verified bytes of the generated module (never a cached ``.pyc``), fills its ``CONSTANTS``
-from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed against the signature
-(name, rank, known dims, dtype kind) before calling the module's entry function.
+the verified bytes of the generated module (never a cached ``.pyc``; the helper modules it
+imports, ``entry_points.numpy.imports``, become members of a package of its own), fills its
+``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed against
+the signature (name, rank, known dims, dtype kind) before calling the module's entry function.
 
 Trust: the artifact's own copy of this file is part of the artifact, so running it
 (``runpy.run_path("my_artifact/numpy/standalone.py")["run"](x=...)``) trusts the artifact,
@@ -35,6 +36,7 @@ import io
 import json
 import linecache
 import os
+import sys
 import types
 
 import numpy as np
@@ -197,6 +199,10 @@ def _check_layout(manifest):
         "outputs": isinstance(manifest.get("outputs"), list),
         "entry_points.numpy": isinstance(entry, dict)
         and isinstance(entry.get("module"), str) and isinstance(entry.get("function"), str),
+        "entry_points.numpy.imports": not isinstance(entry, dict) or (
+            isinstance(entry.get("imports", {}), dict)
+            and all(isinstance(name, str) and name.isidentifier() and isinstance(rel, str)
+                    for name, rel in entry.get("imports", {}).items())),
     }
     broken = [name for name, ok in checks.items() if not ok]
     if broken:
@@ -262,9 +268,11 @@ def load_array(data: bytes, what="array") -> np.ndarray:
     return array
 
 
-def exec_module(source: bytes, filename: str, module_name: str) -> types.ModuleType:
-    """Execute verified module ``source`` (never a cached .pyc) as a fresh module; its lines
-    are registered with ``linecache`` so tracebacks show them."""
+def exec_module(source: bytes, filename: str, module_name: str,
+                package: str | None = None) -> types.ModuleType:
+    """Execute verified module ``source`` (never a cached .pyc) as a fresh module whose
+    relative imports resolve in ``package``; its lines are registered with ``linecache`` so
+    tracebacks show them."""
     try:
         text = source.decode("utf-8")
         code = compile(text, filename, "exec", dont_inherit=True)
@@ -273,9 +281,29 @@ def exec_module(source: bytes, filename: str, module_name: str) -> types.ModuleT
                                      f"({type(exc).__name__}: {exc})") from None
     module = types.ModuleType(module_name)
     module.__file__ = filename
+    module.__package__ = package
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     exec(code, module.__dict__)  # noqa: S102  (verified bytes; see the module docstring)
     return module
+
+
+def load_package(contents, imports, files, source) -> str:
+    """Make the modules the generated module imports relatively (``imports``: name -> file,
+    such as ``{"row_pool": "numpy/row_pool.py"}``) members of a package of their own, named
+    by the hash of their sources and the module's; returns the package name."""
+    digest = hashlib.sha256(source)
+    for name, rel in sorted(imports.items()):
+        digest.update(f"{name}={sha256_hex(listed(contents, rel, 'module'))}".encode())
+    package_name = "symgrad_artifact_" + digest.hexdigest()[:16]
+    package = types.ModuleType(package_name)
+    package.__path__ = []
+    sys.modules[package_name] = package
+    for name, rel in sorted(imports.items()):
+        member = exec_module(listed(contents, rel, "module"), files.display_path(rel),
+                             f"{package_name}.{name}", package_name)
+        sys.modules[member.__name__] = member
+        setattr(package, name, member)
+    return package_name
 
 
 def load_numpy_entry(contents, manifest, files):
@@ -284,8 +312,8 @@ def load_numpy_entry(contents, manifest, files):
     entry = manifest["entry_points"]["numpy"]
     rel = safe_relpath(entry["module"])
     source = listed(contents, rel, "module")
-    module = exec_module(source, files.display_path(rel),
-                         "symgrad_artifact_" + sha256_hex(source)[:16])
+    package = load_package(contents, entry.get("imports", {}), files, source)
+    module = exec_module(source, files.display_path(rel), f"{package}.program", package)
     constants = getattr(module, "CONSTANTS", None)
     function = getattr(module, entry["function"], None)
     if not isinstance(constants, dict) or not callable(function):

@@ -72,6 +72,7 @@ def _nvcc(path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.slow
 def test_every_sample_kernel_compiles_with_nvcc(compiled_samples, tmp_path):
     extra = [sg.compile(*w2_program(), backend="cuda"), sg.compile(*bias_program(), backend="cuda")]
     kernels = _unique_kernels([c for *_, c in compiled_samples] + extra)

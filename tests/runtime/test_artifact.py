@@ -119,7 +119,9 @@ def test_manifest_contents(saved):
     on_disk = {os.path.relpath(os.path.join(d, f), saved).replace(os.sep, "/")
                for d, _, names in os.walk(saved) for f in names} - {"manifest.json"}
     assert set(manifest["files"]) == set(manifest["sizes"]) == on_disk
-    assert {"program.json", "numpy/program.py", "numpy/standalone.py"} <= on_disk
+    assert {"program.json", "numpy/program.py", "numpy/standalone.py", "numpy/row_pool.py"} \
+        <= on_disk
+    assert manifest["entry_points"]["numpy"]["imports"] == {"row_pool": "numpy/row_pool.py"}
     for rel, digest in manifest["files"].items():
         with open(os.path.join(saved, rel), "rb") as handle:
             data = handle.read()
@@ -218,7 +220,8 @@ def run_standalone(tmp_path, runner, path, key=""):
 @pytest.mark.parametrize("runner", ["artifact's copy", "trusted copy"])
 def test_standalone_runner_with_only_numpy(tmp_path, runner):
     prog, fetches = grad_program()
-    fn = sg.compile(prog, fetches)
+    fn = sg.compile(prog, fetches, chunk_size=4)
+    assert "from .row_pool import RowPool" in fn.source   # the shipped helper runs too
     path = fn.save(str(tmp_path / "m"), key="secret")
     copy = os.path.join(path, "numpy", "standalone.py") if runner == "artifact's copy" \
         else standalone.__file__
@@ -297,6 +300,8 @@ def _program_json_with(path, change):
 TAMPERING = {
     "modified module": (lambda p: _append(p, "numpy/program.py", "\nx = 1\n"), "modified"),
     "modified constant": (lambda p: _append(p, "constants/0.npy", "\0"), "modified"),
+    "modified runtime helper": (lambda p: _append(p, "numpy/row_pool.py", "\nx = 1\n"),
+                                "modified"),
     "modified program.json": (lambda p: _append(p, "program.json", " "), "modified"),
     "missing file": (lambda p: os.remove(os.path.join(p, "constants", "1.npy")), "missing"),
     "missing manifest": (lambda p: os.remove(os.path.join(p, "manifest.json")),

@@ -6,15 +6,17 @@ calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract
 """
 from __future__ import annotations
 
-import concurrent.futures
-import threading
-
 from ...gc_pause import gc_paused
 from ...runtime import cache
+from . import row_pool
 from .codegen import generate
 from .names import sanitize
 
 BACKEND = "numpy"
+# The package a generated module is executed in: its ``from .row_pool import RowPool`` reads
+# this package's row_pool (an artifact ships a copy of that file: RUNTIME_MODULES).
+PACKAGE = __name__
+RUNTIME_MODULES = {"row_pool": row_pool}
 
 
 def signature_literals(program, fetches):
@@ -24,21 +26,6 @@ def signature_literals(program, fetches):
               for v in values]
     outputs = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype.name} for v in fetches]
     return inputs, outputs
-
-
-_shared_pool = None
-_shared_pool_lock = threading.Lock()
-
-
-def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """One worker pool for every generated module of the process (its threads start only as
-    chunked loops need them), so compiling many programs never piles up idle threads."""
-    global _shared_pool
-    with _shared_pool_lock:
-        if _shared_pool is None:
-            _shared_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=32, thread_name_prefix="symgrad")
-    return _shared_pool
 
 
 def bind_references(module, references) -> None:
@@ -82,11 +69,9 @@ def build(program, fetches, options):
     source = generated.source
     path, hit = cache.cached_source(prefix, key, source, options)
     cache.dump(prefix, key, source)
-    module = cache.load_module(path, source)
+    module = cache.load_module(path, source, package=PACKAGE)
     bind_references(module, generated.references)
     module.CONSTANTS.update(generated.constants)
-    if hasattr(module, "_POOL"):
-        module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
     return NumpyExecutable(module, path, source, dict(generated.constants), stats,

@@ -1,6 +1,8 @@
 """Render one NumPy module per program.
 
-Module contract (the AOT artifact relies on it): the module imports only NumPy; it defines
+Module contract (the AOT artifact relies on it): the module imports only NumPy and, when it
+has chunked loops, its sibling ``row_pool`` (standard library only), so a loader executes it
+with ``__package__`` naming a package that holds ``row_pool``; it defines
 ``run(**feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
 ``CONSTANTS[name]``), the dict ``CONSTANTS`` (parameter values and non-scalar constants,
 filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
@@ -10,10 +12,12 @@ Each top-level op becomes one statement of ``run`` preceded by a provenance comm
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
 module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
 are the same code up to names (:mod:`.functions`); a control-flow op becomes Python ``if`` /
-``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked groups over many rows share
-the module's thread pool (``threads.py.j2``: made on first use, ``options.threads`` threads,
-only stdlib imports). Values are deleted after their last use; buffers planned by the memory
-pass (``program.buffer_plan``) are allocated once and reused through ``out=``.
+``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked
+groups over many rows run on the module's ``_POOL``, a :class:`.row_pool.RowPool` of
+``options.threads`` threads: the one fixed runtime helper, imported as ``from .row_pool import
+RowPool`` (so the module reads from its own program down, and the loaders make that relative
+import resolve). Values are deleted after their last use; buffers planned by the memory pass
+(``program.buffer_plan``) are allocated once and reused through ``out=``.
 """
 from __future__ import annotations
 
@@ -123,7 +127,7 @@ class Generator:
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
-        self.uses_threads = False      # does a group call the module's _over_rows?
+        self.uses_threads = False      # does a group call the module's _POOL.over_rows?
 
     # --- expressions ---------------------------------------------------------------------------
     def expr(self, value, consumer=None, position=0) -> str:

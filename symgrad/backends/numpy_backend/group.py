@@ -17,7 +17,7 @@ input):
   are written chunk by chunk into their full-size arrays; an op that is not an exact ufunc
   binds the chunk-sized result NumPy allocates for it (``np.where`` writing into a scratch
   buffer would only add a copy). ``_groupK`` hands the rows to the
-  module's ``_over_rows`` (see ``threads.py.j2``), which splits them into contiguous ranges
+  module's ``_POOL.over_rows`` (:mod:`.row_pool`), which splits them into contiguous ranges
   run on worker threads when there are enough chunks; with ``options.threads == 1`` it calls
   ``_groupK_rows`` once, directly. A reduction over axis 0 returns one partial accumulator
   per range, combined in row order by ``_groupK``; any other reduction writes its rows of a
@@ -474,12 +474,12 @@ class _Lowering:
         if returns is not None:
             ufunc = self.reduction_parts()[0]
             if threaded:
-                lines.append(f"_partial = _over_rows({worker}, {call_args})")
+                lines.append(f"_partial = _POOL.over_rows({worker}, {call_args})")
                 lines.append(f"{returns} = {ufunc}.reduce(_partial, axis=0)")
             else:
                 lines.append(f"{returns} = {worker}(0, {call_args})")
         else:
-            lines.append(f"_over_rows({worker}, {call_args})" if threaded
+            lines.append(f"_POOL.over_rows({worker}, {call_args})" if threaded
                          else f"{worker}(0, {call_args})")
         if threaded:
             gen.uses_threads = True
