@@ -1,12 +1,11 @@
 """CUDA backend without a GPU: every generated kernel compiles with nvcc, golden sources,
-host modules render (and drive their kernels with matching arguments), dynamic dims are
-kernel arguments, and running without CuPy fails clearly."""
+host modules render, dynamic dims are kernel arguments, and running without CuPy fails
+clearly. (test_cuda_emulated.py runs the kernels; test_cuda_nvrtc.py compiles them as CuPy.)"""
 import os
 import re
 import shutil
 import subprocess
 import sys
-import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.cuda_backend import CudaUnavailableError
 from symgrad.backends.cuda_backend import kernels as kernel_lowering
+from tests.backends.cuda_emulation.cases import distinct_kernels
 from tests.ops.samples import ALL_SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden_cuda"
@@ -57,15 +57,6 @@ def bias_program():
 
 
 # --- nvcc ------------------------------------------------------------------------------------
-def _unique_kernels(compiled_list):
-    """Distinct kernel texts, renamed apart (kernel names are unique only per program)."""
-    texts = {}
-    for compiled in compiled_list:
-        for text in compiled.kernels.values():
-            texts.setdefault(re.sub(r"\bk\d+_", "K_", text), None)
-    return [re.sub(r"\bK_", f"u{i}_", text) for i, text in enumerate(texts)]
-
-
 def _nvcc(path):
     return subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-std=c++17", "-diag-suppress=177",
                            "-o", os.devnull, str(path)], capture_output=True, text=True)
@@ -74,7 +65,7 @@ def _nvcc(path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_every_sample_kernel_compiles_with_nvcc(compiled_samples, tmp_path):
     extra = [sg.compile(*w2_program(), backend="cuda"), sg.compile(*bias_program(), backend="cuda")]
-    kernels = _unique_kernels([c for *_, c in compiled_samples] + extra)
+    kernels = distinct_kernels([c for *_, c in compiled_samples] + extra)
     assert len(kernels) > 100
     prelude = kernel_lowering.render("prelude.cuh.j2")
     batches = 2
@@ -192,69 +183,3 @@ def test_run_without_cupy_is_a_clear_error(monkeypatch):
     assert compiled.kernels and compiled.source
     with pytest.raises(CudaUnavailableError, match=r"install symgrad\[cuda\]"):
         compiled(x=np.ones(4, "float32"))
-
-
-# --- driving the host module with a NumPy stand-in for CuPy -------------------------------------
-_PARAM = re.compile(r"extern \"C\" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*)\) \{")
-_C_DTYPES = {"int": "int32", "long long": "int64", "float": "float32", "double": "float64",
-             "sg_half": "float16", "bool": "bool", "signed char": "int8",
-             "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
-             "unsigned int": "uint32", "unsigned long long": "uint64"}
-
-
-def _signatures(cuda_source):
-    signatures = {}
-    for name, params in _PARAM.findall(cuda_source):
-        types_ = []
-        for param in params.split(", "):
-            param = param.replace("const ", "").replace("__restrict__ ", "")
-            ctype, _, _ = param.rpartition(" ")
-            types_.append(("ptr", _C_DTYPES[ctype[:-1]]) if ctype.endswith("*")
-                          else ("int", _C_DTYPES[ctype]))
-        signatures[name] = types_
-    return signatures
-
-
-def _fake_cupy(calls):
-    """A module standing in for CuPy: NumPy arrays, and kernels that check their launch
-    arguments against the parameters of their CUDA signature (and compute nothing)."""
-    fake = types.ModuleType("cupy")
-    fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
-
-    class RawModule:
-        def __init__(self, code=None, options=(), path=None):
-            self.signatures = _signatures(code)
-
-        def get_function(self, name):
-            signature = self.signatures[name]
-
-            def launch(grid, block, args):
-                assert len(args) == len(signature), (name, len(args), len(signature))
-                for arg, (kind, dtype) in zip(args, signature):
-                    if kind == "int":
-                        assert type(arg) is np.dtype(dtype).type, (name, arg, dtype)
-                    elif not isinstance(arg, np.uint64):      # uint64(0): no partial buffer
-                        assert isinstance(arg, np.ndarray) and arg.dtype == dtype, (name, dtype)
-                assert all(g >= 1 for g in grid) and np.prod(block) <= 1024
-                calls.append(name)
-            return launch
-
-    class Device:
-        attributes = {"MultiProcessorCount": 4}
-
-    fake.RawModule = RawModule
-    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
-                                      Device=Device)
-    return fake
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the stand-in kernels compute nothing
-def test_host_modules_launch_kernels_with_matching_arguments(compiled_samples, monkeypatch):
-    calls = []
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(calls))
-    for sample, dtype, fusion, compiled in compiled_samples:
-        results = compiled(**sample.feeds(dtype))
-        assert len(results) == len(compiled.outputs)
-        for result, spec in zip(results, compiled.outputs):
-            assert result.dtype == spec.dtype
-    assert len(calls) > 200

@@ -6,16 +6,18 @@ arrays come from ``malloc``, so ASan guards their ends). The parent builds the s
 library first (cached), so the child only loads it.
 
     python -m tests.backends.cuda_emulation.asan [--schedule NAME ...] [--sms N ...]
+                                                 [--mutation NAME]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from .library import _run, compiler
+from .library import compiler, run_tool
 
 ROOT = Path(__file__).resolve().parents[3]
 ASAN_OPTIONS = "detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=66"
@@ -26,7 +28,7 @@ def runtime() -> str | None:
     cxx = compiler()
     if cxx is None:
         return None
-    path = _run([cxx, "-print-file-name=libasan.so"]).stdout.strip()
+    path = run_tool([cxx, "-print-file-name=libasan.so"]).stdout.strip()
     return path if os.path.isabs(path) and os.path.exists(path) else None
 
 
@@ -45,16 +47,27 @@ def main(argv=None) -> int:
     from .cases import layout_cases, sample_cases
     from .device import EmulatedDevice
     from .library import Library
+    from .mutations import BY_NAME, planted
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schedule", nargs="+", default=["forward"])
     parser.add_argument("--sms", nargs="+", type=int, default=[1, 3])
+    parser.add_argument("--mutation", choices=sorted(BY_NAME),
+                        help="run the launch-path programs with this planted bug")
     args = parser.parse_args(argv)
-    cases = sample_cases() + layout_cases()
+    with contextlib.ExitStack() as stack:
+        if args.mutation:
+            cases = stack.enter_context(planted(layout_cases(), BY_NAME[args.mutation]))
+        else:
+            cases = sample_cases() + layout_cases()
+        return _run_cases(cases, args.schedule, args.sms, Library, EmulatedDevice)
+
+
+def _run_cases(cases, schedules, sms_counts, Library, EmulatedDevice) -> int:
     library = Library([c.source for c in cases], sanitize=True)
     failures = 0
-    for schedule in args.schedule:
-        for sms in args.sms:
+    for schedule in schedules:
+        for sms in sms_counts:
             device = EmulatedDevice(library, schedule, sms)
             for case in cases:
                 print(f"running {case.name} ({schedule}, {sms} SMs)", flush=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import numpy as np
 
@@ -121,3 +122,13 @@ def layout_cases() -> list[Case]:
         "float32", dynamic=True)
     add("half-storage", [(1003, 3)], lambda x: [sg.sum(sg.exp(x), axis=0), x * 2.0], "float16")
     return cases
+
+
+def distinct_kernels(compiled_list) -> list[str]:
+    """The distinct kernel texts of CUDA programs, renamed apart (kernel names are unique only
+    within a program), to compile many in one translation unit after one prelude."""
+    texts = {}
+    for compiled in compiled_list:
+        for text in compiled.kernels.values():
+            texts.setdefault(re.sub(r"\bk\d+_", "K_", text), None)
+    return [re.sub(r"\bK_", f"u{i}_", text) for i, text in enumerate(texts)]

@@ -40,7 +40,7 @@ def compiler() -> str | None:
     return shutil.which(os.environ.get("CXX", "g++"))
 
 
-def _run(command):
+def run_tool(command):
     """Run a build command (without a preloaded sanitizer runtime, which is for Python)."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     return subprocess.run(command, capture_output=True, text=True, env=env)
@@ -48,7 +48,7 @@ def _run(command):
 
 @functools.lru_cache(maxsize=None)
 def _compiler_identity(path: str) -> str:
-    done = _run([path, "--version"])
+    done = run_tool([path, "--version"])
     return done.stdout.splitlines()[0] if done.stdout else path
 
 
@@ -92,8 +92,16 @@ class Library:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not self.path.exists():
                 self._build(cxx, keys, max(1, min(units, len(keys))))
-        self.handle = ctypes.CDLL(str(self.path))
-        self.handle.sg_emu_set_time_limit.argtypes = [ctypes.c_double]
+        self._handle = None
+
+    @property
+    def handle(self) -> ctypes.CDLL:
+        """The loaded library (loaded on first use: a sanitized one loads only in a process
+        that has the sanitizer runtime, so building one elsewhere is fine)."""
+        if self._handle is None:
+            self._handle = ctypes.CDLL(str(self.path))
+            self._handle.sg_emu_set_time_limit.argtypes = [ctypes.c_double]
+        return self._handle
 
     def _build(self, cxx, keys, units):
         start = time.perf_counter()
@@ -113,10 +121,10 @@ class Library:
                                  "-o", str(obj)])
                 objects.append(str(obj))
             with ThreadPoolExecutor(units) as pool:
-                results = list(pool.map(_run, commands))
+                results = list(pool.map(run_tool, commands))
             linked = scratch / "kernels.so"
             if all(r.returncode == 0 for r in results):
-                results.append(_run([cxx, "-shared", *self.flags, "-o", str(linked), *objects]))
+                results.append(run_tool([cxx, "-shared", *self.flags, "-o", str(linked), *objects]))
             failed = [r for r in results if r.returncode != 0]
             if failed:
                 raise BuildError(failed[0].stderr[-6000:])
