@@ -17,6 +17,7 @@ from symgrad import ir_backward
 from symgrad.backends.cuda_backend import CudaUnavailableError
 from symgrad.backends.cuda_backend import kernels as kernel_lowering
 from tests.backends.cuda_emulation.cases import distinct_kernels
+from tests.backends.test_numpy_functions import _chain
 from tests.ops.samples import ALL_SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden_cuda"
@@ -89,6 +90,44 @@ def test_whole_program_source_compiles(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+DUMPED_BUILDER = """
+import symgrad as sg
+from symgrad import ir_backward
+
+
+def build():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16], "float32")
+        b = sg.parameter("b", [16], "float32")
+        loss = sg.mean(sg.tanh(x + b) ** 2) + sg.max(sg.exp(x))
+        gx, gb = ir_backward.grad(loss, [x, b])
+    return prog, [loss, gx, gb]
+"""
+
+
+def test_cli_dump_writes_a_cu_file_that_compiles_as_written(tmp_path, capsys):
+    from symgrad.cli import main
+    from tests.backends.cuda_emulation import nvrtc
+
+    (tmp_path / "model.py").write_text(DUMPED_BUILDER)
+    out = tmp_path / "generated"
+    assert main(["dump", str(tmp_path / "model.py"), "--backend", "cuda", "--out", str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["build.cu", "build_cuda.py"]
+    cu = (out / "build.cu").read_text()
+    assert "sg_warp_reduce" in cu.split("// kernel ")[0]        # the prelude comes first
+    assert cu.count('extern "C" __global__') >= 4
+    compile((out / "build_cuda.py").read_text(), "build_cuda.py", "exec")
+    if shutil.which("nvcc"):
+        result = _nvcc(out / "build.cu")
+        assert result.returncode == 0, result.stderr
+    try:
+        ok, log = nvrtc.compile_like_cupy(cu, "build.cu")
+    except OSError:   # no NVRTC wheel: test_cuda_nvrtc.py says so
+        return
+    assert ok, log
+
+
 def test_dump_and_log_show_the_host_module_and_the_cuda_source(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SYMGRAD_DUMP", str(tmp_path))
     monkeypatch.setenv("SYMGRAD_LOG", "output_code")
@@ -152,6 +191,30 @@ def test_fusion_gives_one_kernel_per_group():
     assert "backward of %5 = tanh(%4)" in compiled.kernels["k0_sum"]
     bias = sg.compile(*bias_program(), backend="cuda")
     assert bias.stats["kernels"] == bias.stats["fused_groups"] + bias.stats["single_op_groups"]
+
+
+def test_groups_of_the_same_structure_share_one_kernel():
+    # a 1,000-op repetitive chain (3,000 ops with its gradient): 47 groups, 4 kernels
+    compiled = sg.compile(*_chain(1000), backend="cuda")
+    assert compiled.stats["fused_groups"] > 40
+    assert compiled.stats["kernels"] == len(compiled.kernels) <= 8
+    launched = re.findall(r"_(?:map|reduce)\('(\w+)'", compiled.source)
+    assert len(launched) == compiled.stats["fused_groups"] > len(set(launched))
+    assert set(launched) == set(compiled.kernels)
+    shared = max(compiled.kernels, key=launched.count)
+    assert f"runs kernel {shared}, shared (map)" in compiled.source
+    assert re.search(r"^//   also run by fused groups \d+-\d+ \(the same code on their own "
+                     r"values\)$", compiled.kernels[shared], re.M)
+    # the .cu holds each shared kernel once
+    assert compiled._executable.cuda_source.count(f"void __launch_bounds__(256) {shared}(") == 1
+
+
+def test_groups_with_other_constants_get_their_own_kernels():
+    compiled = sg.compile(*_chain(64, scale=lambda i: 1.0 + i / 1000), backend="cuda",
+                          max_group_size=8)
+    assert "shared" not in compiled.source
+    assert compiled.stats["kernels"] == compiled.stats["fused_groups"] \
+        + compiled.stats["single_op_groups"]
 
 
 def test_dynamic_batch_dims_are_kernel_arguments():

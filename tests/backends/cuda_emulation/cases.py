@@ -121,7 +121,16 @@ def layout_cases() -> list[Case]:
         lambda x: [sg.sum(sg.tanh(x) * x), *ir_backward.grad(sg.sum(sg.tanh(x) * x), [x])],
         "float32", dynamic=True)
     add("half-storage", [(1003, 3)], lambda x: [sg.sum(sg.exp(x), axis=0), x * 2.0], "float16")
+    # a long repetitive chain: groups of the same structure launch one shared kernel
+    add("shared-kernels", [(37, 8)], _repeated_chain, dynamic=True, low=-1.0, high=1.0)
     return cases
+
+
+def _repeated_chain(x, n=300):
+    y = x
+    for i in range(n):
+        y = sg.tanh(y) if i % 2 else y * 0.9
+    return [y, *ir_backward.grad(sg.sum(y), [x])]
 
 
 def distinct_kernels(compiled_list) -> list[str]:
