@@ -16,26 +16,16 @@ import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.cuda_backend import CudaUnavailableError
 from symgrad.backends.cuda_backend import kernels as kernel_lowering
-from tests.backends.cuda_emulation.cases import distinct_kernels
+from tests.backends.cuda_emulation.cases import distinct_kernels, sample_cases
 from tests.backends.test_numpy_functions import _chain
-from tests.ops.samples import ALL_SAMPLES
 
 GOLDEN = Path(__file__).parent / "golden_cuda"
 UPDATE = os.environ.get("SYMGRAD_UPDATE_GOLDEN") == "1"
-# (dtype, with gradients, fusion) of the programs built from each sample
-VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
-
-
-def sample_programs():
-    for sample in ALL_SAMPLES:
-        for dtype, with_grad, fusion in VARIANTS:
-            prog, fetches = sample.program(dtype, with_grad and sample.grad)
-            yield sample, dtype, fusion, sg.compile(prog, fetches, backend="cuda", fusion=fusion)
 
 
 @pytest.fixture(scope="module")
 def compiled_samples():
-    return list(sample_programs())
+    return [(case.name, case.compiled) for case in sample_cases()]
 
 
 def w2_program(shape=(None,), fetch_loss=True):
@@ -66,7 +56,7 @@ def _nvcc(path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_every_sample_kernel_compiles_with_nvcc(compiled_samples, tmp_path):
     extra = [sg.compile(*w2_program(), backend="cuda"), sg.compile(*bias_program(), backend="cuda")]
-    kernels = distinct_kernels([c for *_, c in compiled_samples] + extra)
+    kernels = distinct_kernels([c for _, c in compiled_samples] + extra)
     assert len(kernels) > 100
     prelude = kernel_lowering.render("prelude.cuh.j2")
     batches = 2
@@ -176,9 +166,9 @@ def test_golden_column_reduction():
 
 # --- host modules ----------------------------------------------------------------------------
 def test_host_module_renders_for_every_sample(compiled_samples):
-    for sample, dtype, fusion, compiled in compiled_samples:
+    for case_name, compiled in compiled_samples:
         source = compiled.source
-        compile(source, f"<{sample.id}-{dtype}>", "exec")   # valid Python
+        compile(source, f"<{case_name}>", "exec")   # valid Python
         assert "def run(**feeds)" in source
         for name, text in compiled.kernels.items():
             assert text.startswith(f"// kernel {name}:")   # provenance first

@@ -60,7 +60,9 @@ class Case:
                                        rtol=self.rtol, atol=self.atol, err_msg=message)
 
 
-def sample_cases() -> list[Case]:
+@functools.lru_cache(maxsize=None)
+def sample_cases() -> tuple[Case, ...]:
+    """The op-sample programs (made once per process: the test modules share them)."""
     cases = []
     for sample in ALL_SAMPLES:
         for dtype, with_grad, fusion in VARIANTS:
@@ -68,7 +70,7 @@ def sample_cases() -> list[Case]:
             rtol = TOLERANCE[dtype]
             cases.append(Case(f"{sample.id} {dtype}", prog, fetches, sample.feeds(dtype), rtol,
                               rtol * max(sample.atol, 1e-6) * 100, {"fusion": fusion}))
-    return cases
+    return tuple(cases)
 
 
 def _case(cases, name, shapes, build, dtype="float64", dynamic=False, low=0.5, high=1.5):
@@ -83,7 +85,9 @@ def _case(cases, name, shapes, build, dtype="float64", dynamic=False, low=0.5, h
     cases.append(Case(name, prog, list(outs), feeds, rtol, rtol * 1e-3))
 
 
-def layout_cases() -> list[Case]:
+@functools.lru_cache(maxsize=None)
+def layout_cases() -> tuple[Case, ...]:
+    """The launch-path programs (made once per process)."""
     cases = []
     add = functools.partial(_case, cases)
     # maps: partial last block; a grid-stride loop (more elements than 256 x 32 x SMs)
@@ -123,7 +127,7 @@ def layout_cases() -> list[Case]:
     add("half-storage", [(1003, 3)], lambda x: [sg.sum(sg.exp(x), axis=0), x * 2.0], "float16")
     # a long repetitive chain: groups of the same structure launch one shared kernel
     add("shared-kernels", [(37, 8)], _repeated_chain, dynamic=True, low=-1.0, high=1.0)
-    return cases
+    return tuple(cases)
 
 
 def _repeated_chain(x, n=300):
