@@ -9,9 +9,9 @@ program's one ``cupy.RawModule``) and ``MAX_BLOCKS``.
 Statements are built by the NumPy backend's generator (naming, provenance comments, memory
 plan buffers, ``del`` after last use), with two changes: every group that has CUDA emitters
 becomes one kernel launch (:mod:`.kernels`; groups of the same structure, such as the steps
-of a long repetitive chain, launch one shared kernel), and the other ops (matmul through cuBLAS, conv,
-pooling, softmax, data movement) run their NumPy emitters and helpers with CuPy standing in
-for NumPy.
+of a long repetitive chain, launch one shared kernel), and the other ops (matmul through
+cuBLAS, conv, pooling, softmax, data movement) run their NumPy emitters and helpers with CuPy
+standing in for NumPy.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class HostGenerator(Generator):
         self.views = kernel_lowering.views_of(program)
         self.kernels: list = []
         self.by_structure: dict = {}     # kernel structure -> its Kernel
-        self.sharers: dict = {}          # kernel name -> groups (or op ids) that reuse it
+        self.sharers: dict = {}          # kernel name -> the later ops (groups) that launch it
         self.device_scalars: dict = {}   # Value -> CONSTANTS key of a 0-d device constant
 
     def expr(self, value, consumer=None, position=0) -> str:
@@ -103,15 +103,10 @@ class HostGenerator(Generator):
                     kernel_lowering.canonical_code(kernel.source):
                 raise AssertionError(f"two groups of equal structure rendered different "
                                      f"kernels:\n{again.source}\n---\n{kernel.source}")
-        self.sharers.setdefault(kernel.name, []).append(self.group_label(op))
+        self.sharers.setdefault(kernel.name, []).append(op)
         position = {v: i for i, v in enumerate(kernel.captures)}
         captures = kernel_lowering.kernel_captures(op)
         return kernel, lambda value: captures[position[value]], True
-
-    @staticmethod
-    def group_label(op) -> str:
-        return f"fused group {op.attrs['group']}" if is_fusion(op) else \
-            f"{op.name} -> %{op.results[0].id}"
 
     def launch(self, op, parts) -> list[str]:
         kernel, own, shared = self.kernel_for(op, parts)
@@ -210,10 +205,10 @@ class HostGenerator(Generator):
         if not sharers:
             return kernel.source
         head, _, rest = kernel.source.partition("\n")
-        groups = [int(label.split()[-1]) for label in sharers if label.startswith("fused")]
-        others = [label for label in sharers if not label.startswith("fused")]
+        groups = [op.attrs["group"] for op in sharers if is_fusion(op)]
         named = ([f"fused group{'s' if len(groups) > 1 else ''} {_ranges(groups)}"]
-                 if groups else []) + others
+                 if groups else [])
+        named += [f"{op.name} -> %{op.results[0].id}" for op in sharers if not is_fusion(op)]
         note = ctype.c_comment(f"also run by {', '.join(named)} (the same code on their "
                                f"own values)")
         return f"{head}\n//   {note}\n{rest}"
