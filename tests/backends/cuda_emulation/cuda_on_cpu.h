@@ -317,27 +317,8 @@ template <typename T> T shuffle(unsigned mask, T value, int source, int width, i
 }
 
 inline int lane_id() { return (int)(current->running % 32); }
+inline int segment_base(int width) { return lane_id() & ~(width - 1); }
 
-template <typename T> T shfl_sync(unsigned mask, T v, int src, int width, int line) {
-  int lane = lane_id(), base = lane & ~(width - 1);
-  return shuffle(mask, v, base + (src & (width - 1)), width, line, "__shfl_sync");
-}
-template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width, int line) {
-  int lane = lane_id(), segment_end = (lane & ~(width - 1)) + width;
-  int src = lane + (int)delta;
-  return shuffle(mask, v, src < segment_end ? src : -1, width, line, "__shfl_down_sync");
-}
-template <typename T> T shfl_up(unsigned mask, T v, unsigned delta, int width, int line) {
-  int lane = lane_id(), base = lane & ~(width - 1);
-  int src = lane - (int)delta;
-  return shuffle(mask, v, src >= base ? src : -1, width, line, "__shfl_up_sync");
-}
-template <typename T> T shfl_xor(unsigned mask, T v, int lane_mask, int width, int line) {
-  int lane = lane_id(), src = lane ^ lane_mask;
-  int base = lane & ~(width - 1);
-  return shuffle(mask, v, (src >= base && src < base + width) ? src : -1, width, line,
-                 "__shfl_xor_sync");
-}
 inline unsigned ballot(unsigned mask, int predicate, int line, const char* what) {
   unsigned long long* values = warp_meet(mask, predicate != 0, line, what);
   unsigned out = 0;
@@ -568,21 +549,29 @@ inline void __syncthreads(int line = __builtin_LINE()) { sg_emu::syncthreads(lin
 inline void __syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
   sg_emu::syncwarp(mask, line);
 }
+// A source lane outside the caller's `width`-lane segment gives the caller its own value.
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32, int line = __builtin_LINE()) {
-  return sg_emu::shfl_sync(mask, v, src, width, line);
+  return sg_emu::shuffle(mask, v, sg_emu::segment_base(width) + (src & (width - 1)), width,
+                         line, "__shfl_sync");
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, int line = __builtin_LINE()) {
-  return sg_emu::shfl_down(mask, v, delta, width, line);
+  int src = sg_emu::lane_id() + (int)delta;
+  bool inside = src < sg_emu::segment_base(width) + width;
+  return sg_emu::shuffle(mask, v, inside ? src : -1, width, line, "__shfl_down_sync");
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32, int line = __builtin_LINE()) {
-  return sg_emu::shfl_up(mask, v, delta, width, line);
+  int src = sg_emu::lane_id() - (int)delta;
+  bool inside = src >= sg_emu::segment_base(width);
+  return sg_emu::shuffle(mask, v, inside ? src : -1, width, line, "__shfl_up_sync");
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, int line = __builtin_LINE()) {
-  return sg_emu::shfl_xor(mask, v, lane_mask, width, line);
+  int src = sg_emu::lane_id() ^ lane_mask, base = sg_emu::segment_base(width);
+  bool inside = src >= base && src < base + width;
+  return sg_emu::shuffle(mask, v, inside ? src : -1, width, line, "__shfl_xor_sync");
 }
 inline unsigned __ballot_sync(unsigned mask, int p, int line = __builtin_LINE()) {
   return sg_emu::ballot(mask, p, line, "__ballot_sync");

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from .device import SCHEDULES, EmulatedDevice, KernelFault
+from .library import run_tool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +158,17 @@ def check(cases, library, mutations, first_only=False) -> dict:
 
 
 ASAN_ERROR = re.compile(r"ERROR: AddressSanitizer: ([\w-]+)")
-# a stack frame in a kernel: "#0 0x... in void ns::k0_sum_body<int>(int, ...) /path/x.cu:92"
-ASAN_FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in .*?(\w+)(?:<[^>(]*>)?\(.*?\) ?(\S+\.cu):(\d+)")
+# the first stack frame: "#0 0x... in void ns::k0_sum_body<int>(int, ...) /x/program.cu:92",
+# or, when ASan's symbolizer gave no line, "... (/x/kernels.so+0xff31)"
+ASAN_FRAME = re.compile(r"#0 0x[0-9a-f]+ in .*?(\w+)(?:<[^>(]*>)?\(.*?\) "
+                        r"(?:(\S+\.cu):(\d+)|\((\S+\.so)\+(0x[0-9a-f]+)\))")
+
+
+def _line_of(library, offset) -> str | None:
+    """The source line of ``offset`` in ``library``, from its debug information."""
+    done = run_tool(["addr2line", "-e", library, offset])
+    match = re.search(r":(\d+)", done.stdout)
+    return match[1] if match else None
 
 
 def asan_verdict(done) -> str | None:
@@ -166,8 +176,11 @@ def asan_verdict(done) -> str | None:
     error = ASAN_ERROR.search(done.stderr)
     if error:
         frame = ASAN_FRAME.search(done.stderr, error.end())
-        where = f" in {frame[1]} (line {frame[3]} of its .cu)" if frame else ""
-        return f"ASan {error[1]}{where}"
+        if frame is None:
+            return f"ASan {error[1]}"
+        function, _, line, library, offset = frame.groups()
+        line = line or _line_of(library, offset)
+        return f"ASan {error[1]} in {function} (line {line} of its .cu)"
     if done.returncode:
         return f"exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}"
     return None
