@@ -52,16 +52,18 @@ class KernelFault(SymgradError, AssertionError):
     long, faulted, or was launched with arguments that do not match its parameters."""
 
 
-def poisoned_empty(shape, dtype=float, order="C"):
-    array = np.empty(shape, dtype, order)
-    array.reshape(-1).view(np.uint8)[...] = 0xFF
+def _poisoned(array):
+    """``array`` (new, so contiguous in C or Fortran order) filled with 0xFF bytes."""
+    ctypes.memset(array.ctypes.data, 0xFF, array.nbytes)
     return array
+
+
+def poisoned_empty(shape, dtype=float, order="C"):
+    return _poisoned(np.empty(shape, dtype, order))
 
 
 def poisoned_empty_like(prototype, dtype=None, order="K", subok=True, shape=None):
-    array = np.empty_like(prototype, dtype, order, subok, shape)
-    array.reshape(-1).view(np.uint8)[...] = 0xFF
-    return array
+    return _poisoned(np.empty_like(prototype, dtype, order, subok, shape))
 
 
 class EmulatedKernel:
