@@ -169,7 +169,7 @@ def faults(cache_dir):
     library = emulation.Library([FAULTS], cache_dir=cache_dir)
     library.set_time_limit(0.5)
     yield EmulatedDevice(library).module.RawModule(code=FAULTS)
-    library.set_time_limit(60)
+    library.set_time_limit(emulation.DEFAULT_TIME_LIMIT)
 
 
 @pytest.mark.parametrize("kernel, block, message", [

@@ -17,7 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .library import compiler, run_tool
+from .cases import layout_cases, sample_cases
+from .device import EmulatedDevice
+from .library import Library, compiler, run_tool
+from .mutations import BY_NAME, planted
 
 ROOT = Path(__file__).resolve().parents[3]
 ASAN_OPTIONS = "detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=66"
@@ -44,11 +47,6 @@ def run_child(cache_dir, schedules, sms_counts, timeout=600, extra=()):
 
 
 def main(argv=None) -> int:
-    from .cases import layout_cases, sample_cases
-    from .device import EmulatedDevice
-    from .library import Library
-    from .mutations import BY_NAME, planted
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schedule", nargs="+", default=["forward"])
     parser.add_argument("--sms", nargs="+", type=int, default=[1, 3])
@@ -60,10 +58,10 @@ def main(argv=None) -> int:
             cases = stack.enter_context(planted(layout_cases(), BY_NAME[args.mutation]))
         else:
             cases = sample_cases() + layout_cases()
-        return _run_cases(cases, args.schedule, args.sms, Library, EmulatedDevice)
+        return _run_cases(cases, args.schedule, args.sms)
 
 
-def _run_cases(cases, schedules, sms_counts, Library, EmulatedDevice) -> int:
+def _run_cases(cases, schedules, sms_counts) -> int:
     library = Library([c.source for c in cases], sanitize=True)
     failures = 0
     for schedule in schedules:

@@ -34,6 +34,9 @@ FLAGS = ("-std=c++17", "-O0", "-fPIC", "-w")
 SANITIZER_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer", "-g1")
 
 
+DEFAULT_TIME_LIMIT = 60.0   # CPU seconds a launch may run (the shim's default)
+
+
 class BuildError(RuntimeError):
     """g++ rejected the translated sources (the message has its errors)."""
 
@@ -134,7 +137,8 @@ class Library:
         self.compile_seconds = time.perf_counter() - start
 
     def set_time_limit(self, seconds: float) -> None:
-        """Stop a launch after ``seconds`` of CPU time (default 60) with an error."""
+        """Stop a launch after ``seconds`` of CPU time (default :data:`DEFAULT_TIME_LIMIT`)
+        with an error."""
         self.handle.sg_emu_set_time_limit(float(seconds))
 
     def kernel(self, source: str, entry: str):

@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from .device import SCHEDULES, EmulatedDevice, KernelFault
-from .library import run_tool
+from .library import DEFAULT_TIME_LIMIT, run_tool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +153,7 @@ def check(cases, library, mutations, first_only=False) -> dict:
                         break
             results[mutation.name] = outcomes
     finally:
-        library.set_time_limit(60)
+        library.set_time_limit(DEFAULT_TIME_LIMIT)
     return results
 
 
