@@ -114,7 +114,9 @@ def cmd_dump(args):
         texts = {f"{name}.ir": compiled.ir}
     else:
         texts = {f"{name}_{args.backend}.py": compiled.source}
-        texts.update({f"{kernel}.cu": source for kernel, source in compiled.kernels.items()})
+        program_cu = getattr(compiled._executable, "cuda_source", None)
+        if program_cu is not None:   # the one .cu CuPy compiles: prelude and every kernel
+            texts[f"{name}.cu"] = program_cu
     if args.out is None:
         for filename, text in texts.items():
             if len(texts) > 1:
