@@ -2,9 +2,11 @@
 
 The graph has one task per chunk of rows, which runs the artifact's standalone module
 (:func:`symgrad.distributed.worker.run_chunk`) on that chunk's slice of every sharded input
-and the shared replicated inputs, and then, per fetch, either a tree sum of the chunks'
-parts (Dask's own reduction, fan-in :data:`TREE_FAN_IN`) or a concatenation of the chunks'
-per-row outputs. Everything the call can check without running the program is checked here,
+and the shared replicated inputs. The parts of all ``"sum"`` and ``"mean"`` fetches are then
+added by one tree of tasks (fan-in :data:`TREE_FAN_IN`; a handful of tasks, whatever the
+number of fetches), whose root divides the means by the rows and casts to the fetches'
+dtypes; the per-row outputs of ``"concat"`` fetches are joined into a Dask array chunked like
+the inputs. Everything the call can check without running the program is checked here,
 before anything is shipped.
 """
 from __future__ import annotations
@@ -22,9 +24,11 @@ from . import worker
 from .shipping import ByValue, active_client, artifact_payload, ship
 
 REDUCTIONS = ("sum", "mean", "concat")
-TREE_FAN_IN = 8   # parts combined per task of the reduction tree
+TREE_FAN_IN = 8   # chunk results added per task of the reduction tree
 
 _RUN_CHUNK = ByValue(worker.run_chunk)
+_ADD_PARTS = ByValue(worker.add_parts)
+_FINISH = ByValue(worker.finish)
 
 
 class ShardingError(SymgradError, ValueError):
@@ -162,8 +166,8 @@ class _Fetch:
                                   and any(n != self.shape[0] for n in rows)):
                 raise ShardingError(
                     f"reduce='concat' needs per-row outputs, but {self.label} has shape "
-                    f"{_shape_text(self.shape)}, whose leading dim is not the batch (chunks "
-                    f"of {_shown_chunks(rows)}); reduce it with 'sum' or 'mean'")
+                    f"{_shape_text(self.shape)}, whose leading dim is not the batch (the "
+                    f"inputs have {_shown_chunks(rows)}); reduce it with 'sum' or 'mean'")
             known = self.shape[1:]
         else:
             known = self.shape
@@ -189,28 +193,33 @@ def _fetches(outputs, modes, rows) -> list[_Fetch]:
 
 
 # --- the graph -------------------------------------------------------------------------------
-def _tree_sum(fetch, parts):
-    slabs = [da.from_delayed(part, shape=(1, *fetch.shape), dtype=fetch.accumulator)
-             for part in parts]
-    return da.concatenate(slabs, axis=0).sum(axis=0, dtype=fetch.accumulator,
-                                              split_every=TREE_FAN_IN)
+def _tree(results):
+    """The chunk results summed by a tree of ``add_parts`` tasks, fan-in TREE_FAN_IN, in
+    chunk order (so the sum is the same however the tasks are scheduled)."""
+    level = list(results)
+    while len(level) > 1:
+        groups = [level[i:i + TREE_FAN_IN] for i in range(0, len(level), TREE_FAN_IN)]
+        level = [group[0] if len(group) == 1 else dask.delayed(_ADD_PARTS, pure=True)(*group)
+                 for group in groups]
+    return level[0]
 
 
-def _reduce_sum(fetch, parts, rows):
-    return _tree_sum(fetch, parts).astype(fetch.result_dtype)
+def _reduced(fetches, results, rows) -> list:
+    """Dask arrays of the ``"sum"``/``"mean"`` fetches, from one tree over all of them."""
+    if not fetches:
+        return []
+    finals = dask.delayed(_FINISH, pure=True, nout=len(fetches))(
+        _tree(results), [(f.mode, f.result_dtype.name) for f in fetches], sum(rows))
+    return [da.from_delayed(final, shape=fetch.shape, dtype=fetch.result_dtype)
+            for final, fetch in zip(finals, fetches)]
 
 
-def _reduce_mean(fetch, parts, rows):
-    return (_tree_sum(fetch, parts) / sum(rows)).astype(fetch.result_dtype)
-
-
-def _reduce_concat(fetch, parts, rows):
-    blocks = [da.from_delayed(part, shape=(n, *fetch.shape[1:]), dtype=fetch.dtype)
-              for part, n in zip(parts, rows)]
-    return da.concatenate(blocks, axis=0)
-
-
-REDUCERS = {"sum": _reduce_sum, "mean": _reduce_mean, "concat": _reduce_concat}
+def _concatenated(fetches, results, rows) -> list:
+    """Dask arrays of the ``"concat"`` fetches: the chunks' per-row outputs, joined."""
+    return [da.concatenate([da.from_delayed(result[1 + index], shape=(n, *fetch.shape[1:]),
+                                            dtype=fetch.dtype)
+                            for result, n in zip(results, rows)], axis=0)
+            for index, fetch in enumerate(fetches)]
 
 
 def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
@@ -254,10 +263,12 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     plan = {"sharded": list(sharded),
             "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches]}
     blocks = [array.to_delayed(optimize_graph=False).ravel() for array in sharded.values()]
-    parts = [dask.delayed(_RUN_CHUNK, pure=True, nout=len(fetches))(
+    per_row = [fetch for fetch in fetches if fetch.mode == "concat"]
+    results = [dask.delayed(_RUN_CHUNK, pure=True, nout=1 + len(per_row))(
         artifact_node, replicated_node, plan, *chunk) for chunk in zip(*blocks)]
-    results = [REDUCERS[fetch.mode](fetch, [part[index] for part in parts], rows)
-               for index, fetch in enumerate(fetches)]
+    reduced = iter(_reduced([f for f in fetches if f.mode != "concat"], results, rows))
+    joined = iter(_concatenated(per_row, results, rows))
+    arrays = [next(joined if fetch.mode == "concat" else reduced) for fetch in fetches]
     if not compute:
-        return results
-    return [np.asarray(value) for value in dask.compute(*results)]
+        return arrays
+    return [np.asarray(value) for value in dask.compute(*arrays)]

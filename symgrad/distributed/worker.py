@@ -87,20 +87,9 @@ def entry_function(payload):
     return getattr(module, payload["entry"]["function"])
 
 
-# --- what each chunk contributes to its fetch's reduction --------------------------------------
-def _sum_part(output, rows, accumulator, label):
-    """A one-row slab of the tree sum: the chunk's output in the accumulator dtype."""
-    return np.asarray(output, dtype=accumulator)[np.newaxis]
-
-
-def _mean_part(output, rows, accumulator, label):
-    """A one-row slab of the weighted mean: the chunk's output times its row count (the
-    driver divides the tree sum by the total row count)."""
-    return (np.asarray(output, dtype=accumulator) * rows)[np.newaxis]
-
-
-def _concat_part(output, rows, accumulator, label):
-    """The chunk's per-row output as it is; its leading dim must be the chunk's rows."""
+# --- the tasks --------------------------------------------------------------------------------
+def _per_row(output, rows, label):
+    """A ``"concat"`` fetch's output, whose leading dim must be the chunk's rows."""
     output = np.asarray(output)
     if output.ndim == 0 or output.shape[0] != rows:
         raise ValueError(
@@ -109,21 +98,50 @@ def _concat_part(output, rows, accumulator, label):
     return output
 
 
-PARTS = {"sum": _sum_part, "mean": _mean_part, "concat": _concat_part}
+def _part(output, rows, mode, accumulator):
+    """A ``"sum"`` or ``"mean"`` fetch's contribution: its output in the accumulator dtype,
+    times the chunk's rows for ``"mean"`` (:func:`finish` divides by all the rows)."""
+    part = np.array(output, dtype=accumulator)
+    if mode == "mean":
+        part *= rows
+    return part
 
 
 def run_chunk(artifact, replicated, plan, *blocks):
-    """Run the artifact on one chunk of rows and return one part per fetch.
+    """Run the artifact on one chunk of rows; returns ``(parts, *per_row)``.
 
     ``artifact``: the payload (see the module docstring). ``replicated``: feeds by name that
-    every chunk shares. ``plan``: ``{"sharded": names of blocks, "fetches": [(reduce, accumulator
-    dtype name, label)]}``. ``blocks``: this chunk of each sharded input, in ``plan["sharded"]``
-    order (all with the same number of rows).
+    every chunk shares. ``plan``: ``{"sharded": the names of blocks, "fetches": [(reduce,
+    accumulator dtype name, label)] per fetch}``. ``blocks``: this chunk of every sharded
+    input, in ``plan["sharded"]`` order, all with the same rows. ``parts`` holds the
+    contribution of every ``"sum"``/``"mean"`` fetch (see :func:`_part`), ``per_row`` the
+    output of every ``"concat"`` fetch, each in fetch order.
     """
     run = entry_function(artifact)
     feeds = dict(replicated)
     feeds.update(zip(plan["sharded"], blocks))
     rows = np.shape(blocks[0])[0]
-    outputs = run(**feeds)
-    return tuple(PARTS[mode](output, rows, accumulator, label)
-                 for output, (mode, accumulator, label) in zip(outputs, plan["fetches"]))
+    parts, per_row = [], []
+    for output, (mode, accumulator, label) in zip(run(**feeds), plan["fetches"]):
+        if mode == "concat":
+            per_row.append(_per_row(output, rows, label))
+        else:
+            parts.append(_part(output, rows, mode, accumulator))
+    return (tuple(parts), *per_row)
+
+
+def add_parts(*results):
+    """One node of the reduction tree: the elementwise sum of the ``parts`` of several
+    :func:`run_chunk` (or earlier ``add_parts``) results, as ``(parts,)``."""
+    total = [np.array(part) for part in results[0][0]]
+    for result in results[1:]:
+        for accumulated, part in zip(total, result[0]):
+            accumulated += part
+    return (tuple(total),)
+
+
+def finish(result, fetches, rows):
+    """The root of the tree: each ``"sum"``/``"mean"`` fetch in its result dtype; ``fetches``
+    lists ``(reduce, result dtype name)`` for them, ``rows`` the rows of all chunks."""
+    return tuple((part / rows if mode == "mean" else part).astype(dtype, copy=False)
+                 for part, (mode, dtype) in zip(result[0], fetches))
