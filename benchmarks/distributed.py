@@ -104,7 +104,8 @@ def on_cluster(workers, fn, params, x, labels, repeats):
         x, labels = client.persist([x, labels])
         distributed.wait([x, labels])
         sharded = {"x": x, "labels": labels}
-        map_reduce(fn, sharded, replicated=params)            # warm-up: ships the artifact
+        rows = workers * x.chunks[0][0]     # warm-up, a chunk per worker: ships the artifact
+        map_reduce(fn, {"x": x[:rows], "labels": labels[:rows]}, replicated=params)
         times, busy, moved = [], [], []
         for _ in range(repeats):
             before = sum(client.run(_outgoing_bytes).values())

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import FeedError, SymgradError
 from ..runtime.feeds import check_feed
 from . import worker
-from .shipping import ByValue, active_client, artifact_payload, ship
+from .shipping import ByValue, active_client, artifact_payload, ship, ship_artifact
 
 REDUCTIONS = ("sum", "mean", "concat")
 TREE_FAN_IN = 8   # chunk results added per task of the reduction tree
@@ -258,7 +258,7 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
         raise ShardingError("reduce='mean' over zero rows: the sharded inputs are empty")
 
     client = active_client()
-    artifact_node = ship(client, shipped.payload, name=shipped.digest)
+    artifact_node = ship_artifact(client, shipped)
     replicated_node = ship(client, replicated) if replicated else {}
     plan = {"sharded": list(sharded),
             "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches]}

@@ -2,9 +2,10 @@
 
 * :func:`artifact_payload`: the artifact of a compiled program, a loaded artifact or an
   artifact path, as a payload of plain bytes (its files by relative path) plus its signature.
-* :func:`ship`: a value every task shares, put on the cluster once: scattered to every worker
-  of a ``dask.distributed`` client (so tasks carry only its key, and a worker that dies leaves
-  the copies of the others), or a single graph node for the local schedulers.
+* :func:`ship` / :func:`ship_artifact`: a value every task shares, put on the cluster once:
+  scattered to every worker of a ``dask.distributed`` client (so tasks carry only its key,
+  and a worker that dies leaves the copies of the others), or a single graph node for the
+  local schedulers; the artifact's copy is kept for later calls.
 * :class:`ByValue`: a function that always travels by value, so workers need not import the
   module it lives in (the worker code of :mod:`symgrad.distributed.worker`).
 """
@@ -27,8 +28,6 @@ import dask
 from ..runtime import artifact
 from ..runtime.compiled import CompiledProgram
 from ..runtime.feeds import InputSpec, OutputSpec
-
-MANIFEST = "manifest.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,25 +132,29 @@ def _scatter(client, value):
     return client.scatter([value], broadcast=True, hash=True)[0]
 
 
-def ship(client, value, name=None):
-    """``value`` put on the cluster once, as something to pass to ``dask.delayed`` calls.
-
-    With a client, the value is scattered to every worker (a worker that joins later fetches
-    it from a peer); with ``name`` (an artifact digest) the scattered copy is kept and reused
-    by later calls on the same client while it is intact. Without a client, the value becomes
-    one node of the graph (named ``name`` when given), which local schedulers share in memory.
-    """
+def ship(client, value):
+    """``value``, shared by every task of one call, as an argument for ``dask.delayed``:
+    scattered to every worker of ``client`` (tasks then carry only its key, a worker that
+    joins later fetches it from a peer, and one that dies leaves the others' copies), or,
+    without a client, one node of the graph, which local schedulers share in memory."""
     if client is None:
-        return dask.delayed(value, name=name and f"symgrad-artifact-{name}", traverse=False)
-    if name is None:
-        return _scatter(client, value)
-    key = (client.id, name)
+        return dask.delayed(value, traverse=False)
+    return _scatter(client, value)
+
+
+def ship_artifact(client, shipped: ArtifactPayload):
+    """The artifact's payload put on the cluster as :func:`ship` does, and kept: later calls
+    on the same client reuse the scattered copy while it is intact."""
+    if client is None:
+        return dask.delayed(shipped.payload, name=f"symgrad-artifact-{shipped.digest}",
+                            traverse=False)
+    key = (client.id, shipped.digest)
     with _SHIPPED_LOCK:
         future = _SHIPPED_ARTIFACTS.get(key)
         if future is not None and future.status == "finished":
             _SHIPPED_ARTIFACTS.move_to_end(key)
             return future
-        future = _SHIPPED_ARTIFACTS[key] = _scatter(client, value)
+        future = _SHIPPED_ARTIFACTS[key] = _scatter(client, shipped.payload)
         while len(_SHIPPED_ARTIFACTS) > _SHIPPED_LIMIT:
             _SHIPPED_ARTIFACTS.popitem(last=False)
         return future

@@ -125,7 +125,7 @@ def test_artifact_is_scattered_once_and_tasks_carry_its_key(client):
         graph.update(array.__dask_graph__())
     runs = [task for key, task in graph.items() if str(key).startswith("symgrad-run-chunk")]
     assert len(runs) == 4                     # both calls build the same four tasks
-    artifact_key = shipping.ship(client, shipped.payload, name=shipped.digest).key
+    artifact_key = shipping.ship_artifact(client, shipped).key
     for task in runs:
         assert artifact_key in task.dependencies
         assert len(pickle.dumps(task)) < min(16384, shipped.nbytes / 100)
