@@ -238,8 +238,9 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
 
     Returns the list of fetches as NumPy arrays, or as Dask arrays with ``compute=False``.
     The graph runs on the active scheduler: a ``dask.distributed.Client`` if one is the
-    default (the artifact is then scattered to every worker once and tasks carry only its
-    key), else Dask's local scheduler. Workers run the artifact's standalone module and need
+    default (a worker plugin then installs the artifact once on every worker, those that
+    join or restart later included, and tasks carry only its digest), else Dask's local
+    scheduler. Workers run the artifact's standalone module and need
     NumPy and Dask, not symgrad.
 
     Errors, raised before anything runs: an unknown input name or a missing required input
@@ -259,7 +260,7 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
 
     client = active_client()
     artifact_node = ship_artifact(client, shipped)
-    replicated_node = ship(client, replicated) if replicated else {}
+    replicated_node = ship(replicated) if replicated else {}
     plan = {"sharded": list(sharded),
             "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches]}
     blocks = [array.to_delayed(optimize_graph=False).ravel() for array in sharded.values()]

@@ -2,12 +2,13 @@
 
 * :func:`artifact_payload`: the artifact of a compiled program, a loaded artifact or an
   artifact path, as a payload of plain bytes (its files by relative path) plus its signature.
-* :func:`ship` / :func:`ship_artifact`: a value every task shares, put on the cluster once:
-  scattered to every worker of a ``dask.distributed`` client (so tasks carry only its key,
-  and a worker that dies leaves the copies of the others), or a single graph node for the
-  local schedulers; the artifact's copy is kept for later calls.
+* :func:`ship_artifact`: the artifact installed once on every worker of a
+  ``dask.distributed`` cluster by a worker plugin (tasks carry only its digest), or one graph
+  node for the local schedulers; :func:`ship`: a value every task of one call shares, as one
+  graph node.
 * :class:`ByValue`: a function that always travels by value, so workers need not import the
-  module it lives in (the worker code of :mod:`symgrad.distributed.worker`).
+  module it lives in (the worker code of :mod:`symgrad.distributed.worker`, which is
+  registered with cloudpickle to travel by value, its plugin included).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import dask
 from ..runtime import artifact
 from ..runtime.compiled import CompiledProgram
 from ..runtime.feeds import InputSpec, OutputSpec
+from . import worker
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +44,11 @@ class ArtifactPayload:
     @property
     def digest(self) -> str:
         return self.payload["digest"]
+
+    @property
+    def reference(self) -> dict:
+        """What a task needs to find the artifact installed on its worker."""
+        return {"digest": self.digest, "entry": self.payload["entry"]}
 
     @property
     def nbytes(self) -> int:
@@ -121,43 +128,48 @@ def active_client():
     return owner if isinstance(owner, Client) else None
 
 
-_SHIPPED_ARTIFACTS: "collections.OrderedDict" = collections.OrderedDict()
-_SHIPPED_LIMIT = 8
-_SHIPPED_LOCK = threading.Lock()
+# The worker code (functions and plugin) travels by value: workers cannot import symgrad.
+cloudpickle.register_pickle_by_value(worker)
+
+_INSTALLED: "collections.OrderedDict" = collections.OrderedDict()
+_INSTALLED_LIMIT = 8      # artifacts kept installed on clusters; the oldest is unregistered
+_INSTALLED_LOCK = threading.Lock()
 
 
-def _scatter(client, value):
-    # In a list, so that a dict is scattered as one value (a dict's items would each become
-    # a future named by its key).
-    return client.scatter([value], broadcast=True, hash=True)[0]
+def ship(value):
+    """``value``, shared by every task of one call, as one node of the graph: a worker that
+    needs it runs that node or fetches its result from a peer (each worker gets it once), and
+    a copy lost with a worker is made again from the graph."""
+    return dask.delayed(value, traverse=False)
 
 
-def ship(client, value):
-    """``value``, shared by every task of one call, as an argument for ``dask.delayed``:
-    scattered to every worker of ``client`` (tasks then carry only its key, a worker that
-    joins later fetches it from a peer, and one that dies leaves the others' copies), or,
-    without a client, one node of the graph, which local schedulers share in memory."""
-    if client is None:
-        return dask.delayed(value, traverse=False)
-    return _scatter(client, value)
+def _forget_oldest_installed():
+    (client_ref, name), _ = _INSTALLED.popitem(last=False)
+    client = client_ref()
+    if client is not None and client.status == "running":
+        client.unregister_worker_plugin(name)
 
 
 def ship_artifact(client, shipped: ArtifactPayload):
-    """The artifact's payload put on the cluster as :func:`ship` does, and kept: later calls
-    on the same client reuse the scattered copy while it is intact."""
+    """What the tasks of a call get to reach the artifact. With a client: the artifact is
+    installed on every worker of its cluster by a worker plugin (once per worker, also on
+    workers that join or restart later; later calls on the same client find it there), and
+    the tasks get only its reference. Without: one graph node holding the payload, which the
+    first task of each process installs from."""
     if client is None:
         return dask.delayed(shipped.payload, name=f"symgrad-artifact-{shipped.digest}",
                             traverse=False)
     key = (client.id, shipped.digest)
-    with _SHIPPED_LOCK:
-        future = _SHIPPED_ARTIFACTS.get(key)
-        if future is not None and future.status == "finished":
-            _SHIPPED_ARTIFACTS.move_to_end(key)
-            return future
-        future = _SHIPPED_ARTIFACTS[key] = _scatter(client, shipped.payload)
-        while len(_SHIPPED_ARTIFACTS) > _SHIPPED_LIMIT:
-            _SHIPPED_ARTIFACTS.popitem(last=False)
-        return future
+    with _INSTALLED_LOCK:
+        if key in _INSTALLED:
+            _INSTALLED.move_to_end(key)
+        else:
+            plugin = worker.ArtifactPlugin(shipped.payload)
+            client.register_plugin(plugin)
+            _INSTALLED[key] = (weakref.ref(client), plugin.name)
+            while len(_INSTALLED) > _INSTALLED_LIMIT:
+                _forget_oldest_installed()
+    return shipped.reference
 
 
 class ByValue:

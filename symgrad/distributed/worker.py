@@ -1,15 +1,17 @@
-"""What the Dask workers run: NumPy and the standard library only, never symgrad.
+"""What the Dask workers run: NumPy, Dask and the standard library, never symgrad.
 
-:mod:`symgrad.distributed` ships :func:`run_chunk` to the workers *by value* (cloudpickle),
-together with the helpers it calls, so a worker needs NumPy and Dask but not symgrad: nothing
-here may import symgrad, and the test suite runs these functions on workers that cannot.
+:mod:`symgrad.distributed` ships this module's functions and plugin to the workers *by value*
+(cloudpickle), so a worker needs NumPy and Dask but not symgrad: nothing here may import
+symgrad, and the test suite runs this code on workers that cannot.
 
-The artifact reaches each worker once, as a payload ``{"digest", "entry", "files"}`` (its
-files by relative path and the manifest's ``standalone`` entry point). The first task of a
-process that needs it writes the files to a private directory and executes the artifact's
-standalone module from there; that module verifies the artifact and runs it. Later tasks
-reuse the module, which is kept in ``sys.modules`` under a name made from the digest: a
-function shipped by value gets fresh globals with every task, so it cannot cache in them.
+An artifact travels as a payload ``{"digest", "entry", "files"}``: its files by relative path
+and the manifest's ``standalone`` entry point. :func:`install` writes the files to a private
+directory and executes the artifact's standalone module from there (that module verifies the
+artifact and runs it); the module is kept in ``sys.modules`` under a name made from the
+digest, since a function shipped by value gets fresh globals with every task. On a
+``dask.distributed`` cluster :class:`ArtifactPlugin` installs it once on every worker, those
+that join or restart later included, and tasks carry only ``{"digest", "entry"}``; on a local
+scheduler the first task that needs the artifact installs it from the full payload.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import tempfile
 import types
 
 import numpy as np
+from distributed.diagnostics.plugin import WorkerPlugin
 
 MODULE_PREFIX = "_symgrad_artifact_"
 
@@ -33,38 +36,22 @@ def _path_parts(rel: str) -> list[str]:
     return parts
 
 
-def _scratch_directory():
-    """The Dask worker's local directory, or None (the system's temporary directory) when
-    the task runs outside a distributed worker (threaded or synchronous scheduler)."""
+def _load_standalone(payload, name, directory):
+    """The artifact's standalone module, executed from a fresh copy of the files in a new
+    private folder under ``directory`` (compiled from source, so no ``__pycache__`` is left
+    inside the artifact)."""
+    root = tempfile.mkdtemp(prefix="symgrad-artifact-", dir=directory)
     try:
-        from distributed import get_worker
-
-        return get_worker().local_directory
-    except (ImportError, ValueError):
-        return None
-
-
-def _materialize(payload) -> str:
-    """Write the payload's files to a new private directory; returns its path."""
-    root = tempfile.mkdtemp(prefix="symgrad-artifact-", dir=_scratch_directory())
-    for rel, data in payload["files"].items():
-        path = os.path.join(root, *_path_parts(rel))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as handle:
-            handle.write(data)
-    return root
-
-
-def _load_standalone(payload, name):
-    """The artifact's standalone module, executed from a fresh copy of the files (compiled
-    from source, so no ``__pycache__`` is left inside the artifact)."""
-    root = _materialize(payload)
-    path = os.path.join(root, *_path_parts(payload["entry"]["module"]))
-    with open(path, "rb") as handle:
-        source = handle.read()
-    module = types.ModuleType(name)
-    module.__file__ = path
-    try:
+        for rel, data in payload["files"].items():
+            path = os.path.join(root, *_path_parts(rel))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+        path = os.path.join(root, *_path_parts(payload["entry"]["module"]))
+        with open(path, "rb") as handle:
+            source = handle.read()
+        module = types.ModuleType(name)
+        module.__file__ = path
         exec(compile(source, path, "exec"), module.__dict__)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
@@ -73,18 +60,57 @@ def _load_standalone(payload, name):
     return module
 
 
-def entry_function(payload):
-    """The artifact's standalone entry function (``run``), loaded once per process."""
+def install(payload, directory=None):
+    """Install the artifact of ``payload`` in this process (once; later calls return the
+    module already there) under ``directory`` (default: the system's temporary folder)."""
     name = MODULE_PREFIX + payload["digest"]
     module = sys.modules.get(name)
     if module is None:
-        candidate = _load_standalone(payload, name)
+        candidate = _load_standalone(payload, name, directory)
         module = sys.modules.setdefault(name, candidate)   # another thread may have won
         if module is candidate:
             atexit.register(shutil.rmtree, candidate.__symgrad_root__, True)
         else:
             shutil.rmtree(candidate.__symgrad_root__, ignore_errors=True)
-    return getattr(module, payload["entry"]["function"])
+    return module
+
+
+def uninstall(digest):
+    """Forget the artifact ``digest`` in this process and delete its files."""
+    module = sys.modules.pop(MODULE_PREFIX + digest, None)
+    if module is not None:
+        shutil.rmtree(module.__symgrad_root__, ignore_errors=True)
+
+
+def entry_function(artifact):
+    """The standalone entry function (``run``) of ``artifact``: a full payload (installed
+    here if need be) or ``{"digest", "entry"}`` of one :class:`ArtifactPlugin` installed."""
+    module = sys.modules.get(MODULE_PREFIX + artifact["digest"])
+    if module is None:
+        if "files" not in artifact:
+            raise RuntimeError(
+                f"symgrad artifact {artifact['digest']} is not installed on this worker (its "
+                f"ArtifactPlugin was unregistered, or the worker left the cluster's plugins)")
+        module = install(artifact)
+    return getattr(module, artifact["entry"]["function"])
+
+
+class ArtifactPlugin(WorkerPlugin):
+    """Installs an artifact on every worker of a cluster: on registration on the workers
+    there, and on start on every worker that joins later (a restarted one included). The
+    payload travels once per worker; unregistering deletes the artifact's files."""
+
+    idempotent = True       # registering it again under the same name sends nothing
+
+    def __init__(self, payload):
+        self.payload = payload
+        self.name = f"symgrad-artifact-{payload['digest']}"
+
+    def setup(self, worker):
+        install(self.payload, worker.local_directory)
+
+    def teardown(self, worker):
+        uninstall(self.payload["digest"])
 
 
 # --- the tasks --------------------------------------------------------------------------------

@@ -113,24 +113,30 @@ def test_workers_run_the_artifact_without_symgrad(client):
     assert any(worker.MODULE_PREFIX + digest in names for names in loaded)
 
 
-def test_artifact_is_scattered_once_and_tasks_carry_its_key(client):
+def _plugins(dask_scheduler):
+    return sorted(dask_scheduler.worker_plugins)
+
+
+def test_artifact_is_installed_once_per_worker_and_tasks_carry_its_digest(client):
     fn = w1_mlp()
     shipped = shipping.artifact_payload(fn)
     x, labels = mlp_data(400)
     sharded = {"x": da.from_array(x, chunks=(100, 784)),
                "labels": da.from_array(labels, chunks=100)}
     results = map_reduce(fn, sharded, compute=False) + map_reduce(fn, sharded, compute=False)
+    plugin = f"symgrad-artifact-{shipped.digest}"
+    assert client.run_on_scheduler(_plugins).count(plugin) == 1
     graph = {}
     for array in results:
         graph.update(array.__dask_graph__())
     runs = [task for key, task in graph.items() if str(key).startswith("symgrad-run-chunk")]
     assert len(runs) == 4                     # both calls build the same four tasks
-    artifact_key = shipping.ship_artifact(client, shipped).key
-    for task in runs:
-        assert artifact_key in task.dependencies
+    for task in runs:                         # the artifact is not among their inputs
         assert len(pickle.dumps(task)) < min(16384, shipped.nbytes / 100)
+        assert all(not str(key).startswith("symgrad-artifact") for key in task.dependencies)
     dask.compute(*results)
-    assert len(client.who_has()[artifact_key]) == 2   # one copy on every worker
+    for state in client.run(_workers_without_symgrad).values():
+        assert worker.MODULE_PREFIX + shipped.digest in state["artifacts"]
 
 
 def _run_tasks_in_memory(dask_scheduler):
@@ -170,4 +176,7 @@ def test_killed_worker_gives_the_same_result(client):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
     client.wait_for_workers(2, timeout=30)               # the nanny restarts it
-    assert all(not state["imported"] for state in client.run(_workers_without_symgrad).values())
+    digest = shipping.artifact_payload(fn).digest
+    for state in client.run(_workers_without_symgrad).values():   # the restarted one too
+        assert not state["imported"]
+        assert worker.MODULE_PREFIX + digest in state["artifacts"]
