@@ -144,7 +144,7 @@ def ship(value):
 
 
 def _forget_oldest_installed():
-    (client_ref, name), _ = _INSTALLED.popitem(last=False)
+    _, (client_ref, name) = _INSTALLED.popitem(last=False)
     client = client_ref()
     if client is not None and client.status == "running":
         client.unregister_worker_plugin(name)

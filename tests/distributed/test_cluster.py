@@ -139,6 +139,21 @@ def test_artifact_is_installed_once_per_worker_and_tasks_carry_its_digest(client
         assert worker.MODULE_PREFIX + shipped.digest in state["artifacts"]
 
 
+def test_the_oldest_installed_artifact_is_unregistered(client, monkeypatch):
+    monkeypatch.setattr(shipping, "_INSTALLED_LIMIT", 1)
+    first, second = linear_model(features=4), linear_model(features=5)
+    for fn, features in ((first, 4), (second, 5)):
+        x, y = linear_data(100, features=features)
+        map_reduce(fn, {"x": da.from_array(x, chunks=(50, features)),
+                        "y": da.from_array(y, chunks=50)}, reduce=LINEAR_REDUCE)
+    gone, kept = (shipping.artifact_payload(fn).digest for fn in (first, second))
+    plugins = client.run_on_scheduler(_plugins)
+    assert f"symgrad-artifact-{kept}" in plugins and f"symgrad-artifact-{gone}" not in plugins
+    for state in client.run(_workers_without_symgrad).values():
+        assert worker.MODULE_PREFIX + gone not in state["artifacts"]
+        assert worker.MODULE_PREFIX + kept in state["artifacts"]
+
+
 def _run_tasks_in_memory(dask_scheduler):
     """On the scheduler: worker address -> how many chunk results it holds."""
     held = {}
