@@ -13,6 +13,7 @@ from .runtime import CompileOptions, CompiledProgram, Executor, compile
 
 __version__ = "0.1.0"
 
+from . import random  # noqa: E402
 from . import nn  # noqa: E402
 from . import autodiff  # noqa: E402
 from .autodiff import ir_backward  # noqa: E402
@@ -32,5 +33,5 @@ __all__ = [
     "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
     "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
-    "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",
+    "ir_backward", "load", "nn", "program_guard", "random", "register_vjp", "show_registry",
 ]

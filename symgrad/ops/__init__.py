@@ -6,21 +6,26 @@ re-exports them.
 """
 import sys
 
-from . import (activation, control_flow, elementwise, fused, linalg, nn_ops, operators,
-               reduction, shape)
+from . import (activation, contraction, control_flow, cumulative, elementwise, fused, indexing,
+               linalg, nn_ops, operators, random, reduction, shape, special)
+from .contraction import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
+from .cumulative import *  # noqa: F401,F403
 from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGION, REGISTRY,
                    SOURCE, Algebra, OpDef, Region, as_value, as_values, bind, get_op, op_table,
                    register)
 from .elementwise import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn_ops import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
+from .special import *  # noqa: F401,F403
 from .source import constant, data, full, ones, parameter, zeros
 
 operators.install(sys.modules[__name__])
 
 __all__ = ["constant", "data", "full", "ones", "parameter", "zeros",
            *elementwise.__all__, *activation.__all__, *reduction.__all__, *shape.__all__,
-           *linalg.__all__, *nn_ops.__all__, *control_flow.__all__]
+           *linalg.__all__, *nn_ops.__all__, *control_flow.__all__, *indexing.__all__,
+           *cumulative.__all__, *special.__all__, *contraction.__all__]

@@ -29,7 +29,8 @@ Contract of each field:
     expression (``out`` None) or a statement writing into the preallocated array named
     ``out``; build them with :func:`ufunc`, :func:`expr` or :func:`call`. ``"cuda"``: a C
     expression format string over ``{0}``, ``{1}``, attr names and ``{T}`` (the compute
-    type) for elementwise ops, or whatever the CUDA backend documents for other categories.
+    type) for elementwise ops; for an op of any category computed element by element over
+    its own result, a :class:`cuda_indexed` expression.
 ``numpy_helpers``
     Pure-NumPy functions the generated module must contain for this op (their source is
     copied in, so generated code runs with NumPy alone).
@@ -445,6 +446,21 @@ def normalize_axis(axis, ndim, allow_none=True):
 def require_float(name_of_what, dtype):
     if not dtypes.is_float(dtype):
         raise DTypeError(f"{name_of_what} needs a floating dtype, got {np.dtype(dtype)}")
+
+
+# --- emitter builders (CUDA) --------------------------------------------------------------------
+class cuda_indexed(str):  # noqa: N801  (an emitter builder, named like ufunc/expr/call)
+    """CUDA emitter of an op computed element by element over its own result, whatever its
+    category (random numbers): a C expression over ``{0}``, ``{1}``... (each input in its
+    own compute type, not cast to the result's), attr names, ``{T}`` and ``s``, the flat
+    index of the element in the result. The op runs as a kernel of its own. ``helpers``:
+    device code the expression calls, placed before the kernel (each text guarded so that
+    several kernels of one file may carry it)."""
+
+    def __new__(cls, template: str, helpers=()):
+        emitter = super().__new__(cls, template)
+        emitter.helpers = tuple(helpers)
+        return emitter
 
 
 # --- emitter builders (NumPy) -------------------------------------------------------------------

@@ -40,7 +40,7 @@ from ..errors import ArtifactError, VerificationError
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
 from . import standalone
-from .feeds import InputSpec, OutputSpec, bind_feeds
+from .feeds import InputSpec, OutputSpec, StepCounter, bind_feeds
 
 PROGRAM_FILE = "program.json"
 NUMPY_MODULE = "numpy/program.py"
@@ -336,13 +336,15 @@ class LoadedProgram:
         self.kernels = kernels
         self.module = module
         self._entry = entry
+        self._steps = StepCounter(signature)
 
     @property
     def input_names(self) -> list[str]:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds) -> list:
-        return list(self._entry(**bind_feeds(self.signature, args, feeds)))
+        return list(self._steps.run(lambda bound: self._entry(**bound),
+                                    bind_feeds(self.signature, args, feeds)))
 
     def __repr__(self):
         return (f"<symgrad artifact {self.path!r} inputs=({', '.join(self.input_names)}) "

@@ -173,6 +173,8 @@ def load_numpy_entry(contents, manifest, files):
 
 # --- feeds -----------------------------------------------------------------------------------
 def _kind(dtype) -> str:
+    if dtype.name == "bfloat16":   # ml_dtypes' (the module imports it when it needs it)
+        return "f"
     return "i" if dtype.kind == "u" else dtype.kind
 
 

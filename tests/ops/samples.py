@@ -97,7 +97,7 @@ def rng(seed=0):
     return np.random.default_rng(seed)
 
 
-AREAS = ("elementwise", "structure", "nn", "control_flow")
+AREAS = ("elementwise", "structure", "nn", "control_flow", "indexing", "math", "random")
 
 
 def __getattr__(name):

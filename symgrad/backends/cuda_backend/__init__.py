@@ -5,7 +5,8 @@
 :class:`CudaExecutable` imports CuPy on its first run: it compiles the ``.cu`` source into one
 ``cupy.RawModule``, uploads the constants and runs the host module. Without CuPy (or without a
 device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` and
-``cuda_source`` work regardless. ``cubins(archs)`` compiles the source for each architecture
+``cuda_source`` work regardless. So does running a program holding bfloat16 Values: its kernels
+compile (bfloat16 stored as 16 raw bits, computed in float), but CuPy has no bfloat16 arrays. ``cubins(archs)`` compiles the source for each architecture
 (with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 from ...errors import SymgradError
 from ...runtime import cache
 from ..numpy_backend import signature_literals
+from ..numpy_backend.codegen import uses_extension_dtypes
 from ..numpy_backend.names import sanitize
 from .host import generate
 
@@ -73,6 +75,10 @@ class CudaExecutable:
     def load(self, cubin=None):
         """Import the host module and load its kernels (compiled by NVRTC, or from ``cubin``
         bytes built for this device); done by the first run. Returns the module."""
+        if self.stats.get("bfloat16"):
+            raise CudaUnavailableError("this program holds bfloat16 Values: its CUDA source "
+                                       "compiles, but CuPy has no bfloat16 arrays to run it "
+                                       "with (use the numpy backend, or float16/float32)")
         cupy = _import_cupy()
         module = cache.load_module(self.path)
         if cubin is not None:
@@ -152,5 +158,6 @@ def build(program, fetches, options):
     cache.dump(prefix, key, generated.cuda_source, ".cu")
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),
              "source_lines": generated.source.count("\n"),
-             "cuda_lines": generated.cuda_source.count("\n")}
+             "cuda_lines": generated.cuda_source.count("\n"),
+             "bfloat16": uses_extension_dtypes(program)}
     return CudaExecutable(generated, path, cu_path, options, stats)

@@ -26,7 +26,7 @@ import jinja2
 import numpy as np
 
 from ...ops.core import SOURCE
-from ...ir.graph import last_uses
+from ...ir.graph import last_uses, walk_ops
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from . import group as group_lowering
@@ -209,7 +209,8 @@ class Generator:
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads,
-            min_parallel_chunks=MIN_PARALLEL_CHUNKS)
+            min_parallel_chunks=MIN_PARALLEL_CHUNKS,
+            extension_dtypes=uses_extension_dtypes(self.program))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries))
 
@@ -253,6 +254,12 @@ class Generator:
             if names:
                 body.append(f"del {', '.join(names)}")
         return body
+
+
+def uses_extension_dtypes(program) -> bool:
+    """Does ``program`` hold a Value of a dtype from ``ml_dtypes`` (bfloat16), which the
+    generated module must import?"""
+    return any(v.dtype.kind == "V" for op in walk_ops(program.ops) for v in op.results)
 
 
 @functools.lru_cache(maxsize=None)
