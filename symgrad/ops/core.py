@@ -465,8 +465,8 @@ class cuda_indexed(str):  # noqa: N801  (an emitter builder, named like ufunc/ex
 
 # --- emitter builders (NumPy) -------------------------------------------------------------------
 def _fmt_attr(value):
-    if isinstance(value, np.dtype):
-        return f"np.{value.name}"
+    if isinstance(value, np.dtype):   # bfloat16: the generated module imports ml_dtypes
+        return f"{'ml_dtypes' if value.kind == 'V' else 'np'}.{value.name}"
     if isinstance(value, np.ndarray):
         return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
     if isinstance(value, np.generic):

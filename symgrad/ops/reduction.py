@@ -304,7 +304,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     if not ddof:
         return mean(squares, axis=axes, keepdims=keepdims)
     count = _count(x, axes, x.dtype)
-    divisor = float(max(count - ddof, 0)) if isinstance(count, int) else \
+    divisor = float(count - ddof if count > ddof else 0) if isinstance(count, int) else \
         ew.maximum(count - ddof, 0)
     return sum(squares, axis=axes, keepdims=keepdims) / divisor
 

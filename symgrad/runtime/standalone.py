@@ -142,6 +142,10 @@ def load_array(data: bytes, what="array") -> np.ndarray:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except ValueError as exc:
         raise ArtifactIntegrityError(f"{what} is not a plain .npy array ({exc})") from None
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        # .npy keeps no extension dtype's name: symgrad's one 2-byte extension dtype is
+        # ml_dtypes' bfloat16 (imported by the modules that use it)
+        array = array.view(np.dtype("bfloat16"))
     array.flags.writeable = False
     return array
 
