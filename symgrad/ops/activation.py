@@ -95,6 +95,7 @@ def softplus(x):
 def leaky_relu(x, negative_slope=0.01):
     """``x`` where ``x > 0``, else ``negative_slope * x`` (floating ``x``); the gradient is 1
     or ``negative_slope`` (also at 0)."""
-    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float, np.integer, np.floating)):
+    if isinstance(negative_slope, bool) or \
+            not isinstance(negative_slope, (int, float, np.integer, np.floating)):
         raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
     return bind(leaky_relu_p, as_values(x), {"negative_slope": float(negative_slope)})

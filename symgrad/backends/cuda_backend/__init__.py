@@ -5,9 +5,10 @@
 :class:`CudaExecutable` imports CuPy on its first run: it compiles the ``.cu`` source into one
 ``cupy.RawModule``, uploads the constants and runs the host module. Without CuPy (or without a
 device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` and
-``cuda_source`` work regardless. So does running a program holding bfloat16 Values: its kernels
-compile (bfloat16 stored as 16 raw bits, computed in float), but CuPy has no bfloat16 arrays. ``cubins(archs)`` compiles the source for each architecture
-(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts.
+``cuda_source`` work regardless. ``cubins(archs)`` compiles the source for each architecture
+(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts. A
+program holding bfloat16 Values compiles (kernels store it as 16 raw bits and compute in
+float) but does not run: CuPy has no bfloat16 arrays.
 """
 from __future__ import annotations
 
