@@ -1,11 +1,12 @@
 """CPU benchmarks: symgrad's generated NumPy against hand-written NumPy, measured in one run.
 
-Run: python benchmarks/cpu.py [--quick]
+Run: python benchmarks/cpu.py [--quick] [--only W2 ...]
 Prints one table of median times and ratios (hand-written time / symgrad time: above 1 means
 symgrad is faster), plus peak memory of W2/W2b. symgrad and its hand-written counterpart are
-timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX /
-PyTorch / autograd / PyTensor rows are added for W2 when those packages are installed and
-skipped otherwise.
+timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX (jit)
+and PyTorch (eager) rows are added for W2 when those packages are installed, each timed in a
+process of its own against hand-written NumPy (autograd and PyTensor are listed as skipped
+when absent).
 
 W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy, grads of
     all weights and biases (float32).
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -106,47 +109,87 @@ def w2_hand(x):
 
 
 def w2(repeats, n):
+    """symgrad against hand-written NumPy, timed in alternation; then each installed framework
+    (JAX jit, PyTorch eager) against hand-written NumPy in a process of its own, so that no
+    two thread pools compete, and compared with symgrad through the hand-written time."""
     prog, _, gx = w2_program(n)
     fn = sg.compile(prog, [gx], backend="numpy")
-    x = np.random.default_rng(0).uniform(-2, 2, n).astype("float32")
+    x = w2_input(n)
     np.testing.assert_allclose(fn(x=x)[0], w2_hand(x), rtol=1e-3, atol=1e-4)
     ours, hand = paired_median_times([lambda: fn(x=x), lambda: w2_hand(x)], repeats)
     mem_ours, mem_hand = peak_bytes(lambda: fn(x=x)), peak_bytes(lambda: w2_hand(x))
     rows = [_row(f"W2 grad, {n:,} float32", ours, hand,
                  f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB; "
                  f"{fn.stats['fused_groups']} fused group(s)")]
-    rows += _w2_frameworks(x, hand, repeats)
-    return rows
-
-
-def _w2_frameworks(x, hand, repeats):
-    rows = []
-    jax = optional_import("jax")
-    if jax is not None:
-        import jax.numpy as jnp
-
-        f = jax.jit(jax.grad(lambda v: jnp.sum(jnp.tanh(v * 1.5 + 0.5) * jnp.sin(v)
-                                               + jnp.exp(-v * v) * 0.3 + jnp.log1p(v * v))))
-        xj = jnp.asarray(x)
-        rows.append(_row("W2 JAX (jit)", median_time(lambda: f(xj).block_until_ready(), repeats), hand))
-    else:
-        rows.append({"workload": "W2 JAX", "note": "not installed, skipped"})
-    torch = optional_import("torch")
-    if torch is not None:
-        xt = torch.tensor(x, requires_grad=True)
-
-        def run():
-            v = xt
-            loss = (torch.tanh(v * 1.5 + 0.5) * torch.sin(v) + torch.exp(-v * v) * 0.3
-                    + torch.log1p(v * v)).sum()
-            return torch.autograd.grad(loss, v)[0]
-        rows.append(_row("W2 PyTorch (eager)", median_time(run, repeats), hand))
-    else:
-        rows.append({"workload": "W2 PyTorch", "note": "not installed, skipped"})
-    for name in ("autograd", "pytensor"):
-        if optional_import(name) is None:
+    for name in W2_FRAMEWORKS:
+        result = _in_own_process(name, n, repeats)
+        if result is None:
             rows.append({"workload": f"W2 {name}", "note": "not installed, skipped"})
+            continue
+        row = _row(f"W2 {result['label']}", result["seconds"], result["hand"])
+        relative = (ours / hand) / (result["seconds"] / result["hand"])
+        row["note"] = f"{result['version']}; symgrad's time is {relative:.2f}x this"
+        rows.append(row)
     return rows
+
+
+def w2_input(n):
+    return np.random.default_rng(0).uniform(-2, 2, n).astype("float32")
+
+
+def _w2_jax(x):
+    jax = optional_import("jax")
+    if jax is None:
+        return None
+    import jax.numpy as jnp
+
+    f = jax.jit(jax.grad(lambda v: jnp.sum(jnp.tanh(v * 1.5 + 0.5) * jnp.sin(v)
+                                           + jnp.exp(-v * v) * 0.3 + jnp.log1p(v * v))))
+    xj = jnp.asarray(x)
+    return "JAX (jit)", f"JAX {jax.__version__}", lambda: f(xj).block_until_ready()
+
+
+def _w2_torch(x):
+    torch = optional_import("torch")
+    if torch is None:
+        return None
+    xt = torch.tensor(x, requires_grad=True)
+
+    def run():
+        loss = (torch.tanh(xt * 1.5 + 0.5) * torch.sin(xt) + torch.exp(-xt * xt) * 0.3
+                + torch.log1p(xt * xt)).sum()
+        return torch.autograd.grad(loss, xt)[0]
+    return "PyTorch (eager)", f"PyTorch {torch.__version__}", run
+
+
+W2_FRAMEWORKS = {"JAX": _w2_jax, "PyTorch": _w2_torch, "autograd": lambda x: None,
+                 "pytensor": lambda x: None}   # the last two: listed when absent
+
+
+def _in_own_process(name, n, repeats):
+    """Run :func:`framework_worker` for ``name`` in a fresh Python; its result, or None when
+    the framework is not installed."""
+    if name in ("autograd", "pytensor") and optional_import(name) is not None:
+        return None
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--framework-worker",
+                             name, str(n), str(repeats)], capture_output=True, text=True,
+                            check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def framework_worker(name, n, repeats):
+    """Print (as JSON) the paired median times of framework ``name`` and of hand-written
+    NumPy on W2, after checking the framework's gradient."""
+    x = w2_input(n)
+    found = W2_FRAMEWORKS[name](x)
+    if found is None:
+        print("null")
+        return
+    label, version, run = found
+    np.testing.assert_allclose(np.asarray(run()), w2_hand(x), rtol=1e-3, atol=1e-4,
+                               err_msg=label)
+    seconds, hand = paired_median_times([run, lambda: w2_hand(x)], repeats)
+    print(json.dumps({"label": label, "version": version, "seconds": seconds, "hand": hand}))
 
 
 # --- W2b --------------------------------------------------------------------------------------
@@ -334,19 +377,36 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
     return rows
 
 
+WORKLOADS = {   # name -> run(repeats, quick) -> rows
+    "W1": lambda repeats, quick: [w1(repeats)],
+    "W2": lambda repeats, quick: w2(repeats, 400_000 if quick else 4_000_000),
+    "W2b": lambda repeats, quick: w2b(repeats, 1_600_000 if quick else 16_000_000),
+    "W3": lambda repeats, quick: w3(repeats),
+    "W4": lambda repeats, quick: w4([1000, 10000] if quick else [1000, 10000, 100000]),
+    "W5": lambda repeats, quick: w5(repeats, 100_000 if quick else 1_000_000),
+    "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
+                                    (100,) if quick else (100, 1000)),
+}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), metavar="W",
+                        help=f"run only these workloads ({', '.join(WORKLOADS)})")
+    parser.add_argument("--framework-worker", nargs=3, metavar=("NAME", "N", "REPEATS"),
+                        help=argparse.SUPPRESS)   # W2 of one framework (see w2)
     args = parser.parse_args(argv)
+    if args.framework_worker:
+        name, n, repeats = args.framework_worker
+        framework_worker(name, int(n), int(repeats))
+        return
     os.environ.setdefault("SYMGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="symgrad-bench-"))
     repeats = 3 if args.quick else 7
-    rows = [w1(repeats)]
-    rows += w2(repeats, 400_000 if args.quick else 4_000_000)
-    rows += w2b(repeats, 1_600_000 if args.quick else 16_000_000)
-    rows += w3(repeats)
-    rows += w4([1000, 10000] if args.quick else [1000, 10000, 100000])
-    rows += w5(repeats, 100_000 if args.quick else 1_000_000)
-    rows += w6(repeats, 200 if args.quick else 1000, (100,) if args.quick else (100, 1000))
+    rows = []
+    for name, run in WORKLOADS.items():
+        if args.only is None or name in args.only:
+            rows += run(repeats, args.quick)
     print_table(rows, ["workload", "symgrad", "hand-written NumPy", "speedup", "note"],
                 title=f"symgrad CPU benchmarks (NumPy {np.__version__}, medians; speedup = "
                       f"hand-written / symgrad)")

@@ -11,7 +11,7 @@ from .errors import DTypeError, ShapeError
 from .ir.value import format_shape
 from .ops import elementwise as ew
 from .ops.activation import gelu, leaky_relu, relu, softplus
-from .ops.core import as_value, as_values
+from .ops.core import as_value, as_values, atomic_functions
 from .ops.indexing import take
 from .ops.linalg import matmul
 from .ops.nn_ops import (avg_pool2d, conv2d, log_softmax, max_pool2d, softmax,
@@ -97,3 +97,7 @@ def dropout(x, p=0.5, training=True, seed=0, counter=None):
         return x
     keep = uniform(x, dtype="float32", seed=seed, counter=counter) >= float(p)
     return ew.where(keep, x * (1.0 / (1.0 - p) if p < 1 else 0.0), 0.0)
+
+
+# A call that raises leaves its program as it was (see symgrad.ops.core.atomic).
+atomic_functions(globals(), __all__)

@@ -16,6 +16,7 @@ is mixed into the generator's counter; without it the op refuses to build there.
 from __future__ import annotations
 
 from .ops.control_flow import in_loop_body
+from .ops.core import atomic_functions
 from .ops.random import RNG_STEP, draw, random_normal_p, random_uniform_p
 
 __all__ = ["uniform", "normal", "RNG_STEP"]
@@ -35,3 +36,7 @@ def normal(shape, mean=0.0, std=1.0, dtype="float32", seed=0, counter=None):
     ``shape``, ``seed`` and ``counter`` as for :func:`uniform`. No gradient flows through."""
     return draw(random_normal_p, shape, dtype, seed, counter, {"mean": mean, "std": std},
                 in_loop_body())
+
+
+# A call that raises leaves its program as it was (see symgrad.ops.core.atomic).
+atomic_functions(globals(), __all__)

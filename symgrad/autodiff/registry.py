@@ -8,9 +8,11 @@ from __future__ import annotations
 import inspect
 
 from ..ir.value import Value
-from ..ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, call,
-                        get_op, register)
+from ..ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, get_op,
+                        register)
 from ..ops.shape import zeros_for
+from . import custom_forward
+from .custom_forward import checked_impl, checked_infer, forward_emitter, forward_helper
 
 __all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
 
@@ -77,12 +79,6 @@ def show_registry(file=None) -> RegistryTable:
 
 
 # --- user-defined ops -------------------------------------------------------------------------
-def _is_top_level_function(fn) -> bool:
-    """A plain module-level ``def`` (its source can be copied into generated code)."""
-    return (inspect.isfunction(fn) and fn.__name__ == fn.__qualname__
-            and fn.__name__.isidentifier())
-
-
 def _chainer_vjp(backward):
     """Adapt ``backward(inputs, outputs, grad_outputs) -> grads`` to the OpDef VJP contract.
     Outputs that receive no cotangent get zeros, so ``backward`` always sees Values."""
@@ -107,10 +103,15 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
     ``backward(inputs, outputs, grad_outputs) -> gradient per input`` (a Value, None, or a
     list/tuple of them) is written with symgrad ops, so it is differentiable again; None means
     the op has no gradient. ``cuda``: the CUDA lowering (for an elementwise op, a C
-    expression over ``{0}``, ``{1}``... and ``{T}``). When ``forward`` is a module-level
-    function, the generated NumPy code gets a copy of it and calls it by name. ``algebra``: an
+    expression over ``{0}``, ``{1}``... and ``{T}``). ``algebra``: an
     :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may use (for example
     ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
+
+    Generated NumPy code gets a copy of ``forward`` (as ``_custom_<name>``) when it is a
+    module-level ``def`` that uses only its arguments, NumPy (or math) and builtins; any other
+    callable (a lambda, a closure...) runs by reference in this process, and ``save()``
+    refuses programs using it (see :mod:`symgrad.autodiff.custom_forward`). ``infer_shape``'s
+    results are checked when the op is built, ``forward``'s results when it runs.
 
     Registering a name again replaces an earlier user op; a built-in op cannot be replaced.
     """
@@ -127,18 +128,16 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, category=OPAQU
         raise TypeError(f"custom_op: backward must be callable or None, "
                         f"got {type(backward).__name__}")
 
-    emitters, helpers = {}, ()
-    if _is_top_level_function(forward):
-        emitters["numpy"] = call(forward.__name__)
-        helpers = (forward,)
+    emitters = {"numpy": forward_emitter(name, category)}
     if cuda is not None:
         emitters["cuda"] = cuda
     opdef = register(OpDef(
         name, category,
-        infer=lambda types, attrs: infer_shape(*types),
-        impl=forward,
+        infer=checked_infer(name, infer_shape),
+        impl=checked_impl(name, forward, infer_shape),
         vjp=None if backward is None else _chainer_vjp(backward),
-        emitters=emitters, numpy_helpers=helpers,
+        emitters=emitters,
+        numpy_helpers=(forward_helper(name, forward), custom_forward._sg_custom_result),
         doc=inspect.getdoc(forward) or f"user-defined op {name}", user_defined=True,
         algebra=algebra or NO_ALGEBRA),
         replace=existing is not None)

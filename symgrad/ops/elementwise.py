@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError
-from .core import (ELEMENTWISE, Algebra, OpDef, as_values, bind, broadcast_shapes, call, expr,
-                   format_attrs_for_code, register, ufunc)
+from ..errors import ComparisonError, DTypeError, ShapeError
+from .core import (ELEMENTWISE, Algebra, OpDef, as_values, atomic, bind, broadcast_shapes, call,
+                   expr, format_attrs_for_code, register, ufunc)
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "power", "negative",
@@ -151,15 +151,31 @@ def _divide_vjp(op, g):
     return _both(op, ga, lambda: -(ga() * op.results[0]))
 
 
+def _known_nonzero(value) -> bool:
+    """Is ``value`` a constant (or fill) known at build time to hold no zero?"""
+    op = value.op
+    fill = op.opdef.algebra.fill
+    uniform = fill(op) if fill is not None else None
+    return uniform is not None and uniform != 0
+
+
 def _power_vjp(op, g):
     x, y = op.inputs
+
+    def gx():
+        # y * x ** (y - 1), taken as 0 where y == 0 (x ** 0 is constant in x), so the gradient
+        # at 0 ** 0 is 0 rather than 0 * inf = NaN (as in JAX and PyTorch); an exponent known
+        # to be nonzero (x ** 2) needs no guard
+        if _known_nonzero(y):
+            return g[0] * y * x ** (y - 1)
+        return g[0] * where(y == 0, 0, y * x ** where(y == 0, 1, y - 1))
 
     def gy():
         # log(x) only where it is finite, so gy is never 0 * NaN (x ** y at x == 0 is constant
         # in y from the right); the inner where keeps log's own derivative finite too.
         positive = x > 0
         return g[0] * op.results[0] * where(positive, log(where(positive, x, 1)), 0)
-    return _both(op, lambda: g[0] * y * x ** (y - 1), gy)
+    return _both(op, gx, gy)
 
 
 def _extremum_vjp(wins):
@@ -605,6 +621,37 @@ def equal(x, y):
 
 def not_equal(x, y):
     return bind(not_equal_p, as_values(x, y))
+
+
+_OPERATOR_COMPARISONS = {"==": equal, "!=": not_equal}
+_FORGETTABLE = {equal_p, not_equal_p}
+_LOOKUP_HINT = ("`value in list`, `list.index(value)` and `if a == b:` compare Values elementwise "
+                "(an op, whose truth is unknown until the program runs); look a Value up by "
+                "identity instead: `any(v is value for v in items)`")
+
+
+@atomic
+def operator_comparison(operator, x, y):
+    """``x == y`` / ``x != y`` on a Value: the elementwise op. Shapes that do not broadcast
+    raise :class:`~symgrad.errors.ComparisonError`, which is a ``ShapeError`` and also the
+    ``TypeError`` that ``value in list`` documents."""
+    try:
+        return _OPERATOR_COMPARISONS[operator](x, y)
+    except ShapeError as exc:
+        raise ComparisonError(f"{exc}\n  {_LOOKUP_HINT}") from None
+
+
+def forget_tested_comparison(value) -> None:
+    """``bool()`` of a Value raises ``TypeError``; ``value in list`` and ``if a == b:`` call it
+    on the ``==``/``!=`` op they have just built. Drop that op again while it is still the
+    last op of its block (so nothing can use it), so the error leaves the program unchanged."""
+    op = value.op
+    if op is None or op.opdef not in _FORGETTABLE or value.name is not None or op.block is None:
+        return
+    ops = op.block.ops
+    if ops and ops[-1] is op:
+        ops.pop()
+        value.program.forget_cached_constants(op.results[0].id)
 
 
 def less(x, y):

@@ -23,8 +23,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
-from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, format_attrs_for_code,
-                   normalize_axis, register)
+from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, code_int,
+                   format_attrs_for_code, normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var", "std"]
@@ -77,13 +77,36 @@ def expand_back(g, x, axes, keepdims):
     return broadcast_like(g, x)
 
 
+def _reduced_axes(op, ndim) -> tuple:
+    """The input axes reduction ``op`` reduces (``argmax``'s int or None included)."""
+    axis = op.attrs["axis"]
+    if axis is None:
+        return tuple(range(ndim))
+    return tuple(axis) if isinstance(axis, tuple) else (axis % ndim,)
+
+
+def dims_source(x, axes):
+    """``(value, axes)`` with the same run-time dims as ``x`` in ``axes``, read as far up as
+    reductions allow: a reduction's kept dims are its input's, so the count of
+    ``sum(y, axis=1)`` along axis 0 reads ``y``'s dim 0, and the reduction is not computed
+    just for its shape when nothing else needs it."""
+    while x.op.opdef.category == REDUCTION and len(x.op.inputs) == 1:
+        source, = x.op.inputs
+        reduced = _reduced_axes(x.op, source.ndim)
+        kept = [i for i in range(source.ndim)
+                if x.op.attrs["keepdims"] or i not in reduced]
+        x, axes = source, tuple(kept[a] for a in axes)
+    return x, axes
+
+
 def _count(x, axes, dtype):
     """The number of elements of ``x`` in ``axes``: a Python int when those dims are known,
-    else a ``size`` op evaluated at run time."""
+    else a ``size`` op evaluated at run time on :func:`dims_source`."""
     dims = [x.shape[a] for a in axes]
     if None not in dims:
         return math.prod(dims)
-    return bind(size_p, [x], {"axis": tuple(axes), "dtype": np.dtype(dtype).name})
+    source, axes = dims_source(x, tuple(axes))
+    return bind(size_p, [source], {"axis": axes, "dtype": np.dtype(dtype).name})
 
 
 def _sum_vjp(op, g):
@@ -165,7 +188,7 @@ def _numpy_reduction(function):
 
 
 def _emit_size(args, attrs, out=None):
-    count = " * ".join([f"{args[0]}.shape[{a}]" for a in attrs["axis"]] or ["1"])
+    count = " * ".join([f"{args[0]}.shape[{code_int(a)}]" for a in attrs["axis"]] or ["1"])
     code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
     return code if out is None else f"{out}[...] = {code}"
 

@@ -27,8 +27,8 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, dtypes_shape, expr,
-                   normalize_axis, register)
+from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, code_int, dtypes_shape,
+                   expr, normalize_axis, register)
 from .elementwise import zeros_like
 from .source import full_p
 
@@ -422,7 +422,7 @@ def _concatenate_vjp(op, g):
 def _join_emitter(function):
     def emit(args, attrs, out=None):
         target = "" if out is None else f", out={out}"
-        return f"{function}([{', '.join(args)}], axis={attrs['axis']}{target})"
+        return f"{function}([{', '.join(args)}], axis={code_int(attrs['axis'])}{target})"
     return emit
 
 
@@ -527,8 +527,9 @@ def _pieces_vjp(op, g):
 
 def _emit_split(args, attrs, out=None):
     spec = attrs["indices_or_sections"]
-    spec = spec if isinstance(spec, int) else repr(tuple(spec))
-    return f"np.split({args[0]}, {spec}, axis={attrs['axis']})"
+    spec = code_int(spec) if isinstance(spec, (int, np.integer)) else \
+        f"({''.join(code_int(i) + ', ' for i in spec)})"
+    return f"np.split({args[0]}, {spec}, axis={code_int(attrs['axis'])})"
 
 
 split_p = register(OpDef(
@@ -555,7 +556,7 @@ split_like_p = register(OpDef(
     "split_like", INJECTIVE, _split_like_rule, impl=_sg_split_like,
     vjp=_pieces_vjp,
     emitters={"numpy": lambda args, attrs, out=None:
-              f"_sg_split_like({', '.join(args)}, axis={attrs['axis']})"},
+              f"_sg_split_like({', '.join(args)}, axis={code_int(attrs['axis'])})"},
     numpy_helpers=(_sg_split_like,),
     doc="Cut the first input into pieces sized like the other inputs along ``axis`` "
         "(their run-time sizes; used by the VJP of concatenate)."))
@@ -643,10 +644,10 @@ def _index_code(index):
     parts = []
     for item in index:
         if isinstance(item, (list, tuple)):
-            start, stop, step = ("" if v is None else str(v) for v in item)
+            start, stop, step = ("" if v is None else code_int(v) for v in item)
             parts.append(f"{start}:{stop}" + (f":{step}" if step not in ("", "1") else ""))
         else:
-            parts.append(repr(item))
+            parts.append("None" if item is None else code_int(item))
     return ", ".join(parts) if parts else "..."
 
 

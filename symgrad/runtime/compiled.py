@@ -17,8 +17,9 @@ class CompiledProgram:
     """
 
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
-                 fetches=()):
+                 fetches=(), dim_check=None):
         self._executable = executable
+        self._dim_check = dim_check   # runtime.dims.DimCheck, or None: no unknown dims
         self.fetches = list(fetches)
         self.signature = signature
         self.outputs = outputs
@@ -53,16 +54,20 @@ class CompiledProgram:
     def __call__(self, *args, **feeds):
         """Run with feeds by name or position; the random ops' ``rng_step`` advances after
         each call that does not feed it (:class:`~.feeds.StepCounter`)."""
-        return self._steps.run(self._executable.run, bind_feeds(self.signature, args, feeds))
+        feeds = bind_feeds(self.signature, args, feeds)
+        if self._dim_check is not None:
+            self._dim_check(feeds)
+        return self._steps.run(self._executable.run, feeds)
 
-    def save(self, path, cubin_archs=None):
+    def save(self, path, cubin_archs=None, key=None):
         """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
         ``.zip``) and return the path. For CUDA programs ``cubin_archs`` (``["sm_90"]``...)
         chooses the architectures whose compiled cubins are saved beside the ``.cu`` source
-        (default: the current GPU's, if there is one)."""
+        (default: the current GPU's, if there is one). ``key`` (bytes or str) signs the
+        artifact (HMAC-SHA256); load it with the same key. See ``docs/aot-cli.md``."""
         from .artifact import save
 
-        return save(self, path, cubin_archs)
+        return save(self, path, cubin_archs, key)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

@@ -69,6 +69,8 @@ def _dtype_kind(dtype):
 def check_feed(spec: InputSpec, value) -> np.ndarray:
     """``value`` as an array of the input's dtype, or a clear error naming the input."""
     on_device = hasattr(value, "__cuda_array_interface__")   # CuPy & co.: checked in place
+    if on_device:
+        _check_device_array(spec, value)
     is_array = on_device or isinstance(value, (np.ndarray, np.generic))
     if not is_array:
         try:
@@ -96,6 +98,23 @@ def check_feed(spec: InputSpec, value) -> np.ndarray:
     if array.dtype != spec.dtype:
         array = array.astype(spec.dtype)
     return array
+
+
+def _check_device_array(spec, value):
+    """A feed claiming ``__cuda_array_interface__`` must be an array object (dtype, shape,
+    ndim, astype), as CuPy's are; anything else is a FeedTypeError, not an AttributeError."""
+    try:
+        dtype = np.dtype(value.dtype)
+        shape = tuple(value.shape)
+        fine = (value.ndim == len(shape) and callable(value.astype)
+                and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape))
+    except Exception:   # any attribute missing or malformed
+        dtype, fine = None, False
+    if not fine or dtype.kind not in "biuf":
+        raise FeedTypeError(f"input {spec.name!r}: {type(value).__name__} has "
+                            f"__cuda_array_interface__ but is not a usable device array "
+                            f"(needs a numeric dtype, shape, ndim and astype); pass a CuPy or "
+                            f"NumPy array")
 
 
 def _lossless_python(expected_kind, got_kind):

@@ -137,6 +137,7 @@ WEAK = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::symgrad.PromotionWarning")   # np.float64 widens, as meant
 @pytest.mark.parametrize("dtype,fn", WEAK)
 def test_weak_python_scalars_promote_like_numpy(dtype, fn):
     x = np.array([1, 2, 3], dtype=dtype)

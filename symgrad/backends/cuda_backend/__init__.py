@@ -19,7 +19,7 @@ import tempfile
 
 from ...errors import SymgradError
 from ...runtime import cache
-from ..numpy_backend import signature_literals
+from ..numpy_backend import bind_references, signature_literals
 from ..numpy_backend.codegen import uses_extension_dtypes
 from ..numpy_backend.names import sanitize
 from .host import generate
@@ -67,6 +67,7 @@ class CudaExecutable:
         self.kernels = generated.kernels
         self.entries = generated.entries
         self.constants = generated.constants
+        self.references = generated.references
         self.path = path
         self.cu_path = cu_path
         self.options = options
@@ -81,7 +82,8 @@ class CudaExecutable:
                                        "compiles, but CuPy has no bfloat16 arrays to run it "
                                        "with (use the numpy backend, or float16/float32)")
         cupy = _import_cupy()
-        module = cache.load_module(self.path)
+        module = cache.load_module(self.path, self.source)
+        bind_references(module, self.references)
         if cubin is not None:
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as handle:
                 handle.write(cubin)
@@ -148,13 +150,8 @@ def build(program, fetches, options):
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     generated = generate(program, fetches, options, inputs, outputs)
     key = cache.cache_key(BACKEND, generated.source, generated.cuda_source)
-    path = cache.lookup(prefix, key, options)
-    hit = path is not None
-    if not hit:
-        path = cache.store(prefix, key, generated.source, options)
-    cu_path = os.path.join(cache.cache_dir(options), cache.file_name(prefix, key, ".cu"))
-    if not os.path.exists(cu_path):
-        cache.write_atomic(cu_path, generated.cuda_source)
+    path, hit = cache.cached_source(prefix, key, generated.source, options)
+    cu_path, _ = cache.cached_source(prefix, key, generated.cuda_source, options, ".cu")
     cache.dump(prefix, key, generated.source)
     cache.dump(prefix, key, generated.cuda_source, ".cu")
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),

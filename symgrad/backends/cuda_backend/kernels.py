@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 
 import jinja2
 import numpy as np
@@ -37,6 +38,7 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, cuda_indexed, normalize_axis
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
+from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from . import ctype
 
@@ -146,7 +148,8 @@ class Kernel:
     per stride argument, in order; ``inputs``: (Value, dense) per input pointer (one output
     pointer per result of the group follows them, in order); ``acc``: accumulator dtype of a
     reduction (None for map); ``variants``: entry-point suffixes ("" and/or "_i64");
-    ``entries``: every entry-point name.
+    ``entries``: every entry-point name; ``captures``: the group's captures, in order (a group
+    of the same structure that shares the kernel maps them to its own by position).
     """
 
     name: str
@@ -159,6 +162,7 @@ class Kernel:
     acc: np.dtype | None
     variants: tuple
     entries: tuple
+    captures: list
 
 
 def _op_type(op) -> str:
@@ -213,11 +217,7 @@ class KernelBuilder:
         self.scalars = scalars
         self.views = views
         self.options = options
-        if is_fusion(op):
-            self.captures, self.outputs = list(op.inputs), list(op.blocks[0].yields)
-        else:
-            self.captures = list(dict.fromkeys(op.inputs))
-            self.outputs = list(op.results)
+        self.captures, self.outputs = kernel_captures(op), kernel_outputs(op)
         if self.reduction is not None:
             self.shape = tuple(self.reduction.inputs[0].shape)
             self.axes = normalize_axis(self.reduction.attrs.get("axis"), len(self.shape))
@@ -379,7 +379,7 @@ class KernelBuilder:
             entries += tuple(f"{self.name}_merge{suffix}" for suffix, _ in variants)
         return Kernel(self.name, style, source, self.shape, tuple(self.axes),
                       list(self.strides), list(self.inputs), acc_dtype,
-                      tuple(s for s, _ in variants), entries)
+                      tuple(s for s, _ in variants), entries, list(self.captures))
 
     def _simple_layout(self, style) -> bool:
         """Reduced axes are exactly the trailing (row) or leading (col) axes of S."""
@@ -465,6 +465,51 @@ class KernelBuilder:
             lines.append(f"//   backward of {ctype.c_comment(format_op_head(op.forward_op))}")
         lines += [f"//   {_provenance_line(o)}" for o in inner]
         return lines
+
+
+def kernel_captures(op) -> list:
+    """The Values a group's kernel reads, in parameter order."""
+    return list(op.inputs) if is_fusion(op) else list(dict.fromkeys(op.inputs))
+
+
+def kernel_outputs(op) -> list:
+    """The Values a group's kernel writes (inner Values of a fused group), in order."""
+    return list(op.blocks[0].yields) if is_fusion(op) else list(op.results)
+
+
+def structure(op, scalars, views) -> tuple:
+    """Everything the code of ``op``'s kernel depends on, with the group's Values numbered: per
+    capture its shape, dtype and whether it may be a view (or an inlined constant's dtype and
+    bytes), per op its OpDef, attributes, operands and result types, and the outputs. Groups of
+    equal structure have the same kernel up to the names of their values and comments, so
+    they share one (see :func:`canonical_code`)."""
+    number, inputs = {}, []
+    for value in kernel_captures(op):
+        number[value] = len(number)
+        array = scalars.get(value)
+        inputs.append(("v", value.shape, value.dtype, value in views) if array is None
+                      else ("s", array.dtype, array.tobytes()))
+    ops = []
+    for inner in (op.blocks[0].ops if is_fusion(op) else [op]):
+        attrs = {k: v for k, v in inner.attrs.items() if not k.startswith("_")}
+        ops.append((inner.opdef, attrs_key(attrs), tuple([number[v] for v in inner.inputs]),
+                    tuple([(v.shape, v.dtype) for v in inner.results])))
+        for value in inner.results:
+            number[value] = len(number)
+    return tuple(inputs), tuple(ops), tuple([number[v] for v in kernel_outputs(op)])
+
+
+_COMMENT = re.compile(r"//[^\n]*")
+_LOCAL = re.compile(r"\bv\d+\b")
+
+
+def canonical_code(source: str) -> str:
+    """A kernel's code without comments and with its value names (``v<id>``) numbered in
+    order of appearance: equal for kernels that differ only in the values they are for."""
+    names: dict = {}
+    lines = (_COMMENT.sub("", line).rstrip() for line in source.split("\n"))
+    code = "\n".join(line for line in lines if line)
+    return _LOCAL.sub(lambda m: names.setdefault(m.group(0), f"v_{len(names)}"), code)
 
 
 def views_of(program) -> set:

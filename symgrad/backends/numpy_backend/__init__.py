@@ -6,15 +6,17 @@ calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract
 """
 from __future__ import annotations
 
-import concurrent.futures
-import threading
-
 from ...gc_pause import gc_paused
 from ...runtime import cache
+from . import row_pool
 from .codegen import generate
 from .names import sanitize
 
 BACKEND = "numpy"
+# The package a generated module is executed in: its ``from .row_pool import RowPool`` reads
+# this package's row_pool (an artifact ships a copy of that file: RUNTIME_MODULES).
+PACKAGE = __name__
+RUNTIME_MODULES = {"row_pool": row_pool}
 
 
 def signature_literals(program, fetches):
@@ -26,33 +28,26 @@ def signature_literals(program, fetches):
     return inputs, outputs
 
 
-_shared_pool = None
-_shared_pool_lock = threading.Lock()
-
-
-def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """One worker pool for every generated module of the process (its threads start only as
-    chunked loops need them), so compiling many programs never piles up idle threads."""
-    global _shared_pool
-    with _shared_pool_lock:
-        if _shared_pool is None:
-            _shared_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=32, thread_name_prefix="symgrad")
-    return _shared_pool
+def bind_references(module, references) -> None:
+    """Give ``module`` the functions its helpers name by reference (``HelperReference``)."""
+    for name, reference in references.items():
+        setattr(module, name, reference.function)
 
 
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
-    cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
+    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
+    (name -> ``HelperReference``: functions bound into the module rather than written in it),
+    ``path`` (the cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
 
     backend = BACKEND
 
-    def __init__(self, module, path, source, constants, stats):
+    def __init__(self, module, path, source, constants, stats, references=None):
         self.module = module
         self.path = path
         self.source = source
         self.constants = constants
+        self.references = references or {}
         self.kernels = {}
         self.stats = stats
 
@@ -63,25 +58,21 @@ class NumpyExecutable:
 def build(program, fetches, options):
     """Generate the module, then load it from the cache, keyed by the source itself (which
     renders everything it depends on: program, fetches, options, templates) and the library's
-    code, so a second compile of the same program is a cache hit."""
+    code, so a second compile of the same program is a cache hit (a cached file is used only
+    when it holds exactly the generated source)."""
     inputs, outputs = signature_literals(program, fetches)
     first = fetches[0].name if fetches and fetches[0].name else "program"
     prefix = f"{BACKEND}_{sanitize(first)}_{len(program.ops)}ops"
     with gc_paused():
         generated = generate(program, fetches, options, inputs, outputs)
     key = cache.cache_key(BACKEND, generated.source)
-    path = cache.lookup(prefix, key, options)
-    hit = path is not None
-    if hit:
-        source = cache.read(path)
-    else:
-        source = generated.source
-        path = cache.store(prefix, key, source, options)
+    source = generated.source
+    path, hit = cache.cached_source(prefix, key, source, options)
     cache.dump(prefix, key, source)
-    module = cache.load_module(path)
+    module = cache.load_module(path, source, package=PACKAGE)
+    bind_references(module, generated.references)
     module.CONSTANTS.update(generated.constants)
-    if hasattr(module, "_POOL"):
-        module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
-    return NumpyExecutable(module, path, source, dict(generated.constants), stats)
+    return NumpyExecutable(module, path, source, dict(generated.constants), stats,
+                           generated.references)

@@ -17,7 +17,7 @@ input):
   are written chunk by chunk into their full-size arrays; an op that is not an exact ufunc
   binds the chunk-sized result NumPy allocates for it (``np.where`` writing into a scratch
   buffer would only add a copy). ``_groupK`` hands the rows to the
-  module's ``_over_rows`` (see ``threads.py.j2``), which splits them into contiguous ranges
+  module's ``_POOL.over_rows`` (:mod:`.row_pool`), which splits them into contiguous ranges
   run on worker threads when there are enough chunks; with ``options.threads == 1`` it calls
   ``_groupK_rows`` once, directly. A reduction over axis 0 returns one partial accumulator
   per range, combined in row order by ``_groupK``; any other reduction writes its rows of a
@@ -30,13 +30,14 @@ run once on the reduced values.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from ... import dtypes
 from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
-from ...ops.core import normalize_axis
+from ...ops.core import code_int, normalize_axis
 from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
@@ -44,14 +45,31 @@ from .literals import dtype_code, shape_code
 from .names import Namer, comment
 from .ops_text import numpy_emitter, visible_attrs
 
-# reduce_kind -> (ufunc, identity for accumulating chunks, accumulates with a dtype=)
+
+class Reducer(NamedTuple):
+    """How a fusible reduction accumulates: ``ufunc``; ``identity`` of a chunk accumulator
+    (``"lowest"``/``"highest"``: the dtype's extreme, and the reduction itself has none, so an
+    empty one is an error as in NumPy); ``takes_dtype`` (the reduce call accepts ``dtype=``);
+    ``chunks``: whether accumulating chunk by chunk gives what one NumPy call gives. A product
+    does not: a partial product of a chunk can underflow to 0 (or overflow to inf) where
+    NumPy's one pass never does, turning ``-inf * ...`` into NaN, so a group reducing with a
+    product runs in one pass, as the interpreter does."""
+
+    ufunc: str
+    identity: object
+    takes_dtype: bool
+    chunks: bool = True
+
+
+# reduce_kind -> how it accumulates
 REDUCERS = {
-    "sum": ("np.add", 0, True),
-    "mean": ("np.add", 0, True),
-    "prod": ("np.multiply", 1, True),
-    "max": ("np.maximum", "lowest", False),
-    "min": ("np.minimum", "highest", False),
+    "sum": Reducer("np.add", 0, True),
+    "mean": Reducer("np.add", 0, True),
+    "prod": Reducer("np.multiply", 1, True, chunks=False),
+    "max": Reducer("np.maximum", "lowest", False),
+    "min": Reducer("np.minimum", "highest", False),
 }
+NO_IDENTITY = ("lowest", "highest")
 
 
 def _identity(kind_identity, dtype):
@@ -119,7 +137,8 @@ class _Lowering:
                       else self.map_ops[0].results[0].shape)
         static = None not in self.shape
         self.plain = static and math.prod(self.shape) <= gen.options.chunk_size
-        self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain
+        self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain and (
+            self.reduction is None or REDUCERS[self.reduction.opdef.reduce_kind].chunks)
         self.exported = {inner: outer for inner, outer in zip(op.blocks[0].yields, op.results)}
         self.plan = getattr(gen, "buffer_plan", {})
 
@@ -156,7 +175,7 @@ class _Lowering:
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
         self.dims, self.dim_sources = _dims(gen, self.shape, op.inputs, self.name_of)
-        self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
+        self.name = gen.namer.fresh(f"_group{code_int(op.attrs['group'])}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
         self.scratch = []         # scratch buffer names, in allocation order
@@ -267,7 +286,7 @@ class _Lowering:
         """``(ufunc, reduce call text for an argument, axes, accumulate dtype, dims of the
         accumulator)``."""
         op = self.reduction
-        ufunc, _, takes_dtype = REDUCERS[op.opdef.reduce_kind]
+        ufunc, _, takes_dtype, _ = REDUCERS[op.opdef.reduce_kind]
         source, result = op.inputs[0], op.results[0]
         axes = normalize_axis(op.attrs.get("axis"), source.ndim)
         keepdims = result.ndim == source.ndim
@@ -297,6 +316,17 @@ class _Lowering:
         lines.append(f"{name} = np.asarray({acc}, dtype={dtype_code(result.dtype)})")
         self.local[result] = name
         return lines
+
+    def empty_reduction_check(self, axes, ufunc) -> list[str]:
+        """Lines raising NumPy's error when the reduced extent is empty at run time (the
+        chunk accumulator would otherwise return its identity, where NumPy and the
+        interpreter raise)."""
+        dims = [self.dims[a] for a in axes]
+        if all(d.isdigit() and d != "0" for d in dims):
+            return []
+        message = (f"zero-size array to reduction operation {ufunc.removeprefix('np.')} "
+                   f"which has no identity")
+        return [f"if {_product(dims)} == 0:", f"    raise ValueError({message!r})"]
 
     # --- the functions --------------------------------------------------------------------------
     def exported_map_values(self):
@@ -403,7 +433,9 @@ class _Lowering:
         after, returns = [], None
         if self.reduction is not None:
             ufunc, call, axes, accumulate, out_dims = self.reduction_parts()
-            _, identity, _ = REDUCERS[self.reduction.opdef.reduce_kind]
+            identity = REDUCERS[self.reduction.opdef.reduce_kind].identity
+            if identity in NO_IDENTITY:
+                lines.extend(self.empty_reduction_check(axes, ufunc))
             source = self.reduction.inputs[0]
             call_text = call(self.local.get(source) or self.name_of(source))
             acc = self.fresh("_acc")
@@ -444,12 +476,12 @@ class _Lowering:
         if returns is not None:
             ufunc = self.reduction_parts()[0]
             if threaded:
-                lines.append(f"_partial = _over_rows({worker}, {call_args})")
+                lines.append(f"_partial = _POOL.over_rows({worker}, {call_args})")
                 lines.append(f"{returns} = {ufunc}.reduce(_partial, axis=0)")
             else:
                 lines.append(f"{returns} = {worker}(0, {call_args})")
         else:
-            lines.append(f"_over_rows({worker}, {call_args})" if threaded
+            lines.append(f"_POOL.over_rows({worker}, {call_args})" if threaded
                          else f"{worker}(0, {call_args})")
         if threaded:
             gen.uses_threads = True

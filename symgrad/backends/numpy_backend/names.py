@@ -11,8 +11,7 @@ import builtins
 import keyword
 
 MAX_LENGTH = 40
-MODULE_NAMES = {"np", "os", "threading", "concurrent", "feeds", "run", "CONSTANTS", "INPUTS",
-                "OUTPUTS", "THREADS", "MIN_PARALLEL_CHUNKS"}
+MODULE_NAMES = {"np", "feeds", "run", "CONSTANTS", "INPUTS", "OUTPUTS", "RowPool"}
 RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | MODULE_NAMES
 
 

@@ -1,6 +1,8 @@
 """Per-op text shared by the module generator and the group lowering."""
 from __future__ import annotations
 
+import functools
+
 from ...ir.printer import format_op_head
 from .names import comment
 
@@ -10,10 +12,14 @@ def visible_attrs(op) -> dict:
 
 
 def numpy_emitter(op):
+    """The op's NumPy emitter; one that declares ``wants_types`` also gets the op's result
+    types as ``types=[(shape, dtype), ...]`` (a custom op checks its forward's results)."""
     emitter = op.opdef.emitters.get("numpy")
     if emitter is None:
         raise NotImplementedError(f"op {op.name!r} has no NumPy emitter; register "
                                   f"emitters={{'numpy': ...}} on its OpDef")
+    if getattr(emitter, "wants_types", False):
+        return functools.partial(emitter, types=[(v.shape, v.dtype) for v in op.results])
     return emitter
 
 
