@@ -1,11 +1,9 @@
 """Random numbers on the CUDA backend: the device code's Philox against the known answers, the
-generated kernels run on the CPU (the emulation of tests/backends/test_cuda_emulated.py) give
-the interpreter's numbers bit for bit, their PTX holds no fused multiply-add, and on a GPU the
-numbers are the same too."""
+generated program run on the CPU (tests/backends/cuda_emulation) gives the interpreter's numbers
+bit for bit, its PTX holds no fused multiply-add, and on a GPU the numbers are the same too."""
 import ctypes
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -60,18 +58,18 @@ def random_program():
 
 
 @needs_gxx
-def test_emulated_kernels_give_the_interpreters_numbers_bit_for_bit(tmp_path, monkeypatch):
-    from tests.backends.test_cuda_emulated import Emulator, numpy_cupy, run_emulated
+def test_emulated_kernels_give_the_interpreters_numbers_bit_for_bit(tmp_path):
+    from tests.backends.cuda_emulation.device import SCHEDULES, EmulatedDevice
+    from tests.backends.cuda_emulation.library import Library
 
     prog, outs = random_program()
     compiled = sg.compile(prog, outs, backend="cuda")
     assert sum(name.split("_", 1)[1].startswith("random") for name in compiled.kernels) == 5
-    emulator = Emulator([compiled], tmp_path)
-    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
+    library = Library([compiled._executable.cuda_source], cache_dir=tmp_path)
     interpreted = sg.compile(prog, outs, backend="interpreter")
     x = np.random.default_rng(0).standard_normal((70, 5)).astype(np.float32)
-    for step in (0, 7, 2 ** 32 + 1):
-        got = run_emulated(compiled, emulator, {"x": x, "rng_step": step})
+    for step, schedule in zip((0, 7, 2 ** 32 + 1), SCHEDULES):
+        got = EmulatedDevice(library, schedule).run(compiled, {"x": x, "rng_step": step})
         for want, have in zip(interpreted(x, rng_step=step), got):
             assert have.dtype == want.dtype
             np.testing.assert_array_equal(have, want)
