@@ -26,8 +26,8 @@ Uniform numbers take the dtype's significand width of random bits (53, 24, 11 or
 ``u`` in ``[0, 1)`` exactly; then ``low + (high - low) * u`` in float64. Normal numbers come
 from Box-Muller on two uniforms ``u1`` in ``(0, 1]`` and ``u2`` in ``[0, 1)`` of one block
 (two 32-bit words each for float64): ``r = sqrt(-2 log u1)``, then ``r cos(2 pi u2)`` for
-even elements and ``r sin(2 pi u2)`` for odd ones, then ``mean + std * z``. float64 results
-round once to the dtype; float16 and bfloat16 go through float32 (as CUDA computes them).
+even elements and ``r sin(2 pi u2)`` for odd ones, then ``mean + std * z``. The float64
+result is rounded to the dtype (float16 and bfloat16 through float32, as CUDA computes them).
 """
 from __future__ import annotations
 
@@ -106,22 +106,25 @@ def _sg_cos_sin_2pi(u):
     return cos, sin
 
 
-def _sg_random_words(step, counter, like, shape, seed, stream, per_block):
-    """``(shape, words)``: the result shape (``like``'s when given) and the Philox words of
-    every block it needs, as an array of shape (blocks, 4)."""
+def _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, wide, numbers):
+    """The random numbers of a result of ``shape`` (``like``'s when given) as ``dtype``:
+    ``numbers(words)`` turns the Philox words of some blocks (an array of shape (blocks, 4))
+    into the float64 numbers of their elements (blocks, per block). Blocks go in chunks, so
+    the temporaries stay small; 16-bit dtypes are rounded through float32, as the CUDA
+    kernels compute them."""
     if like:
         shape = like[0].shape
+    shape = tuple(shape)
     size = int(np.prod(shape, dtype=np.int64))
-    blocks = np.arange(-(-size // per_block), dtype=np.uint64)
-    return tuple(shape), np.stack(_sg_philox(blocks, stream, step, counter, seed), axis=-1)
-
-
-def _sg_round_random(values, shape, dtype):
-    """float64 ``values`` (at least as many as ``shape`` holds) rounded to ``dtype`` (through
-    float32 for 16-bit dtypes, as the CUDA kernels compute them) and shaped."""
+    per_block = 2 if wide else 4
+    count = -(-size // per_block)
+    values = np.empty(count * per_block)
+    for start in range(0, count, 16384):
+        blocks = np.arange(start, min(start + 16384, count), dtype=np.uint64)
+        words = np.stack(_sg_philox(blocks, stream, step, counter, seed), axis=-1)
+        values[start * per_block:(start + len(blocks)) * per_block] = numbers(words).reshape(-1)
+    values = values[:size]
     dtype = np.dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
-    values = values.reshape(-1)[:size]
     if dtype.itemsize < 4:
         values = values.astype(np.float32)
     return values.astype(dtype).reshape(shape)
@@ -129,36 +132,36 @@ def _sg_round_random(values, shape, dtype):
 
 def _sg_random_uniform(step, counter, *like, shape, dtype, seed, stream, bits, low, high):
     """Uniform numbers in ``[low, high)`` (see :mod:`symgrad.ops.random`)."""
-    wide = bits > 32
-    shape, words = _sg_random_words(step, counter, like, shape, seed, stream, 2 if wide else 4)
-    if wide:
-        pairs = words.reshape(-1, 2)
-        drawn = ((pairs[:, 1] << np.uint64(32)) | pairs[:, 0]) >> np.uint64(64 - bits)
-    else:
-        drawn = words.reshape(-1) >> np.uint64(32 - bits)
-    u = drawn.astype(np.float64) * 2.0 ** -bits
-    return _sg_round_random(low + (high - low) * u, shape, dtype)
+    def numbers(words):
+        if bits > 32:
+            pairs = words.reshape(-1, 2)
+            drawn = ((pairs[:, 1] << np.uint64(32)) | pairs[:, 0]) >> np.uint64(64 - bits)
+        else:
+            drawn = words >> np.uint64(32 - bits)
+        return low + (high - low) * (drawn.astype(np.float64) * 2.0 ** -bits)
+    return _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, bits > 32,
+                              numbers)
 
 
 def _sg_random_normal(step, counter, *like, shape, dtype, seed, stream, bits, mean, std):
     """Normal numbers of ``mean`` and ``std`` (see :mod:`symgrad.ops.random`)."""
-    wide = bits > 32
-    shape, words = _sg_random_words(step, counter, like, shape, seed, stream, 2 if wide else 4)
-    if wide:
-        first = ((words[:, 1] << np.uint64(32)) | words[:, 0]) >> np.uint64(11)
-        second = ((words[:, 3] << np.uint64(32)) | words[:, 2]) >> np.uint64(11)
-        u1 = (first + np.uint64(1)).astype(np.float64) * 2.0 ** -53
-        u2 = second.astype(np.float64) * 2.0 ** -53
-    else:
-        u1 = (words[:, 0::2] + np.uint64(1)).astype(np.float64) * 2.0 ** -32
-        u2 = words[:, 1::2].astype(np.float64) * 2.0 ** -32
-    radius = np.sqrt(-2.0 * _sg_log(u1))
-    cos, sin = _sg_cos_sin_2pi(u2)
-    z = np.stack([radius * cos, radius * sin], axis=-1)
-    return _sg_round_random(mean + std * z, shape, dtype)
+    def numbers(words):
+        if bits > 32:
+            first = ((words[:, 1:2] << np.uint64(32)) | words[:, 0:1]) >> np.uint64(11)
+            second = ((words[:, 3:4] << np.uint64(32)) | words[:, 2:3]) >> np.uint64(11)
+            u1 = (first + np.uint64(1)).astype(np.float64) * 2.0 ** -53
+            u2 = second.astype(np.float64) * 2.0 ** -53
+        else:
+            u1 = (words[:, 0::2] + np.uint64(1)).astype(np.float64) * 2.0 ** -32
+            u2 = words[:, 1::2].astype(np.float64) * 2.0 ** -32
+        radius = np.sqrt(-2.0 * _sg_log(u1))
+        cos, sin = _sg_cos_sin_2pi(u2)
+        return mean + std * np.stack([radius * cos, radius * sin], axis=-1)
+    return _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, bits > 32,
+                              numbers)
 
 
-_NUMPY_HELPERS = (_sg_philox, _sg_log, _sg_cos_sin_2pi, _sg_random_words, _sg_round_random)
+_NUMPY_HELPERS = (_sg_philox, _sg_log, _sg_cos_sin_2pi, _sg_random_numbers)
 
 # --- the generator in CUDA (device code placed before each kernel that draws numbers) ------------
 CUDA_RANDOM = r"""#ifndef SG_RANDOM_DEFINED

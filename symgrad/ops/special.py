@@ -23,25 +23,33 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 def _sg_erf(x):
     """The error function of a floating array, computed in float64 and rounded to its dtype:
-    ``2x/sqrt(pi) exp(-x^2) sum_n (2x^2)^n / (1*3*...*(2n+1))`` for ``|x| < 2.5`` and
-    ``1 - exp(-x^2) / (sqrt(pi) (x + 1/2/(x + 1/(x + 3/2/(x + ...)))))`` beyond."""
-    a = np.abs(np.asarray(x, dtype=np.float64))
-    out = np.empty_like(a)
-    near = a < 2.5
-    s = a[near]
-    z = s * s
-    term = np.ones_like(s)
-    total = np.ones_like(s)
+    ``2x/sqrt(pi) exp(-x^2) sum_n (2x^2)^n / (1*3*...*(2n+1))`` (Horner's rule) for
+    ``|x| < 2.5`` and ``1 - exp(-x^2) / (sqrt(pi) (x + 1/2/(x + 1/(x + 3/2/(x + ...)))))``
+    beyond; in chunks, so the temporaries stay small."""
+    coefficients = [1.0]
     for n in range(1, 36):
-        term *= (2.0 / (2 * n + 1)) * z
-        total += term
-    out[near] = 1.1283791670955126 * s * np.exp(-z) * total
-    b = a[~near]
-    fraction = b.copy()
-    for k in range(36, 0, -1):
-        fraction = b + (0.5 * k) / fraction
-    out[~near] = 1.0 - np.exp(-b * b) / (1.7724538509055159 * fraction)
-    return np.copysign(out, np.asarray(x, dtype=np.float64)).astype(x.dtype)
+        coefficients.append(coefficients[-1] * 2.0 / (2 * n + 1))
+    flat = np.asarray(x, dtype=np.float64).reshape(-1)
+    out = np.empty_like(flat)
+    for start in range(0, flat.size, 65536):
+        a = np.abs(flat[start:start + 65536])
+        part = np.empty_like(a)
+        near = a < 2.5
+        s = a[near]
+        z = s * s
+        series = np.full_like(z, coefficients[-1])
+        for c in coefficients[-2::-1]:
+            series *= z
+            series += c
+        part[near] = 1.1283791670955126 * s * np.exp(-z) * series
+        b = a[~near]
+        fraction = b.copy()
+        for k in range(36, 0, -1):
+            np.divide(0.5 * k, fraction, out=fraction)
+            fraction += b
+        part[~near] = 1.0 - np.exp(-b * b) / (1.7724538509055159 * fraction)
+        out[start:start + 65536] = np.copysign(part, flat[start:start + 65536])
+    return out.reshape(np.shape(x)).astype(x.dtype)
 
 
 def _erf_vjp(op, g):
