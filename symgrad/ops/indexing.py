@@ -43,9 +43,30 @@ def _like_inputs(x):
     return [x] if None in x.shape else []
 
 
-def _grad_shape(types, attrs, like_at):
-    """The result shape of a ``*_grad`` op: the run-time-shape input's, else the attr."""
-    return tuple(types[like_at][0]) if len(types) > like_at else tuple(attrs["shape"])
+def _gather_rule(gathered_shape):
+    """Shape rule of a gather of ``(x, indices)`` whose result has the shape
+    ``gathered_shape(x shape, indices shape, axis)``, and ``x``'s dtype."""
+    def rule(types, attrs):
+        (xs, xd), (is_, idt) = types
+        _check_indices(idt)
+        return gathered_shape(xs, is_, _axis_of(attrs, len(xs))), xd
+    return rule
+
+
+def _scatter_rule(gathered_shape):
+    """Shape rule of the gradient of a gather, ``(g, indices[, like])``: the gathered
+    array's shape (the run-time shape of ``like``, else the attr), checked against ``g``."""
+    def rule(types, attrs):
+        (gs, gd), (is_, idt) = types[:2]
+        _check_indices(idt)
+        shape = tuple(types[2][0]) if len(types) > 2 else tuple(attrs["shape"])
+        expected = gathered_shape(shape, is_, _axis_of(attrs, len(shape)))
+        if len(gs) != len(expected) or any(a is not None and b is not None and a != b
+                                           for a, b in zip(gs, expected)):
+            raise ShapeError(f"cotangent {format_shape(gs)} does not match the gather "
+                             f"{format_shape(expected)} of {format_shape(shape)}")
+        return shape, gd
+    return rule
 
 
 # --- take ---------------------------------------------------------------------------------------
@@ -53,24 +74,6 @@ def _take_shape(x_shape, i_shape, axis):
     if axis is None:
         return tuple(i_shape)
     return tuple(x_shape[:axis]) + tuple(i_shape) + tuple(x_shape[axis + 1:])
-
-
-def _take_rule(types, attrs):
-    (xs, xd), (is_, idt) = types
-    _check_indices(idt)
-    return _take_shape(xs, is_, _axis_of(attrs, len(xs))), xd
-
-
-def _take_grad_rule(types, attrs):
-    (gs, gd), (is_, idt) = types[:2]
-    _check_indices(idt)
-    shape = _grad_shape(types, attrs, 2)
-    expected = _take_shape(shape, is_, _axis_of(attrs, len(shape)))
-    if len(gs) != len(expected) or any(a is not None and b is not None and a != b
-                                       for a, b in zip(gs, expected)):
-        raise ShapeError(f"cotangent {format_shape(gs)} does not match the gather "
-                         f"{format_shape(expected)} of {format_shape(shape)}")
-    return shape, gd
 
 
 def _sg_take_grad(g, indices, *like, shape, axis):
@@ -94,13 +97,13 @@ def _take_grad_vjp(op, g):
 
 
 take_p = register(OpDef(
-    "take", INJECTIVE, _take_rule,
+    "take", INJECTIVE, _gather_rule(_take_shape),
     impl=lambda x, indices, axis: np.take(x, indices, axis=axis), vjp=_take_vjp,
     emitters={"numpy": expr("np.take({0}, {1}, axis={axis})")},
     doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
 
 take_grad_p = register(OpDef(
-    "take_grad", OPAQUE, _take_grad_rule, impl=_sg_take_grad, vjp=_take_grad_vjp,
+    "take_grad", OPAQUE, _scatter_rule(_take_shape), impl=_sg_take_grad, vjp=_take_grad_vjp,
     emitters={"numpy": call("_sg_take_grad", ("shape", "axis"))},
     numpy_helpers=(_sg_take_grad,),
     doc="Gradient of take: the cotangent scatter-added into zeros of the input's shape (the "
@@ -129,24 +132,6 @@ def _along_shape(x_shape, i_shape, axis):
         raise ShapeError(f"indices {format_shape(i_shape)} do not broadcast against "
                          f"{format_shape(x_shape)} outside axis {axis}") from None
     return merged[:axis] + (i_shape[axis],) + merged[axis + 1:]
-
-
-def _along_rule(types, attrs):
-    (xs, xd), (is_, idt) = types
-    _check_indices(idt)
-    return _along_shape(xs, is_, _axis_of(attrs, len(xs))), xd
-
-
-def _along_grad_rule(types, attrs):
-    (gs, gd), (is_, idt) = types[:2]
-    _check_indices(idt)
-    shape = _grad_shape(types, attrs, 2)
-    expected = _along_shape(shape, is_, _axis_of(attrs, len(shape)))
-    if len(gs) != len(expected) or any(a is not None and b is not None and a != b
-                                       for a, b in zip(gs, expected)):
-        raise ShapeError(f"cotangent {format_shape(gs)} does not match the gather "
-                         f"{format_shape(expected)} of {format_shape(shape)}")
-    return shape, gd
 
 
 def _sg_take_along_axis_grad(g, indices, *like, shape, axis):
@@ -180,13 +165,13 @@ def _along_grad_vjp(op, g):
 
 
 take_along_axis_p = register(OpDef(
-    "take_along_axis", INJECTIVE, _along_rule,
+    "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
     impl=lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis), vjp=_along_vjp,
     emitters={"numpy": expr("np.take_along_axis({0}, {1}, axis={axis})")},
     doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
 
 take_along_axis_grad_p = register(OpDef(
-    "take_along_axis_grad", OPAQUE, _along_grad_rule, impl=_sg_take_along_axis_grad,
+    "take_along_axis_grad", OPAQUE, _scatter_rule(_along_shape), impl=_sg_take_along_axis_grad,
     vjp=_along_grad_vjp,
     emitters={"numpy": call("_sg_take_along_axis_grad", ("shape", "axis"))},
     numpy_helpers=(_sg_take_along_axis_grad,),

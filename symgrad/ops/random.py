@@ -278,9 +278,6 @@ __device__ __forceinline__ double sg_random_normal(unsigned long long i, long lo
 #endif  // SG_RANDOM_DEFINED
 """
 
-_CUDA_ARGS = "(unsigned long long)(s), {0}, {1}, {seed}, {stream}, {bits}"
-
-
 # --- the ops --------------------------------------------------------------------------------------
 def _random_rule(types, attrs):
     (step_shape, step_dtype), (counter_shape, counter_dtype) = types[:2]
@@ -294,26 +291,25 @@ def _random_rule(types, attrs):
     return shape, dtypes.as_dtype(attrs["dtype"])
 
 
-random_uniform_p = register(OpDef(
-    "random_uniform", OPAQUE, _random_rule, impl=_sg_random_uniform,
-    emitters={"numpy": call("_sg_random_uniform", ("shape", "dtype", "seed", "stream",
-                                                     "bits", "low", "high")),
-              "cuda": cuda_indexed(f"sg_random_uniform({_CUDA_ARGS}, {{low}}, {{high}})",
-                                   helpers=(CUDA_RANDOM,))},
-    numpy_helpers=_NUMPY_HELPERS + (_sg_random_uniform,),
-    doc="Uniform numbers in [low, high) from Philox-4x32-10 (inputs: step, counter and an "
-        "optional Value giving the run-time shape); no gradient."))
+def _random_op(name, helper, params, what):
+    """Register the random op ``name``: NumPy ``helper`` (also the reference), CUDA device
+    function ``sg_<name>``; ``params`` are its distribution's two attrs."""
+    attrs = ("shape", "dtype", "seed", "stream", "bits") + params
+    cuda_call = (f"sg_{name}((unsigned long long)(s), {{0}}, {{1}}, {{seed}}, {{stream}}, "
+                 f"{{bits}}, {{{params[0]}}}, {{{params[1]}}})")
+    return register(OpDef(
+        name, OPAQUE, _random_rule, impl=helper,
+        emitters={"numpy": call(helper.__name__, attrs),
+                  "cuda": cuda_indexed(cuda_call, helpers=(CUDA_RANDOM,))},
+        numpy_helpers=_NUMPY_HELPERS + (helper,),
+        doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
+            f"the run-time shape); no gradient."))
 
-random_normal_p = register(OpDef(
-    "random_normal", OPAQUE, _random_rule, impl=_sg_random_normal,
-    emitters={"numpy": call("_sg_random_normal", ("shape", "dtype", "seed", "stream",
-                                                    "bits", "mean", "std")),
-              "cuda": cuda_indexed(f"sg_random_normal({_CUDA_ARGS}, {{mean}}, {{std}})",
-                                   helpers=(CUDA_RANDOM,))},
-    numpy_helpers=_NUMPY_HELPERS + (_sg_random_normal,),
-    doc="Normal numbers from Philox-4x32-10 and Box-Muller (inputs: step, counter and an "
-        "optional Value giving the run-time shape); no gradient."))
 
+random_uniform_p = _random_op("random_uniform", _sg_random_uniform, ("low", "high"),
+                              "Uniform numbers in [low, high)")
+random_normal_p = _random_op("random_normal", _sg_random_normal, ("mean", "std"),
+                             "Normal numbers (Box-Muller)")
 RANDOM_OPS = (random_uniform_p, random_normal_p)
 
 

@@ -93,6 +93,20 @@ def interpret(build, *arrays, dynamic=()):
     return out, (result if isinstance(out, tuple) else result[0])
 
 
+def expect_build_error(build, error, match):
+    """``build(x, i)`` on data ``x`` (float32 [3, 4]) and ``i`` (int64 [2]) raises ``error``
+    matching ``match`` when the ops are built."""
+    import pytest
+
+    import symgrad as sg
+
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [3, 4])
+        i = sg.data("i", [2], "int64")
+        with pytest.raises(error, match=match):
+            build(x, i)
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 

@@ -6,7 +6,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.errors import DTypeError, ShapeError
-from tests.ops.samples import interpret
+from tests.ops.samples import expect_build_error, interpret
 from tests.ops.samples_indexing import SAMPLES
 
 
@@ -75,8 +75,4 @@ def test_out_of_range_index_raises_when_the_program_runs():
     (lambda x, i: sg.nn.embedding(x, x), DTypeError, "ids need an integer dtype"),
 ])
 def test_errors_name_the_op_and_shapes(build, error, match):
-    with sg.program_guard(sg.Program()):
-        x = sg.data("x", [3, 4])
-        i = sg.data("i", [2], "int64")
-        with pytest.raises(error, match=match):
-            build(x, i)
+    expect_build_error(build, error, match)

@@ -8,7 +8,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.errors import DTypeError, ShapeError
-from tests.ops.samples import interpret
+from tests.ops.samples import expect_build_error, interpret
 from tests.ops.samples_math import SAMPLES
 
 
@@ -101,8 +101,4 @@ def test_leaky_relu_keeps_the_dtype_and_slope_at_zero():
     (lambda x, i: sg.nn.leaky_relu(i), DTypeError, "leaky_relu: needs a floating input"),
 ])
 def test_errors_name_the_op_and_shapes(build, error, match):
-    with sg.program_guard(sg.Program()):
-        x = sg.data("x", [3, 4])
-        i = sg.data("i", [2], "int64")
-        with pytest.raises(error, match=match):
-            build(x, i)
+    expect_build_error(build, error, match)
