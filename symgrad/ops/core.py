@@ -590,8 +590,8 @@ class cuda_indexed(str):  # noqa: N801  (an emitter builder, named like ufunc/ex
     category (random numbers): a C expression over ``{0}``, ``{1}``... (each input in its
     own compute type, not cast to the result's), attr names, ``{T}`` and ``s``, the flat
     index of the element in the result. The op runs as a kernel of its own. ``helpers``:
-    device code the expression calls, placed before the kernel (each text guarded so that
-    several kernels of one file may carry it)."""
+    device code the expression calls; the CUDA prelude of every program holds the helpers
+    of all registered ops."""
 
     def __new__(cls, template: str, helpers=()):
         emitter = super().__new__(cls, template)

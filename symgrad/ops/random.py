@@ -3,8 +3,8 @@
 Every number is a pure function of ``(seed, stream, step, counter, element index)`` computed
 with Philox-4x32-10 (Salmon et al., SC'11; the generator of cuRAND and JAX), implemented
 identically three times: the NumPy helpers below (the interpreter's reference and the
-generated NumPy code), and the CUDA device function :data:`CUDA_RANDOM` (each element of a
-kernel computes its own number). The float math after Philox uses only IEEE-754 operations
+generated NumPy code), and the CUDA device functions :data:`CUDA_RANDOM` (in the prelude of
+every CUDA program; each element of a kernel computes its own number). The float math after Philox uses only IEEE-754 operations
 that round the same way everywhere (``+ - * /`` and ``sqrt`` in float64, with CUDA's
 ``__d*_rn`` intrinsics so that nvcc contracts nothing into an FMA; ``log`` and ``cos``/``sin``
 are evaluated by the same short series in every backend), so the interpreter, the NumPy
@@ -163,11 +163,9 @@ def _sg_random_normal(step, counter, *like, shape, dtype, seed, stream, bits, me
 
 _NUMPY_HELPERS = (_sg_philox, _sg_log, _sg_cos_sin_2pi, _sg_random_numbers)
 
-# --- the generator in CUDA (device code placed before each kernel that draws numbers) ------------
-CUDA_RANDOM = r"""#ifndef SG_RANDOM_DEFINED
-#define SG_RANDOM_DEFINED
-// symgrad random numbers: Philox-4x32-10 and float64 math rounded exactly as the NumPy
-// backend rounds it (the _rn intrinsics keep nvcc from contracting into FMAs).
+# --- the generator in CUDA (device code in the prelude of every CUDA program) ---------------------
+CUDA_RANDOM = r"""// symgrad random numbers: Philox-4x32-10 and float64 math rounded exactly as the
+// NumPy backend rounds it (the _rn intrinsics keep nvcc from contracting into FMAs).
 #ifdef __CUDA_ARCH__
 #define SG_DADD(a, b) __dadd_rn((a), (b))
 #define SG_DSUB(a, b) __dsub_rn((a), (b))
@@ -274,9 +272,7 @@ __device__ __forceinline__ double sg_random_normal(unsigned long long i, long lo
   const double radius = SG_DSQRT(SG_DMUL(-2.0, sg_random_log(u1)));
   const double z = SG_DMUL(radius, sg_random_cos_sin_2pi(u2, (i & 1) != 0));
   return SG_DADD(mean, SG_DMUL(std, z));
-}
-#endif  // SG_RANDOM_DEFINED
-"""
+}"""
 
 # --- the ops --------------------------------------------------------------------------------------
 def _random_rule(types, attrs):

@@ -8,6 +8,7 @@ from symgrad import ir_backward
 from symgrad.errors import DTypeError, ShapeError
 from symgrad.ops.random import RNG_STEP, _sg_philox
 from tests.ops import random_reference as ref
+from tests.ops.samples_random import SAMPLES
 
 # Random123's known-answer vectors for philox4x32-10: counter, key, output
 KNOWN_ANSWERS = [
@@ -51,6 +52,20 @@ def test_numbers_match_the_reference(dtype):
     rtol = 1e-13 if dtype == "float64" else 1e-2 if dtype.endswith("16") else 1e-6
     np.testing.assert_allclose(normal.astype(np.float64), want.astype(np.float64), rtol=rtol)
     assert uniform.dtype == normal.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.id)
+def test_sample_forward_matches_the_reference(sample, dtype):
+    prog, fetches = sample.program(dtype)
+    feeds = sample.feeds(dtype)
+    got, = sg.compile(prog, fetches)(**feeds)
+    want = sample.expected(*[feeds[f"in{i}"] for i in range(len(sample.inputs))])
+    assert got.dtype == want.dtype
+    if sample.op == "random_normal":   # the reference takes math.log/cos/sin: a few ulps apart
+        np.testing.assert_allclose(got, want, rtol=1e-13 if dtype == "float64" else 1e-3)
+    else:
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -20,8 +20,8 @@ Expressions come from each OpDef's ``emitters["cuda"]``: a C format string over 
 ``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input type for
 comparisons, else the result's). An op whose emitter is a
 :class:`~symgrad.ops.core.cuda_indexed` expression (random numbers) runs as a map kernel of
-its own over its result: its inputs keep their own types, the expression reads the element
-index ``s``, and its device helpers follow the kernel's provenance comment.
+its own over its result: its inputs keep their own types and the expression reads the element
+index ``s``; the device code it calls is in the prelude (:func:`device_helpers`).
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ import numpy as np
 
 from ... import dtypes
 from ...ir.printer import counted, format_op_head
-from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, cuda_indexed, normalize_axis
+from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, REGISTRY, cuda_indexed, \
+    normalize_axis
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
 from ...passes.cse import attrs_key
@@ -60,9 +61,19 @@ REDUCERS = {
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.globals["device_helpers"] = device_helpers
+    return env
+
+
+def device_helpers() -> list[str]:
+    """The device code that registered ops' CUDA expressions call (the ``helpers`` of their
+    :class:`~symgrad.ops.core.cuda_indexed` emitters), each text once: the prelude of every
+    program holds it."""
+    return list(dict.fromkeys(text for opdef in REGISTRY.values()
+                              for text in getattr(opdef.emitters.get("cuda"), "helpers", ())))
 
 
 def render(template: str, **context) -> str:
@@ -352,10 +363,7 @@ class KernelBuilder:
                         + ";"])
             coords = []
 
-        helpers = dict.fromkeys(text for o in self.map_ops + self.epilogue
-                                for text in getattr(o.opdef.emitters["cuda"], "helpers", ()))
-        context = dict(name=self.name, provenance=self.provenance() + list(helpers),
-                       hoisted=hoisted,
+        context = dict(name=self.name, provenance=self.provenance(), hoisted=hoisted,
                        coords=coords, loads=loads, body=body, stores=stores, block=BLOCK,
                        shape_text=", ".join("?" if d is None else str(d) for d in self.shape),
                        axes_text=str(tuple(self.axes)))
