@@ -610,7 +610,7 @@ def _fmt_attr(value) -> str:
     if isinstance(value, np.dtype):   # bfloat16: the generated module imports ml_dtypes
         return f"{'ml_dtypes' if value.kind == 'V' else 'np'}.{value.name}"
     if isinstance(value, np.ndarray):
-        return f"np.array({_fmt_attr(value.tolist())}, dtype=np.{value.dtype.name})"
+        return f"np.array({_fmt_attr(value.tolist())}, dtype={_fmt_attr(value.dtype)})"
     if isinstance(value, np.generic):
         return _fmt_attr(value.item())
     if isinstance(value, float):
