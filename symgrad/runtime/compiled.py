@@ -1,7 +1,7 @@
 """``CompiledProgram``: the callable that :func:`symgrad.compile` returns."""
 from __future__ import annotations
 
-from .feeds import OutputSpec, bind_feeds
+from .feeds import OutputSpec, StepCounter, bind_feeds
 
 
 class CompiledProgram:
@@ -29,6 +29,7 @@ class CompiledProgram:
         self.stats = dict(stats or {})
         self.stats.update(getattr(executable, "stats", {}))
         self._ir = ir
+        self._steps = StepCounter(signature)
 
     @property
     def ir(self) -> str:
@@ -51,10 +52,12 @@ class CompiledProgram:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds):
+        """Run with feeds by name or position; the random ops' ``rng_step`` advances after
+        each call that does not feed it (:class:`~.feeds.StepCounter`)."""
         feeds = bind_feeds(self.signature, args, feeds)
         if self._dim_check is not None:
             self._dim_check(feeds)
-        return self._executable.run(feeds)
+        return self._steps.run(self._executable.run, feeds)
 
     def save(self, path, cubin_archs=None, key=None):
         """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
