@@ -1,11 +1,13 @@
-"""CPU benchmarks: symgrad's generated NumPy against hand-written NumPy, measured in one run.
+"""CPU benchmarks: symgrad's NumPy and C backends, JAX and PyTorch against hand-written NumPy.
 
-Run: python benchmarks/cpu.py [--quick]
-Prints one table of median times and ratios (hand-written time / symgrad time: above 1 means
-symgrad is faster), plus peak memory of W2/W2b. symgrad and its hand-written counterpart are
-timed in alternation (``common.paired_median_times``), so a noisy spell hits both. JAX /
-PyTorch / autograd / PyTensor rows are added for W2 when those packages are installed and
-skipped otherwise.
+Run: python benchmarks/cpu.py [--quick] [--only W2 ...]
+Prints one table of median times and ratios (speedup = hand-written time / this time: above 1
+means faster than the hand-written NumPy code). Each workload is timed for symgrad's
+``numpy`` and ``c`` backends in alternation with the hand-written code
+(``common.paired_median_times``), so a noisy spell hits all of them, with their grad + compile
+time; then, when installed, JAX (``jit``) and PyTorch (``torch.compile``) each in a process of
+its own against the same hand-written code (their first call, trace and compile, is noted),
+so that no two thread pools compete. Compare contenders through their speedups.
 
 W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy, grads of
     all weights and biases (float32).
@@ -13,18 +15,22 @@ W2  grad w.r.t. x of sum(tanh(x*1.5+0.5)*sin(x) + exp(-x*x)*0.3 + log1p(x*x)), 4
 W2b memory-bound chain of adds, multiplies and a where over 16,000,000 float64.
 W3  a 16-element float64 vector through 300 small elementwise ops, gradient.
 W4  compile time (grad + compile) of elementwise chains of 1,000 / 10,000 / 100,000 ops;
-    W4b the 10,000-op chain with a distinct constant in every multiply (no shared functions).
-W5  4th derivative of sin at 1,000,000 points vs the closed form.
+    W4b the 10,000-op chain with a distinct constant in every multiply (no shared functions);
+    the 1,000-op chain on the C backend in two fresh processes (the second finds the library
+    the first compiled).
+W5  4th derivative of sin at 1,000,000 points vs the closed form (single-threaded np.sin).
 W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.scan``, loss =
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
     1,000) and run time against hand-written NumPy backpropagation through time; the same
-    program unrolled by a Python loop (T = 100 and 1,000); JAX ``lax.scan`` when installed.
+    program unrolled by a Python loop (T = 100 and 1,000).
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,18 +49,108 @@ from common import (format_seconds, median_time, optional_import, paired_median_
 
 def _row(name, ours, hand, note=""):
     ratio = f"{hand / ours:.2f}x" if ours and hand else "-"
-    return {"workload": name, "symgrad": format_seconds(ours),
+    return {"workload": name, "time": format_seconds(ours),
             "hand-written NumPy": format_seconds(hand), "speedup": ratio, "note": note}
 
 
+# --- every contender on one workload ---------------------------------------------------------
+BACKENDS = ("numpy", "c")          # symgrad's, timed in this process with the hand-written code
+FRAMEWORKS = ("JAX", "PyTorch")    # each timed in a process of its own against it
+
+
+def contest(name, label, hand, build, frameworks, repeats, inputs, note=""):
+    """Rows of workload ``name``: symgrad on each of :data:`BACKENDS` (``build(backend)`` ->
+    ``(callable, grad + compile seconds, note)``) timed in alternation with ``hand``, then each
+    framework of ``frameworks`` (``{name: make}``, ``make()`` -> ``(label, version, run)``) in
+    a process of its own (:func:`framework_worker`), all as ratios to the hand-written time.
+    ``inputs`` rebuild the workload in the worker process."""
+    rows = []
+    runs, compiles, notes = [], [], []
+    for backend in BACKENDS:
+        run, seconds, extra = build(backend)
+        runs.append(run)
+        compiles.append(seconds)
+        notes.append(extra)
+    times = paired_median_times([hand] + runs, repeats)
+    hand_time = times[0]
+    for backend, seconds, extra, time_ in zip(BACKENDS, compiles, notes, times[1:]):
+        rows.append(_row(f"{name} symgrad {backend}: {label}", time_, hand_time,
+                         "; ".join(t for t in (f"grad+compile {format_seconds(seconds)}",
+                                               extra, note) if t)))
+    for framework in FRAMEWORKS:
+        if framework not in frameworks:
+            continue
+        result = _in_own_process(name, framework, inputs, repeats)
+        if result is None:
+            rows.append({"workload": f"{name} {framework}", "note": "not installed, skipped"})
+            continue
+        if "error" in result:
+            rows.append({"workload": f"{name} {result['label']}", "note": result["error"]})
+            continue
+        row = _row(f"{name} {result['label']}", result["seconds"], result["hand"],
+                   f"{result['version']}; first call (trace + compile) "
+                   f"{format_seconds(result['first'])}")
+        rows.append(row)
+    return rows
+
+
+def _in_own_process(name, framework, inputs, repeats):
+    """Run :func:`framework_worker` in a fresh Python; its result, or None when the framework
+    is not installed."""
+    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--framework-worker",
+                             name, framework, json.dumps(inputs), str(repeats)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return {"label": framework, "error": "failed: " + result.stderr.strip()
+                .splitlines()[-1][:120]}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def framework_worker(name, framework, inputs, repeats):
+    """Print (as JSON) the paired median times of ``framework`` and of the hand-written NumPy
+    code of workload ``name`` (after checking the framework's result), and its first call."""
+    workload = FRAMEWORK_WORKLOADS[name](**inputs)
+    make = workload["frameworks"].get(framework)
+    found = make() if make is not None else None
+    if found is None:
+        print("null")
+        return
+    label, version, run = found
+    start = time.perf_counter()
+    got = run()
+    first = time.perf_counter() - start
+    workload["check"](got, label)
+    seconds, hand = paired_median_times([run, workload["hand"]], repeats)
+    print(json.dumps({"label": label, "version": version, "seconds": seconds, "hand": hand,
+                      "first": first}))
+
+
+def _timed_compile(build):
+    gc.collect()
+    start = time.perf_counter()
+    fn = build()
+    return fn, time.perf_counter() - start
+
+
+def _jax():
+    jax = optional_import("jax")
+    if jax is None:
+        return None, None
+    import jax.numpy as jnp
+
+    return jax, jnp
+
+
+def _torch():
+    return optional_import("torch")
+
+
 # --- W1 ---------------------------------------------------------------------------------------
-def w1(repeats):
+def w1_workload():
     init = mlp_init()
     rng = np.random.default_rng(1)
     x = rng.standard_normal((256, 784)).astype("float32")
     labels = rng.integers(0, 10, 256)
-    prog, fetches = mlp_program(init)
-    fn = sg.compile(prog, fetches, backend="numpy")
 
     def hand():
         acts = [x]
@@ -79,13 +175,67 @@ def w1(repeats):
                 g = (g @ w.T) * (1 - acts[i] * acts[i])
         return out_loss, gs
 
-    got = fn(x=x, labels=labels)
     ref_loss, ref_grads = hand()
-    assert np.allclose(got[0], ref_loss, rtol=1e-4)
     assert all(g.dtype == np.float32 for g in ref_grads)  # a fair, all-float32 baseline
-    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels), hand], repeats * 5)
-    return _row("W1 MLP grad (256x784, 784-512-512-10)", ours, theirs,
-                f"{fn.stats['fused_groups']} fused groups")
+
+    def check(got, label):
+        np.testing.assert_allclose(float(got[0]), ref_loss, rtol=1e-4, err_msg=label)
+
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
+
+        def loss(params, x, labels):
+            h = x
+            for i, (w, b) in enumerate(params):
+                h = h @ w + b
+                if i < len(params) - 1:
+                    h = jnp.tanh(h)
+            logp = jax.nn.log_softmax(h)
+            return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+        f = jax.jit(jax.value_and_grad(loss))
+        args = ([(jnp.asarray(w), jnp.asarray(b)) for w, b in init], jnp.asarray(x),
+                jnp.asarray(labels))
+        return "JAX jit(value_and_grad)", f"JAX {jax.__version__}", \
+            lambda: jax.block_until_ready(f(*args))
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
+        params = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
+                  for w, b in init]
+        flat = [t for pair in params for t in pair]
+        xt, lt = torch.tensor(x), torch.tensor(labels)
+
+        @torch.compile
+        def loss(x, labels):
+            h = x
+            for i, (w, b) in enumerate(params):
+                h = h @ w + b
+                if i < len(params) - 1:
+                    h = torch.tanh(h)
+            return torch.nn.functional.cross_entropy(h, labels)
+
+        def run():
+            value = loss(xt, lt)
+            return value, torch.autograd.grad(value, flat)
+        return "PyTorch torch.compile", f"PyTorch {torch.__version__}", run
+    return {"hand": hand, "check": check, "init": init, "x": x, "labels": labels,
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w1(repeats):
+    workload = w1_workload()
+    init, x, labels = workload["init"], workload["x"], workload["labels"]
+
+    def build(backend):
+        fn, seconds = _timed_compile(lambda: sg.compile(*mlp_program(init), backend=backend))
+        workload["check"](fn(x=x, labels=labels), backend)
+        return (lambda: fn(x=x, labels=labels)), seconds, f"{fn.stats['fused_groups']} groups"
+    return contest("W1", "MLP grad (256x784, 784-512-512-10)", workload["hand"], build,
+                   workload["frameworks"], repeats * 5, {})
 
 
 # --- W2 ---------------------------------------------------------------------------------------
@@ -105,70 +255,108 @@ def w2_hand(x):
     return dx
 
 
-def w2(repeats, n):
-    prog, _, gx = w2_program(n)
-    fn = sg.compile(prog, [gx], backend="numpy")
+def w2_workload(n):
     x = np.random.default_rng(0).uniform(-2, 2, n).astype("float32")
-    np.testing.assert_allclose(fn(x=x)[0], w2_hand(x), rtol=1e-3, atol=1e-4)
-    ours, hand = paired_median_times([lambda: fn(x=x), lambda: w2_hand(x)], repeats)
-    mem_ours, mem_hand = peak_bytes(lambda: fn(x=x)), peak_bytes(lambda: w2_hand(x))
-    rows = [_row(f"W2 grad, {n:,} float32", ours, hand,
-                 f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB; "
-                 f"{fn.stats['fused_groups']} fused group(s)")]
-    rows += _w2_frameworks(x, hand, repeats)
-    return rows
+    expected = w2_hand(x)
 
+    def check(got, label):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-3, atol=1e-4,
+                                   err_msg=label)
 
-def _w2_frameworks(x, hand, repeats):
-    rows = []
-    jax = optional_import("jax")
-    if jax is not None:
-        import jax.numpy as jnp
-
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
         f = jax.jit(jax.grad(lambda v: jnp.sum(jnp.tanh(v * 1.5 + 0.5) * jnp.sin(v)
                                                + jnp.exp(-v * v) * 0.3 + jnp.log1p(v * v))))
         xj = jnp.asarray(x)
-        rows.append(_row("W2 JAX (jit)", median_time(lambda: f(xj).block_until_ready(), repeats), hand))
-    else:
-        rows.append({"workload": "W2 JAX", "note": "not installed, skipped"})
-    torch = optional_import("torch")
-    if torch is not None:
+        return "JAX jit(grad)", f"JAX {jax.__version__}", lambda: f(xj).block_until_ready()
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
         xt = torch.tensor(x, requires_grad=True)
 
-        def run():
-            v = xt
-            loss = (torch.tanh(v * 1.5 + 0.5) * torch.sin(v) + torch.exp(-v * v) * 0.3
+        @torch.compile
+        def loss(v):
+            return (torch.tanh(v * 1.5 + 0.5) * torch.sin(v) + torch.exp(-v * v) * 0.3
                     + torch.log1p(v * v)).sum()
-            return torch.autograd.grad(loss, v)[0]
-        rows.append(_row("W2 PyTorch (eager)", median_time(run, repeats), hand))
-    else:
-        rows.append({"workload": "W2 PyTorch", "note": "not installed, skipped"})
-    for name in ("autograd", "pytensor"):
-        if optional_import(name) is None:
-            rows.append({"workload": f"W2 {name}", "note": "not installed, skipped"})
-    return rows
+        return "PyTorch torch.compile", f"PyTorch {torch.__version__}", \
+            lambda: torch.autograd.grad(loss(xt), xt)[0]
+    return {"x": x, "hand": lambda: w2_hand(x), "check": check,
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w2(repeats, n):
+    workload = w2_workload(n)
+    x = workload["x"]
+
+    def build(backend):
+        prog, _, gx = w2_program(n)
+        fn, seconds = _timed_compile(lambda: sg.compile(prog, [gx], backend=backend))
+        workload["check"](fn(x=x)[0], backend)
+        peak = peak_bytes(lambda: fn(x=x))
+        return (lambda: fn(x=x)), seconds, (f"peak {peak / 2**20:.0f} MiB (input and "
+                                            f"gradient: {2 * x.nbytes / 2**20:.0f} MiB)")
+    hand_peak = peak_bytes(workload["hand"])
+    return contest("W2", f"grad, {n:,} float32", workload["hand"], build,
+                   workload["frameworks"], repeats, {"n": n},
+                   f"hand-written peak {hand_peak / 2**20:.0f} MiB")
 
 
 # --- W2b --------------------------------------------------------------------------------------
-def w2b(repeats, n):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        a = sg.data("a", [n], "float64")
-        b = sg.data("b", [n], "float64")
-        y = sg.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b
-    fn = sg.compile(prog, [y], backend="numpy")
+def w2b_hand(a, b):
+    return np.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b
 
-    def hand(a, b):
-        return np.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b
 
+def w2b_workload(n):
     rng = np.random.default_rng(0)
     av, bv = rng.standard_normal(n), rng.standard_normal(n)
-    np.testing.assert_allclose(fn(a=av, b=bv)[0], hand(av, bv), rtol=1e-12)
-    ours, theirs = paired_median_times([lambda: fn(a=av, b=bv), lambda: hand(av, bv)], repeats)
-    mem_ours = peak_bytes(lambda: fn(a=av, b=bv))
-    mem_hand = peak_bytes(lambda: hand(av, bv))
-    return [_row(f"W2b memory-bound chain, {n:,} float64", ours, theirs,
-                 f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB")]
+    expected = w2b_hand(av, bv)
+
+    def check(got, label):
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-12, err_msg=label)
+
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
+        jax.config.update("jax_enable_x64", True)
+        f = jax.jit(lambda a, b: jnp.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b)
+        aj, bj = jnp.asarray(av), jnp.asarray(bv)
+        return "JAX jit", f"JAX {jax.__version__}", lambda: f(aj, bj).block_until_ready()
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
+        f = torch.compile(lambda a, b: torch.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0
+                          + a * 3.0 + b)
+        at, bt = torch.tensor(av), torch.tensor(bv)
+        return "PyTorch torch.compile", f"PyTorch {torch.__version__}", lambda: f(at, bt)
+    return {"a": av, "b": bv, "hand": lambda: w2b_hand(av, bv), "check": check,
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w2b(repeats, n):
+    workload = w2b_workload(n)
+    av, bv = workload["a"], workload["b"]
+
+    def build(backend):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            a = sg.data("a", [n], "float64")
+            b = sg.data("b", [n], "float64")
+            y = sg.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b
+        fn, seconds = _timed_compile(lambda: sg.compile(prog, [y], backend=backend))
+        workload["check"](fn(a=av, b=bv)[0], backend)
+        peak = peak_bytes(lambda: fn(a=av, b=bv))
+        return (lambda: fn(a=av, b=bv)), seconds, f"peak {peak / 2**20:.0f} MiB"
+    hand_peak = peak_bytes(workload["hand"])
+    return contest("W2b", f"memory-bound chain, {n:,} float64", workload["hand"], build,
+                   workload["frameworks"], repeats, {"n": n},
+                   f"hand-written peak {hand_peak / 2**20:.0f} MiB")
 
 
 # --- W3 ---------------------------------------------------------------------------------------
@@ -179,18 +367,12 @@ W3_OPS = [  # (symgrad op, straight-line forward, straight-line derivative of y 
     (lambda v: sg.tanh(v), "np.tanh({x})", "1.0 - {y} * {y}"),
     (lambda v: v * v * 0.5, "{x} * {x} * 0.5", "{x}"),
 ]
+# the same chain for the frameworks: (their module as m, x) -> next value
+W3_FRAMEWORK_OPS = [lambda m, v: m.sin(v), lambda m, v: v * 1.01, lambda m, v: v + 0.1,
+                    lambda m, v: m.tanh(v), lambda m, v: v * v * 0.5]
 
 
-def w3(repeats, n_ops=300):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [16], "float64")
-        y = x
-        for i in range(n_ops):
-            y = W3_OPS[i % len(W3_OPS)][0](y)
-        loss = sg.sum(y)
-        gx, = ir_backward.grad(loss, [x])
-    fn = sg.compile(prog, [loss, gx], backend="numpy")
+def w3_workload(n_ops=300):
     # straight-line NumPy: forward then backward, one statement per op
     lines = ["def straight(v0):"]
     for i in range(n_ops):
@@ -206,14 +388,65 @@ def w3(repeats, n_ops=300):
     exec("\n".join(lines), namespace)  # noqa: S102  (benchmark baseline built from a table)
     straight = namespace["straight"]
     xv = np.random.default_rng(0).uniform(-0.5, 0.5, 16)
-    np.testing.assert_allclose(fn(x=xv)[1], straight(xv)[1], rtol=1e-9)
-    ours, theirs = paired_median_times([lambda: fn(x=xv), lambda: straight(xv)], repeats * 20)
-    return [_row(f"W3 {n_ops} small ops on float64[16], grad", ours, theirs,
-                 "vs straight-line NumPy")]
+    expected = straight(xv)[1]
+
+    def check(got, label):
+        np.testing.assert_allclose(np.asarray(got[1]), expected, rtol=1e-9, err_msg=label)
+
+    def chain(m, v):
+        for i in range(n_ops):
+            v = W3_FRAMEWORK_OPS[i % len(W3_FRAMEWORK_OPS)](m, v)
+        return v.sum()
+
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
+        jax.config.update("jax_enable_x64", True)
+        f = jax.jit(jax.value_and_grad(lambda v: chain(jnp, v)))
+        xj = jnp.asarray(xv)
+        return "JAX jit(value_and_grad)", f"JAX {jax.__version__}", \
+            lambda: jax.block_until_ready(f(xj))
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
+        xt = torch.tensor(xv, requires_grad=True)
+        loss = torch.compile(lambda v: chain(torch, v))
+
+        def run():
+            value = loss(xt)
+            return value, torch.autograd.grad(value, xt)[0]
+        return "PyTorch torch.compile", f"PyTorch {torch.__version__}", run
+    return {"x": xv, "hand": lambda: straight(xv), "check": check,
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w3(repeats, n_ops=300):
+    workload = w3_workload(n_ops)
+    xv = workload["x"]
+
+    def build(backend):
+        def compile_chain():
+            prog = sg.Program()
+            with sg.program_guard(prog):
+                x = sg.data("x", [16], "float64")
+                y = x
+                for i in range(n_ops):
+                    y = W3_OPS[i % len(W3_OPS)][0](y)
+                loss = sg.sum(y)
+                gx, = ir_backward.grad(loss, [x])
+            return sg.compile(prog, [loss, gx], backend=backend)
+        fn, seconds = _timed_compile(compile_chain)
+        workload["check"](fn(x=xv), backend)
+        return (lambda: fn(x=xv)), seconds, ""
+    return contest("W3", f"{n_ops} small ops on float64[16], grad", workload["hand"], build,
+                   workload["frameworks"], repeats * 20, {}, "vs straight-line NumPy")
 
 
 # --- W4 ---------------------------------------------------------------------------------------
-def _w4_time(n, scale):
+def _w4_time(n, scale, backend="numpy"):
     """(build seconds, grad + compile seconds, compiled) for the chain y = tanh(y * scale(i))."""
     gc.collect()   # the previous, larger programs are garbage: do not time their collection
     start = time.perf_counter()
@@ -226,8 +459,18 @@ def _w4_time(n, scale):
         loss = sg.sum(y)
     built = time.perf_counter()
     gx, = ir_backward.grad(loss, [x])
-    compiled = sg.compile(prog, [gx], backend="numpy")
+    compiled = sg.compile(prog, [gx], backend=backend)
     return built - start, time.perf_counter() - built, compiled
+
+
+W4_PROCESS = """
+import sys, time
+sys.path.insert(0, {folder!r})
+start = time.perf_counter()
+import cpu
+_, seconds, compiled = cpu._w4_time({n}, lambda i: 0.9, "c")
+print(time.perf_counter() - start, seconds, compiled.stats["cache_hit"])
+"""
 
 
 def w4(sizes):
@@ -239,117 +482,209 @@ def w4(sizes):
         growth = f"x{total / previous:.1f} per 10x ops" if previous else ""
         previous = total
         rows.append({"workload": f"W4 grad+compile, {n:,}-op chain",
-                     "symgrad": format_seconds(total),
+                     "time": format_seconds(total),
                      "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
                              f"groups, {compiled.stats['group_functions']} functions) {growth}"})
     # every multiply by its own constant: no two groups are the same code, none share a function
     n = sizes[1]
     build, total, compiled = _w4_time(n, lambda i: 0.9 + i * 1e-6)
     rows.append({"workload": f"W4b as W4, {n:,} ops, distinct constants",
-                 "symgrad": format_seconds(total),
+                 "time": format_seconds(total),
                  "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
                          f"groups, {compiled.stats['group_functions']} functions)"})
+    # the C backend in two fresh processes: the first compiles the library, the second loads it
+    script = W4_PROCESS.format(folder=os.path.dirname(os.path.abspath(__file__)), n=sizes[0])
+    for attempt in ("compiles its library", "a second process: the library is cached"):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True)
+        whole, seconds, hit = done.stdout.split()
+        rows.append({"workload": f"W4 c grad+compile, {sizes[0]:,}-op chain",
+                     "time": format_seconds(float(seconds)),
+                     "note": f"{attempt} (cache hit: {hit}); with imports "
+                             f"{format_seconds(float(whole))}"})
     return rows
 
 
 # --- W5 ---------------------------------------------------------------------------------------
-def w5(repeats, n):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [n], "float64")
-        g = sg.sin(x)
-        for _ in range(4):
-            g, = ir_backward.grad(sg.sum(g), [x], create_graph=True)
-    fn = sg.compile(prog, [g], backend="numpy")
+def w5_workload(n):
     xv = np.random.default_rng(0).uniform(-3, 3, n)
-    np.testing.assert_allclose(fn(x=xv)[0], np.sin(xv), rtol=1e-9, atol=1e-12)
-    names = [o.name for op in fn.program.ops
-             for o in (op.blocks[0].ops if op.blocks else [op])]
-    duplicates = sum(names.count(k) - 1 for k in ("sin", "cos") if names.count(k) > 1)
-    ours, theirs = paired_median_times([lambda: fn(x=xv), lambda: np.sin(xv)], repeats)
-    return [_row(f"W5 4th derivative of sin, {n:,} points", ours, theirs,
-                 f"vs closed form; ops after passes: {', '.join(names[1:]) or '-'}; "
-                 f"duplicate sin/cos: {duplicates}")]
+
+    def check(got, label):
+        np.testing.assert_allclose(np.asarray(got), np.sin(xv), rtol=1e-9, atol=1e-12,
+                                   err_msg=label)
+
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
+        jax.config.update("jax_enable_x64", True)
+        d4 = jax.grad(jax.grad(jax.grad(jax.grad(jnp.sin))))
+        f = jax.jit(jax.vmap(d4))
+        xj = jnp.asarray(xv)
+        return "JAX jit(vmap(grad^4))", f"JAX {jax.__version__}", \
+            lambda: f(xj).block_until_ready()
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
+        from torch.func import grad, vmap
+
+        f = torch.compile(vmap(grad(grad(grad(grad(torch.sin))))))
+        xt = torch.tensor(xv)
+        return "PyTorch torch.compile(vmap(grad^4))", f"PyTorch {torch.__version__}", \
+            lambda: f(xt)
+    return {"x": xv, "hand": lambda: np.sin(xv), "check": check,
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w5(repeats, n):
+    workload = w5_workload(n)
+    xv = workload["x"]
+
+    def build(backend):
+        def compile_d4():
+            prog = sg.Program()
+            with sg.program_guard(prog):
+                x = sg.data("x", [n], "float64")
+                g = sg.sin(x)
+                for _ in range(4):
+                    g, = ir_backward.grad(sg.sum(g), [x], create_graph=True)
+            return sg.compile(prog, [g], backend=backend)
+        fn, seconds = _timed_compile(compile_d4)
+        workload["check"](fn(x=xv)[0], backend)
+        names = [o.name for op in fn.program.ops
+                 for o in (op.blocks[0].ops if op.blocks else [op])]
+        return (lambda: fn(x=xv)), seconds, f"ops after passes: {', '.join(names[1:]) or '-'}"
+    return contest("W5", f"4th derivative of sin, {n:,} points", workload["hand"], build,
+                   workload["frameworks"], repeats, {"n": n},
+                   "vs single-threaded np.sin (the closed form)")
 
 
 # --- W6 ---------------------------------------------------------------------------------------
-def _w6_compile(steps, init, unrolled=False):
+def _w6_compile(steps, init, unrolled=False, backend="numpy"):
     """(grad + compile seconds, compiled function) of the W6 program over ``steps``."""
     gc.collect()
     start = time.perf_counter()
     prog, fetches = rnn_program(steps, init, unrolled)
-    fn = sg.compile(prog, fetches, backend="numpy")
+    fn = sg.compile(prog, fetches, backend=backend)
     return time.perf_counter() - start, fn
 
 
-def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
+def w6_workload(steps):
     init = rnn_init()
     rng = np.random.default_rng(2)
-    rows = []
-    _w6_compile(2, init)    # warm-up: imports and templates load once per process
-    compile_short, _ = _w6_compile(10, init)
-    compile_long, fn = _w6_compile(steps, init)
     xs = rng.standard_normal((steps, 32, 64)).astype("float32")
     h0 = np.zeros((32, 128), "float32")
-    got, want = fn(xs=xs, h0=h0), rnn_by_hand(xs, h0, *init)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=2e-3, atol=1e-6)
-    ours, hand = paired_median_times([lambda: fn(xs=xs, h0=h0),
-                                      lambda: rnn_by_hand(xs, h0, *init)], repeats)
-    residual = 32 * 128 * 4 * steps
-    peak = peak_bytes(lambda: fn(xs=xs, h0=h0))
-    rows.append(_row(f"W6 tanh RNN scan, T={steps:,}, grad", ours, hand,
-                     f"grad+compile {format_seconds(compile_short)} (T=10), "
-                     f"{format_seconds(compile_long)} (T={steps:,}); peak "
-                     f"{peak / 2**20:.0f} MiB, T x batch x hidden = {residual / 2**20:.0f} MiB"))
+    want = rnn_by_hand(xs, h0, *init)
+
+    def check(got, label):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=2e-3, atol=1e-6, err_msg=label)
+
+    def jax_run():
+        jax, jnp = _jax()
+        if jax is None:
+            return None
+
+        def loss(params, xs, h0):
+            W, U, b = params
+            h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ W + x @ U + b), None), h0, xs)
+            return jnp.mean(h * h)
+        f = jax.jit(jax.value_and_grad(loss))
+        args = (tuple(map(jnp.asarray, init)), jnp.asarray(xs), jnp.asarray(h0))
+
+        def run():
+            value, grads = jax.block_until_ready(f(*args))
+            return [value, *grads]
+        return "JAX jit(value_and_grad(lax.scan))", f"JAX {jax.__version__}", run
+
+    def torch_run():
+        torch = _torch()
+        if torch is None:
+            return None
+        W, U, b = (torch.tensor(a, requires_grad=True) for a in init)
+        xt, ht = torch.tensor(xs), torch.tensor(h0)
+        cell = torch.compile(lambda h, x: torch.tanh(h @ W + x @ U + b))
+
+        def run():
+            h = ht
+            for t in range(steps):
+                h = cell(h, xt[t])
+            value = torch.mean(h * h)
+            return [value.detach(), *torch.autograd.grad(value, [W, U, b])]
+        return "PyTorch torch.compile (cell) + autograd", f"PyTorch {torch.__version__}", run
+    return {"init": init, "xs": xs, "h0": h0, "hand": lambda: rnn_by_hand(xs, h0, *init),
+            "check": check, "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+
+
+def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
+    workload = w6_workload(steps)
+    init, xs, h0 = workload["init"], workload["xs"], workload["h0"]
+    _w6_compile(2, init)    # warm-up: imports and templates load once per process
+
+    def build(backend):
+        compile_short, _ = _w6_compile(10, init, backend=backend)
+        seconds, fn = _w6_compile(steps, init, backend=backend)
+        workload["check"](fn(xs=xs, h0=h0), backend)
+        peak = peak_bytes(lambda: fn(xs=xs, h0=h0))
+        residual = 32 * 128 * 4 * steps
+        return (lambda: fn(xs=xs, h0=h0)), seconds, (
+            f"T=10: grad+compile {format_seconds(compile_short)}; peak {peak / 2**20:.0f} MiB, "
+            f"T x batch x hidden = {residual / 2**20:.0f} MiB")
+    rows = contest("W6", f"tanh RNN scan, T={steps:,}, grad", workload["hand"], build,
+                   workload["frameworks"], repeats, {"steps": steps})
     for n in unrolled_steps:
         seconds, unrolled = _w6_compile(n, init, unrolled=True)
         xs_n = xs[:n]
         run = median_time(lambda: unrolled(xs=xs_n, h0=h0), repeats)
         note = (f"grad+compile {format_seconds(seconds)}; "
                 f"{unrolled.stats['ops_before']:,} ops")
-        rows.append(_row(f"W6 unrolled, T={n:,}", run,
+        rows.append(_row(f"W6 unrolled (numpy), T={n:,}", run,
                          median_time(lambda: rnn_by_hand(xs_n, h0, *init), repeats), note))
         if seconds > unrolled_budget:
             break
-    jax = optional_import("jax")
-    if jax is None:
-        rows.append({"workload": "W6 JAX lax.scan", "note": "not installed, skipped"})
-        return rows
-    import jax.numpy as jnp
-
-    def loss(params, xs, h0):
-        W, U, b = params
-        h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ W + x @ U + b), None), h0, xs)
-        return jnp.mean(h * h)
-
-    grad = jax.jit(jax.value_and_grad(loss))
-    args = (tuple(map(jnp.asarray, init)), jnp.asarray(xs), jnp.asarray(h0))
-    start = time.perf_counter()
-    jax.block_until_ready(grad(*args))
-    first = time.perf_counter() - start
-    run = median_time(lambda: jax.block_until_ready(grad(*args)), repeats)
-    rows.append(_row(f"W6 JAX lax.scan (jit), T={steps:,}", run, hand,
-                     f"first call (trace + compile) {format_seconds(first)}"))
     return rows
+
+
+FRAMEWORK_WORKLOADS = {"W1": w1_workload, "W2": w2_workload, "W2b": w2b_workload,
+                       "W3": w3_workload, "W5": w5_workload, "W6": w6_workload}
+
+
+WORKLOADS = {   # name -> run(repeats, quick) -> rows
+    "W1": lambda repeats, quick: w1(repeats),
+    "W2": lambda repeats, quick: w2(repeats, 400_000 if quick else 4_000_000),
+    "W2b": lambda repeats, quick: w2b(repeats, 1_600_000 if quick else 16_000_000),
+    "W3": lambda repeats, quick: w3(repeats),
+    "W4": lambda repeats, quick: w4([1000, 10000] if quick else [1000, 10000, 100000]),
+    "W5": lambda repeats, quick: w5(repeats, 100_000 if quick else 1_000_000),
+    "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
+                                    (100,) if quick else (100, 1000)),
+}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), metavar="W",
+                        help=f"run only these workloads ({', '.join(WORKLOADS)})")
+    parser.add_argument("--framework-worker", nargs=4,
+                        metavar=("WORKLOAD", "FRAMEWORK", "INPUTS", "REPEATS"),
+                        help=argparse.SUPPRESS)   # one framework on one workload (see contest)
     args = parser.parse_args(argv)
+    if args.framework_worker:
+        name, framework, inputs, repeats = args.framework_worker
+        framework_worker(name, framework, json.loads(inputs), int(repeats))
+        return
     os.environ.setdefault("SYMGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="symgrad-bench-"))
     repeats = 3 if args.quick else 7
-    rows = [w1(repeats)]
-    rows += w2(repeats, 400_000 if args.quick else 4_000_000)
-    rows += w2b(repeats, 1_600_000 if args.quick else 16_000_000)
-    rows += w3(repeats)
-    rows += w4([1000, 10000] if args.quick else [1000, 10000, 100000])
-    rows += w5(repeats, 100_000 if args.quick else 1_000_000)
-    rows += w6(repeats, 200 if args.quick else 1000, (100,) if args.quick else (100, 1000))
-    print_table(rows, ["workload", "symgrad", "hand-written NumPy", "speedup", "note"],
+    rows = []
+    for name, run in WORKLOADS.items():
+        if args.only is None or name in args.only:
+            rows += run(repeats, args.quick)
+    print_table(rows, ["workload", "time", "hand-written NumPy", "speedup", "note"],
                 title=f"symgrad CPU benchmarks (NumPy {np.__version__}, medians; speedup = "
-                      f"hand-written / symgrad)")
+                      f"hand-written time / time)")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Ahead-of-time: compile a gradient program, save it, run it where only NumPy is installed.
 
 ``fn.save(dir)`` writes an artifact directory: ``manifest.json`` (signature, versions, sha256
-of every file), ``program.json`` (the IR), ``numpy/program.py`` (the generated module),
-``numpy/standalone.py`` (a loader that verifies the files and checks feeds) and the parameter
-values under ``constants/``. The manifest's ``"standalone"`` entry names the module file and
-its entry function.
+and size of every file), ``program.json`` (the IR), ``numpy/program.py`` (the generated
+module), ``numpy/standalone.py`` (a loader that verifies the files and checks feeds) and the
+parameter values under ``constants/``. The manifest's ``"standalone"`` entry names the module
+file and its entry function. ``sg.load`` runs the module it regenerates from ``program.json``;
+running the artifact's own files standalone trusts the artifact, like unpickling (see
+docs/aot-cli.md for signed artifacts).
 
 This example saves a small regression model's loss-and-gradient function, then runs the
 artifact from a fresh Python subprocess in which importing symgrad is made impossible, and
@@ -25,7 +27,7 @@ from symgrad import ir_backward, nn
 
 # The subprocess: blocks `import symgrad`, then follows the manifest's "standalone" entry.
 RUNNER = r"""
-import importlib.abc, importlib.util, json, os, sys
+import importlib.abc, json, os, runpy, sys
 
 class NoSymgrad(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -39,12 +41,10 @@ import numpy as np
 artifact, feeds_file, out_file = sys.argv[1:4]
 with open(os.path.join(artifact, "manifest.json")) as f:
     entry = json.load(f)["standalone"]
-spec = importlib.util.spec_from_file_location(
-    "model", os.path.join(artifact, *entry["module"].split("/")))
-model = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(model)
+# runpy compiles the file's own (verified) source: no cached bytecode is read or written
+model = runpy.run_path(os.path.join(artifact, *entry["module"].split("/")))
 feeds = dict(np.load(feeds_file))
-outputs = getattr(model, entry["function"])(**feeds)
+outputs = model[entry["function"]](**feeds)
 np.savez(out_file, *outputs)
 print("standalone run:", len(outputs), "outputs;",
       "symgrad imported:", any(m.split(".")[0] == "symgrad" for m in sys.modules))

@@ -4,33 +4,42 @@ Build a program of typed Values, append its backward with ``ir_backward.grad``, 
 whole program to fused NumPy or CUDA source, run it, read it, save it.
 """
 from . import ops
-from .errors import (ArtifactError, DTypeError, FeedError, FeedTypeError, GradError,
-                     ProgramMismatchError, ShapeError, SymgradError, VerificationError)
+from .errors import (ArtifactError, ComparisonError, DTypeError, FeedError, FeedTypeError,
+                     GradError, ProgramMismatchError, PromotionWarning, ScopeError, ShapeError,
+                     SymgradError,
+                     VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
 from .ops import *  # noqa: F401,F403  (one front-end function per op)
-from .ops import REGISTRY, Algebra, OpDef
+from .ops import REGISTRY, Algebra, OpDef, initializers
 from .runtime import CompileOptions, CompiledProgram, Executor, compile
 
 __version__ = "0.1.0"
 
+from . import random  # noqa: E402
 from . import nn  # noqa: E402
 from . import autodiff  # noqa: E402
 from .autodiff import ir_backward  # noqa: E402
 from .registry import custom_op, register_vjp, show_registry  # noqa: E402
 
 
-def load(path):
-    """Load an AOT artifact saved with ``CompiledProgram.save`` (hashes and format checked)."""
+def load(path, backend=None, key=None):
+    """Load an AOT artifact saved with ``CompiledProgram.save``: checks its signature (with
+    ``key``), format, files and hashes, then runs code that symgrad generates from its
+    ``program.json`` (never the artifact's own files). ``backend``: None (the one it was saved
+    for; a CUDA artifact falls back to NumPy with a warning where CuPy or a GPU is missing),
+    ``"numpy"``, ``"cuda"`` or ``"interpreter"``. See ``symgrad.runtime.artifact.load``."""
     from .runtime.artifact import load as _load
 
-    return _load(path)
+    return _load(path, backend=backend, key=key)
 
 
 __all__ = [
     *ops.__all__,
-    "Algebra", "ArtifactError", "Block", "CompileOptions", "CompiledProgram", "DTypeError",
-    "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation", "Program",
-    "ProgramMismatchError", "REGISTRY", "ShapeError", "SymgradError", "Value",
+    "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram",
+    "DTypeError", "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation",
+    "Program", "ProgramMismatchError", "PromotionWarning", "REGISTRY", "ScopeError", "ShapeError",
+    "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
-    "ir_backward", "load", "nn", "program_guard", "register_vjp", "show_registry",
+    "initializers", "ir_backward", "load", "nn", "program_guard", "random", "register_vjp",
+    "show_registry",
 ]

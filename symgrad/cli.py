@@ -3,28 +3,50 @@
 ::
 
     symgrad dump FILE.py[:builder] [--backend numpy|c|cuda] [--ir] [--out DIR]
-    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy|c|cuda]
-    symgrad run ARTIFACT --input x=x.npy ... [--output out.npz]
-    symgrad inspect ARTIFACT
+    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy|c|cuda] [--key-file KEY]
+    symgrad run ARTIFACT --input x=x.npy ... [--names a,b] [--output out.npz] [--backend B]
+                [--key-file KEY]
+    symgrad inspect ARTIFACT [--key-file KEY]
     symgrad ops
+    symgrad --version
 
 A builder is a function of the user's file that takes no arguments and returns
-``(program, fetch_list)``; its default name is ``build``. Errors go to stderr; the exit status
-is 2 for usage errors, 1 for failures and 0 on success.
+``(program, fetch_list)``; its default name is ``build`` (:data:`BUILDER_HELP` is the text
+``--help`` shows). Errors go to stderr; the exit status is 2 for usage errors, 1 for failures
+and 0 on success.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import traceback
+import warnings
 
 import numpy as np
 
 
 class CLIError(Exception):
     """A failure reported as ``symgrad: error: ...`` with exit status 1."""
+
+
+BUILDER_HELP = """\
+FILE.py[:builder] names a Python file and a function in it (default: build).
+The builder takes no arguments and returns (program, fetch_list): a symgrad.Program
+and the list of Values (or Value names) to compute. The file is imported with its
+own folder on sys.path. Example (model.py; `symgrad dump model.py`):
+
+    import symgrad as sg
+
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 3], "float32")
+            y = sg.tanh(x) * 2.0
+        return prog, [y]
+"""
 
 
 # --- builders --------------------------------------------------------------------------------
@@ -93,7 +115,9 @@ def cmd_dump(args):
     else:
         texts = {f"{name}_{args.backend}{suffix}": text
                  for suffix, text in compiled.sources.items()}
-        texts.update({f"{kernel}.cu": source for kernel, source in compiled.kernels.items()})
+        program_cu = getattr(compiled._executable, "cuda_source", None)
+        if program_cu is not None:   # the one .cu CuPy compiles: prelude and every kernel
+            texts[f"{name}.cu"] = program_cu
     if args.out is None:
         for filename, text in texts.items():
             if len(texts) > 1:
@@ -108,9 +132,64 @@ def cmd_dump(args):
         print(path)
 
 
+def _key(args):
+    """The signing key in ``--key-file`` (its bytes, a trailing newline dropped), or None."""
+    if not args.key_file:
+        return None
+    try:
+        with open(args.key_file, "rb") as handle:
+            key = handle.read().rstrip(b"\r\n")
+    except OSError as exc:
+        raise CLIError(f"cannot read the key file: {exc}") from None
+    if not key:
+        raise CLIError(f"the key file {args.key_file} is empty")
+    return key
+
+
 def cmd_compile(args):
     compiled, _ = compile_target(args.target, args.backend)
-    print(compiled.save(args.output))
+    print(compiled.save(args.output, key=_key(args)))
+
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _not_npy_message(head: bytes) -> str:
+    """Why a file whose first bytes are ``head`` is not an ``.npy`` array, and the fix."""
+    if head.startswith(ZIP_MAGIC):
+        return ("it is a zip archive (an .npz?); --input takes one .npy array per input: "
+                "save each with numpy.save('x.npy', array)")
+    fix = "write arrays with numpy.save('x.npy', array)"
+    if _looks_like_text(head):
+        return (f"it is a text file, not a NumPy .npy array; {fix}, or convert the text with "
+                f"numpy.save('x.npy', numpy.loadtxt('x.txt', dtype='float32'))")
+    return f"it is not a NumPy .npy array (those start with \\x93NUMPY); {fix}"
+
+
+def _looks_like_text(head: bytes) -> bool:
+    """UTF-8 without NUL bytes (a character cut at the end of ``head`` allowed)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return b"\0" not in head and exc.start >= len(head) - 3
+    return b"\0" not in head
+
+
+def load_npy(name: str, path: str) -> np.ndarray:
+    """The array in the ``.npy`` file ``path`` (input ``name``); anything else is a
+    :class:`CLIError` that says what the file is and how to make an ``.npy`` of it."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(NPY_MAGIC))
+            if not head.startswith(NPY_MAGIC):
+                head += handle.read(64)
+                raise CLIError(f"cannot read input {name!r} from {path}: "
+                               f"{_not_npy_message(head)}")
+            handle.seek(0)
+            return np.load(handle, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read input {name!r} from {path}: {exc}") from None
 
 
 def _parse_inputs(parser, items):
@@ -119,27 +198,61 @@ def _parse_inputs(parser, items):
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             parser.error(f"--input expects NAME=FILE.npy, got {item!r}")
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CLIError(f"cannot read input {name!r} from {path}: {exc}") from None
+        feeds[name] = load_npy(name, path)
     return feeds
 
 
-def _output_key(spec, index):
-    return spec.name or f"output_{index}"
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
+
+
+def output_keys(outputs, names=None) -> list[str]:
+    """One key per output, for printing and for ``.npz`` members: ``names`` (a comma-separated
+    string from ``--names``) when given; else the output's name when it is a plain file name
+    (letters, digits, ``_.-``, at most 64 characters) used once, else ``output_<index>`` (an
+    npz member name never comes raw from an artifact)."""
+    if names is None:
+        given = [spec.name for spec in outputs]
+        keys = []
+        for index, name in enumerate(given):
+            plain = isinstance(name, str) and _MEMBER_NAME.match(name) \
+                and given.count(name) == 1 and not re.fullmatch(r"output_[0-9]+", name)
+            keys.append(name if plain else f"output_{index}")
+        return keys
+    keys = [key.strip() for key in names.split(",")]
+    if len(keys) != len(outputs):
+        raise CLIError(f"--names gives {len(keys)} name(s) ({', '.join(keys)}) for "
+                       f"{len(outputs)} output(s); give one name per output, in order")
+    bad = [key for key in keys if not key.isidentifier()]
+    if bad:
+        raise CLIError(f"--names: {', '.join(map(repr, bad))} is not a valid name "
+                       f"(letters, digits and _, not starting with a digit)")
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise CLIError(f"--names: {', '.join(map(repr, repeated))} given more than once")
+    return keys
+
+
+def printable(value) -> str:
+    """``value`` as text safe for a terminal: control and non-ASCII characters escaped."""
+    text = str(value)
+    return "".join(c if c.isprintable() and c.isascii() else
+                   c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def cmd_run(args, parser):
-    from .runtime.artifact import load
+    from .runtime.artifact import ArtifactFallbackWarning, load
 
     feeds = _parse_inputs(parser, args.input)
-    program = load(args.artifact)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ArtifactFallbackWarning)
+        program = load(args.artifact, backend=args.backend, key=_key(args))
+    for warning in caught:
+        print(f"symgrad: warning: {printable(warning.message)}", file=sys.stderr)
+    keys = output_keys(program.outputs, args.names)
     results = program(**feeds)
-    keys = [_output_key(spec, i) for i, spec in enumerate(program.outputs)]
     if args.output:
         with open(args.output, "wb") as handle:
-            np.savez(handle, **dict(zip(keys, results)))
+            np.savez(handle, **dict(zip(keys, [np.asarray(r) for r in results])))
         print(args.output)
         return
     for key, array in zip(keys, results):
@@ -153,32 +266,39 @@ def cmd_run(args, parser):
 
 
 def _format_spec(spec):
-    shape = ", ".join("?" if d is None else str(d) for d in spec["shape"])
-    return f"{spec.get('name') or '-'}: {spec['dtype']}[{shape}]"
+    shape = ", ".join("?" if d is None else str(d) for d in spec.get("shape", ()))
+    return printable(f"{spec.get('name') or '-'}: {spec.get('dtype')}[{shape}]")
+
+
+def _table(manifest, name) -> dict:
+    value = manifest.get(name, {})
+    return value if isinstance(value, dict) else {}
 
 
 def cmd_inspect(args):
     from .runtime.artifact import inspect
 
-    manifest, sizes = inspect(args.artifact)
-    versions = ", ".join(f"{k} {v}" for k, v in manifest.get("versions", {}).items() if v)
-    print(f"artifact {args.artifact} (format {manifest['format_version']}, backend "
-          f"{manifest.get('backend')}; {versions})")
+    manifest, sizes = inspect(args.artifact, key=_key(args))
+    versions = ", ".join(f"{k} {v}" for k, v in _table(manifest, "versions").items() if v)
+    signed = "signed, signature verified" if args.key_file else "unsigned or not checked"
+    print(printable(f"artifact {args.artifact} (format {manifest['format_version']}, backend "
+                    f"{manifest.get('backend')}; {versions}; {signed})"))
     print("inputs:")
     for spec in manifest["inputs"]:
         extra = "" if spec.get("required") or spec.get("kind") == "parameter" else ", unused"
-        print(f"  {_format_spec(spec)}  ({spec.get('kind')}{extra})")
+        print(f"  {_format_spec(spec)}  ({printable(spec.get('kind'))}{extra})")
     print("outputs:")
     for index, spec in enumerate(manifest["outputs"]):
-        print(f"  {index}. {_format_spec(spec)}")
-    standalone = manifest.get("standalone", {})
-    print(f"standalone entry: {standalone.get('module')}:{standalone.get('function')}")
+        print(f"  {index}. {_format_spec(spec) if isinstance(spec, dict) else printable(spec)}")
+    standalone = _table(manifest, "standalone")
+    print(printable(f"standalone entry: {standalone.get('module')}:"
+                    f"{standalone.get('function')}"))
     print("stats:")
-    for key, value in manifest.get("stats", {}).items():
-        print(f"  {key}: {value}")
-    print("files (sha256 verified):")
+    for key, value in _table(manifest, "stats").items():
+        print(printable(f"  {key}: {value}"))
+    print("files (size and sha256 verified):")
     for rel, size in sorted(sizes.items()):
-        print(f"  {size:>10}  {rel}")
+        print(f"  {size:>10}  {printable(rel)}")
 
 
 def cmd_ops(args):
@@ -188,34 +308,67 @@ def cmd_ops(args):
 
 
 # --- entry point -----------------------------------------------------------------------------
+KEY_HELP = "a file holding the signing key (HMAC-SHA256)"
+
+
+def _version_text() -> str:
+    from . import __version__
+
+    return f"symgrad {__version__} (NumPy {np.__version__}, Python {sys.version.split()[0]})"
+
+
 def make_parser() -> argparse.ArgumentParser:
+    text_help = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="symgrad", description="Dump, compile, run and inspect symgrad programs.")
+        prog="symgrad", formatter_class=text_help,
+        description="Dump, compile, run and inspect symgrad programs.", epilog=BUILDER_HELP)
+    parser.add_argument("--version", action="version", version=_version_text())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    dump = commands.add_parser("dump", help="print the generated source of a program")
-    dump.add_argument("target", metavar="FILE.py[:builder]")
+    def add_target(command):
+        command.add_argument("target", metavar="FILE.py[:builder]",
+                             help="the file and its builder function (default: build); "
+                                  "see below")
+
+    dump = commands.add_parser("dump", help="print the generated source of a program",
+                               formatter_class=text_help, epilog=BUILDER_HELP)
+    add_target(dump)
     dump.add_argument("--backend", choices=["numpy", "c", "cuda"], default="numpy")
     dump.add_argument("--ir", action="store_true", help="print the optimized IR instead")
     dump.add_argument("--out", metavar="DIR", help="write one file per module / kernel")
     dump.set_defaults(handler=cmd_dump)
 
-    comp = commands.add_parser("compile", help="compile a program into an AOT artifact")
-    comp.add_argument("target", metavar="FILE.py[:builder]")
+    comp = commands.add_parser("compile", help="compile a program into an AOT artifact",
+                               formatter_class=text_help, epilog=BUILDER_HELP)
+    add_target(comp)
     comp.add_argument("-o", "--output", required=True, metavar="ARTIFACT",
                       help="artifact directory (or .zip)")
     comp.add_argument("--backend", choices=["numpy", "c", "cuda", "interpreter"],
                       default="numpy")
+    comp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + " to sign the artifact with")
     comp.set_defaults(handler=cmd_compile)
 
     run = commands.add_parser("run", help="run an artifact on .npy inputs")
     run.add_argument("artifact")
-    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    run.add_argument("--output", metavar="OUT.npz", help="write the outputs to an .npz")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="feed input NAME from an .npy file (numpy.save); repeat per input")
+    run.add_argument("--names", metavar="NAME[,NAME...]",
+                     help="names for the outputs, one per output in order (default: the "
+                          "fetched Values' names when they are plain file names, else "
+                          "output_0, output_1...)")
+    run.add_argument("--output", metavar="OUT.npz",
+                     help="write the outputs to an .npz, keyed by output name")
+    run.add_argument("--backend", choices=["numpy", "c", "cuda", "interpreter"], default=None,
+                     help="what runs it (default: the backend it was saved for; a CUDA "
+                          "artifact falls back to NumPy, with a warning, without CuPy or a GPU)")
+    run.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "
+                                                          "signed with it")
     run.set_defaults(handler=lambda args: cmd_run(args, run))
 
     insp = commands.add_parser("inspect", help="show an artifact's signature, stats and files")
     insp.add_argument("artifact")
+    insp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "
+                                                           "signed with it")
     insp.set_defaults(handler=cmd_inspect)
 
     ops = commands.add_parser("ops", help="list the registered ops")
@@ -233,6 +386,8 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (CLIError, SymgradError, OSError, ValueError, TypeError) as exc:
-        print(f"symgrad: error: {exc}", file=sys.stderr)
+        # text from an artifact (file names, manifest fields) is never printed raw
+        shown = printable(exc) if args.command in ("inspect", "run") else exc
+        print(f"symgrad: error: {shown}", file=sys.stderr)
         return 1
     return 0

@@ -13,6 +13,11 @@ class ShapeError(SymgradError, ValueError):
     """An op was built with incompatible shapes (raised when the op is built)."""
 
 
+class ComparisonError(ShapeError, TypeError):
+    """``a == b`` / ``a != b`` on Values whose shapes do not broadcast. Also a ``TypeError``:
+    ``value in list`` (which compares with ``==``) documents that error."""
+
+
 class DTypeError(SymgradError, TypeError):
     """An op was built with an unsupported or mismatched dtype."""
 
@@ -43,3 +48,8 @@ class ArtifactError(SymgradError, ValueError):
 
 class ScopeError(SymgradError, ValueError):
     """A Value was read outside the region (branch or loop body) that defines it."""
+
+
+class PromotionWarning(UserWarning):
+    """A NumPy array operand widened the floating dtype of a program's Values (float32 ->
+    float64), as NumPy's promotion does; shown once per pair of dtypes."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import inspect
 
+from .autodiff import custom_forward
+from .autodiff.custom_forward import checked_impl, checked_infer, forward_emitter, forward_helper
 from .autodiff.registry import chainer_vjp, register_vjp
 from .backends import lowering_backends
 from .backends.c_backend.lowering import register_lowering as register_c_lowering
-from .backends.numpy_backend.lowering import call
+from .backends.cuda_backend.lowering import register_lowering as register_cuda_lowering
 from .backends.numpy_backend.lowering import register_lowering as register_numpy_lowering
 from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, register
 
@@ -67,12 +69,6 @@ def show_registry(file=None) -> RegistryTable:
 
 
 # --- user-defined ops -------------------------------------------------------------------------
-def _is_top_level_function(fn) -> bool:
-    """A plain module-level ``def`` (its source can be copied into generated code)."""
-    return (inspect.isfunction(fn) and fn.__name__ == fn.__qualname__
-            and fn.__name__.isidentifier())
-
-
 def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, category=OPAQUE,
               algebra=None):
     """Register a user op and return the front-end function that builds it.
@@ -86,11 +82,15 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, catego
     expression over ``{0}``, ``{1}``... and ``{T}``). ``c``: the C backend's lowering of an
     elementwise op, a C expression of the same form (math functions named as for ``double``:
     ``tanh`` computes ``tanhf`` on floats); without it the C backend runs the op through
-    NumPy. When ``forward`` is a module-level
-    function, the NumPy backend's lowering table gets a rule calling it by name, with a copy of
-    it in the generated code. ``algebra``: an
-    :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may use (for example
-    ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
+    NumPy. ``algebra``: an :class:`~symgrad.ops.core.Algebra` of facts the simplify pass may
+    use (for example ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
+
+    Each backend gets its lowering through its own ``register_lowering``, as the library's
+    ops do. Generated NumPy code gets a copy of ``forward`` (as ``_custom_<name>``) when it is
+    a module-level ``def`` that uses only its arguments, NumPy (or math) and builtins; any
+    other callable (a lambda, a closure...) runs by reference in this process, and ``save()``
+    refuses programs using it (see :mod:`symgrad.autodiff.custom_forward`). ``infer_shape``'s
+    results are checked when the op is built, ``forward``'s results when it runs.
 
     Registering a name again replaces an earlier user op; a built-in op cannot be replaced.
     """
@@ -109,17 +109,15 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, catego
 
     opdef = register(OpDef(
         name, category,
-        infer=lambda types, attrs: infer_shape(*types),
-        impl=forward,
+        infer=checked_infer(name, infer_shape),
+        impl=checked_impl(name, forward, infer_shape),
         vjp=None if backward is None else chainer_vjp(backward),
-        emitters={} if cuda is None else {"cuda": cuda},
         doc=inspect.getdoc(forward) or f"user-defined op {name}", user_defined=True,
         algebra=algebra or NO_ALGEBRA),
         replace=existing is not None)
-    if _is_top_level_function(forward):
-        register_numpy_lowering(opdef, call(forward.__name__), (forward,))
-    else:   # an earlier op of this name may have had one
-        register_numpy_lowering(opdef, None)
+    register_numpy_lowering(opdef, forward_emitter(name, category),
+                            (forward_helper(name, forward), custom_forward._sg_custom_result))
+    register_cuda_lowering(opdef, cuda)
     register_c_lowering(opdef, c)
 
     def build(*inputs):

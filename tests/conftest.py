@@ -1,7 +1,9 @@
 """Suite-wide fixtures: generated modules go to a per-session temporary cache, and every fused
-group whose code is shared by structure is rendered anyway and checked against it."""
+group whose code (NumPy function or CUDA kernel) is shared by structure is rendered anyway and
+checked against it."""
 import pytest
 
+from symgrad.backends.cuda_backend import host as cuda_host
 from symgrad.backends.numpy_backend import group
 
 
@@ -12,5 +14,6 @@ def _symgrad_cache_dir(tmp_path_factory):
     patcher.delenv("SYMGRAD_DUMP", raising=False)
     patcher.delenv("SYMGRAD_LOG", raising=False)
     patcher.setattr(group, "CHECK_STRUCTURES", True)
+    patcher.setattr(cuda_host, "CHECK_STRUCTURES", True)
     yield
     patcher.undo()

@@ -5,9 +5,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_wheel_contains_package_and_templates(tmp_path):
     # Build from a copy of the sources, so a stale in-tree build/ directory cannot leak
     # files that the sources no longer have into the wheel.

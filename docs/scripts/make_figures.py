@@ -14,6 +14,7 @@ import argparse
 import datetime
 import json
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -75,8 +76,19 @@ def flatten_fusion(program):
     return flat, groups
 
 
+def readable(dot_source: str) -> str:
+    """``Program.to_dot()`` made narrower for a page: source ops (``data``, ``parameter``...)
+    lose their attributes (the name and the type are on the node already), other ops show
+    theirs on a line of its own, and nodes sit a little closer."""
+    dot_source = re.sub(r" = (data|parameter|full|constant) \{.*?\}\\n", r" = \1\\n", dot_source)
+    dot_source = re.sub(r'(label="[^\n]*?) \{', r"\1\\n{", dot_source)
+    return dot_source.replace("rankdir=TB;", "rankdir=TB; nodesep=0.15;", 1)
+
+
 def render(dot_source: str, name: str) -> None:
-    """Write docs/img/<name>.dot and render it to docs/img/<name>.svg with Graphviz."""
+    """Write docs/img/<name>.dot (made :func:`readable`) and render it to docs/img/<name>.svg
+    with Graphviz."""
+    dot_source = readable(dot_source)
     (IMG / f"{name}.dot").write_text(dot_source + "\n")
     subprocess.run(["dot", "-Tsvg", str(IMG / f"{name}.dot"), "-o", str(IMG / f"{name}.svg")],
                    check=True)

@@ -138,10 +138,10 @@ def _stored_grads(cotangent, inputs, results, leaves, set_grad, retain_grad):
     if retain_grad:
         stored.extend(cotangent.items())
     stored.extend((v, cotangent[v]) for v in leaves if v in cotangent)
-    if set_grad or leaves:
+    if set_grad or retain_grad or leaves:   # an input's .grad is its result (offset included)
         leaf_set = set(leaves)
         stored.extend((x, g) for x, g in zip(inputs, results)
-                      if g is not None and (set_grad or x in leaf_set))
+                      if g is not None and (set_grad or retain_grad or x in leaf_set))
     return stored
 
 
@@ -189,15 +189,20 @@ def append_backward(loss, parameter_list=None, no_grad_set=None):
 
 def _resolve(program, items, what):
     """Values or names (strings) of ``program`` as a list of Values."""
-    if isinstance(items, (Value, str)):
+    if isinstance(items, Value):
         items = [items]
     if not isinstance(items, (list, tuple, set, frozenset)):
+        hint = " (put a single name in a list)" if isinstance(items, str) else ""
         raise TypeError(f"append_backward: {what} must be a list/tuple/set of Values or "
-                        f"names, got {type(items).__name__}")
+                        f"names, got {type(items).__name__}{hint}")
     values = []
     for item in items:
         if isinstance(item, str):
-            item = program.find(item)
+            try:
+                item = program.find(item)
+            except KeyError:
+                raise ValueError(f"append_backward: {what} names {item!r}, which is not a "
+                                 f"Value of the loss's program") from None
         if not isinstance(item, Value):
             raise TypeError(f"append_backward: {what} must hold Values or names, "
                             f"got {type(item).__name__}")

@@ -22,6 +22,10 @@ def _as_list(results) -> list:
     return list(results)
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Backend:
     """What runtime needs of one backend.
@@ -31,11 +35,15 @@ class Backend:
     (``(source, constants)`` of a NumPy-only module computing the same, or None).
     ``lowers(opdef) -> bool``: can this backend run the op (asked by ``show_registry``).
     ``default_passes``: pass names run when the options name none (None: the whole pipeline).
-    ``artifact_files(executable, writer, save_options) -> dict | None``: writes the backend's
-    own files into an artifact through ``writer.write(path, bytes)`` and returns the
-    manifest's entry for them (None: nothing beyond the NumPy module); ``save_options`` are
-    the keywords ``save`` was given (``cubin_archs``...). ``host_arrays(results) -> list of
-    NumPy arrays``: what a runner returning NumPy gives back.
+    ``artifact_files(executable, tree, save_options) -> dict``: writes the backend's own files
+    into an artifact through ``tree.add(path, bytes)`` and returns the manifest's entry for
+    them (None as the field: the artifact holds the NumPy module only); ``save_options`` are
+    what ``save`` was given (``cubin_archs``...), None when a loaded artifact is compared
+    with what symgrad regenerates: then built binaries are not made. ``artifact_binaries``:
+    the keys of that entry naming built binaries (not regenerated: cubins, a C library).
+    ``require_build()`` / ``require_run()`` raise the backend's own error when this machine
+    cannot build (no C compiler) or run (no CUDA device) its programs. ``host_arrays(results)
+    -> list of NumPy arrays``: what a runner returning NumPy gives back.
     """
 
     name: str
@@ -43,6 +51,9 @@ class Backend:
     lowers: Callable
     default_passes: tuple | None = None
     artifact_files: Callable | None = None
+    artifact_binaries: tuple = ()
+    require_build: Callable = _nothing
+    require_run: Callable = _nothing
     host_arrays: Callable = _as_list
 
 

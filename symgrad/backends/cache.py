@@ -8,6 +8,14 @@ half-written module. Modules are imported from their real path, so tracebacks an
 the generated lines. ``SYMGRAD_DUMP=<dir>`` also copies every module compiled to that
 directory, and ``SYMGRAD_LOG=output_code`` prints it to stderr.
 
+Nothing in the cache is trusted blindly: a backend always generates the source first, and a
+cached file is used only when it holds exactly that source (:func:`cached_source`; an edited,
+truncated or corrupted file is rewritten). The compiled code kept beside it (``.code``) is
+used only when its header names the sha256 of that source and of its own payload
+(:func:`load_module`); otherwise the source is compiled again. The cache directory must still
+be private to the user, like ``site-packages``: whoever can write there can also replace
+symgrad itself.
+
 The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.cache/symgrad``.
 """
 from __future__ import annotations
@@ -36,7 +44,7 @@ def cache_dir(options=None) -> str:
 @functools.lru_cache(maxsize=None)
 def library_fingerprint() -> str:
     """sha256 of the source of every symgrad module (read once per process): a key part that
-    makes any change to the code generators, passes or op emitters miss the cache."""
+    makes any change to the code generators, passes or lowering tables miss the cache."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest = hashlib.sha256()
     for folder, subfolders, files in os.walk(root):
@@ -87,19 +95,31 @@ def write_atomic(path: str, data) -> None:
         raise
 
 
+def cached_source(prefix: str, key: str, text: str, options=None,
+                  suffix: str = ".py") -> tuple[str, bool]:
+    """``(path, hit)``: the cache file for ``key``, made to hold exactly ``text``. ``hit`` is
+    True when it already did; a file holding anything else is rewritten (never used)."""
+    path = os.path.join(cache_dir(options), file_name(prefix, key, suffix))
+    try:
+        with open(path, "rb") as stream:
+            hit = stream.read() == text.encode("utf-8")
+    except OSError:
+        hit = False
+    if not hit:
+        write_atomic(path, text)
+    return path, hit
+
+
 def store_sources(backend: str, prefix: str, texts: dict, options=None):
     """Cache the generated ``texts`` of one program (file suffix -> text, e.g. ``{".py":
-    module}``) under one key made from all of them and the backend's name, and show each as
-    it is compiled (:func:`dump`). Returns ``(key, {suffix: path}, hit)``; ``hit``: every
-    file was already cached."""
+    module}``) under one key made from all of them and the backend's name
+    (:func:`cached_source`), and show each as it is compiled (:func:`dump`). Returns
+    ``(key, {suffix: path}, hit)``; ``hit``: every file already held its text."""
     key = cache_key(backend, *texts.values())
-    directory = cache_dir(options)
     paths, hit = {}, True
     for suffix, text in texts.items():
-        path = paths[suffix] = os.path.join(directory, file_name(prefix, key, suffix))
-        if not os.path.exists(path):
-            write_atomic(path, text)
-            hit = False
+        paths[suffix], found = cached_source(prefix, key, text, options, suffix)
+        hit = hit and found
         dump(prefix, key, text, suffix)
     return key, paths, hit
 
@@ -120,23 +140,41 @@ def dump(prefix: str, key: str, text: str, suffix: str = ".py") -> str | None:
     return path
 
 
-def _code(path: str):
-    """The code object of the module at ``path``, from a marshalled copy kept beside it
-    (``<path>.<python tag>.code``; written atomically, rebuilt when older than the source) so
-    that a cache hit skips compiling the source even where Python writes no bytecode."""
+CODE_MAGIC = b"symgrad-code-1\n"
+
+
+def _verified_payload(data: bytes, source_digest: bytes) -> bytes | None:
+    """The marshalled code in a ``.code`` file's ``data`` (magic, sha256 of the source, sha256
+    of the payload, payload) when both digests match, else None."""
+    magic, digests = len(CODE_MAGIC), len(CODE_MAGIC) + 64
+    payload = data[digests:]
+    if data[:magic] != CODE_MAGIC or data[magic:magic + 32] != source_digest or \
+            hashlib.sha256(payload).digest() != data[magic + 32:digests]:
+        return None
+    return payload
+
+
+def _code(path: str, source: str):
+    """The code object of ``source`` (the module at ``path``), from the marshalled copy kept
+    beside it (``<path>.<python tag>.code``) when its header holds the sha256 of ``source``
+    and of the payload, so a cache hit skips compiling even where Python writes no bytecode;
+    else compiled from ``source`` and the copy rewritten (atomically)."""
     code_path = f"{path}.{sys.implementation.cache_tag}.code"
+    source_digest = hashlib.sha256(source.encode("utf-8")).digest()
     try:
-        if os.stat(code_path).st_mtime_ns >= os.stat(path).st_mtime_ns:
-            with open(code_path, "rb") as stream:
-                return marshal.load(stream)
+        with open(code_path, "rb") as stream:
+            payload = _verified_payload(stream.read(), source_digest)
+        if payload is not None:
+            return marshal.loads(payload)
     except (OSError, EOFError, ValueError, TypeError):
         pass
-    code = compile(read(path), path, "exec")
+    code = compile(source, path, "exec", dont_inherit=True)
+    payload = marshal.dumps(code)
     directory = os.path.dirname(code_path)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".code")
     try:
         with os.fdopen(handle, "wb") as stream:
-            marshal.dump(code, stream)
+            stream.write(CODE_MAGIC + source_digest + hashlib.sha256(payload).digest() + payload)
         os.replace(temporary, code_path)
     except OSError:
         if os.path.exists(temporary):
@@ -144,16 +182,13 @@ def _code(path: str):
     return code
 
 
-def load_module(path: str):
-    """Import the module at ``path`` as a fresh module object (never shared between loads,
-    so each compiled program has its own ``CONSTANTS``). Its code keeps ``path`` as file
-    name, so tracebacks and pdb show the generated lines."""
+def load_module(path: str, source: str, package: str | None = None):
+    """Import ``source``, the module cached at ``path`` (see :func:`cached_source`), as a
+    fresh module object (never shared between loads, so each compiled program has its own
+    ``CONSTANTS``). Its code keeps ``path`` as file name, so tracebacks and pdb show the
+    generated lines. ``package`` is the package its relative imports resolve in."""
     module = types.ModuleType(f"symgrad_generated_{next(_module_ids)}")
     module.__file__ = path
-    exec(_code(path), module.__dict__)  # noqa: S102  (our own generated module)
+    module.__package__ = package
+    exec(_code(path, source), module.__dict__)  # noqa: S102  (our own generated source)
     return module
-
-
-def read(path: str) -> str:
-    with open(path, encoding="utf-8") as stream:
-        return stream.read()

@@ -15,8 +15,9 @@ import math
 import numpy as np
 
 MAX_LENGTH = 40
-MODULE_NAMES = {"np", "os", "threading", "concurrent", "feeds", "run", "CONSTANTS", "INPUTS",
-                "OUTPUTS", "THREADS", "MIN_PARALLEL_CHUNKS"}
+# names generated modules define (the C backend's host module: also its ctypes binding)
+MODULE_NAMES = {"np", "feeds", "run", "CONSTANTS", "INPUTS", "OUTPUTS", "RowPool", "ml_dtypes",
+                "ctypes", "ENTRIES", "LIBRARY", "bind_library"}
 RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | MODULE_NAMES
 
 
@@ -77,7 +78,8 @@ def number_text(array: np.ndarray) -> str | None:
     """The shortest decimal text that reads back as the 0-d ``array``'s value in its own dtype
     (an int's digits; a float always with ``.``, ``e`` or ``n``), ``"True"``/``"False"`` for a
     bool; None for a float that is not finite (each language spells those its own way)."""
-    return _number_text(array.dtype.str, array.tobytes())
+    dtype = array.dtype   # an extension dtype (bfloat16) is found by its name
+    return _number_text(dtype.name if dtype.kind == "V" else dtype.str, array.tobytes())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,7 +92,7 @@ def _number_text(dtype: str, data: bytes) -> str | None:
         return repr(bool(value))
     if array.dtype.kind in "iu":
         return repr(int(value))
-    if not math.isfinite(value):
+    if not math.isfinite(float(value)):
         return None
     text = str(value)
     return text if any(c in text for c in ".en") else text + ".0"

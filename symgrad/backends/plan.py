@@ -54,6 +54,11 @@ class GroupPlan:
         return self.reduction is not None and self.reduction.opdef.reduction.mean
 
     @property
+    def splits(self) -> bool:
+        """May the reduction accumulate parts of its input apart (see ``Reduction.splits``)?"""
+        return self.reduction.opdef.reduction.splits
+
+    @property
     def combine(self):
         """The OpDef combining two partial results of the reduction."""
         return self.reduction.opdef.reduction.combine

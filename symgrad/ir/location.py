@@ -31,3 +31,12 @@ def user_location() -> str | None:
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` that points at the caller's innermost frame
+    outside the symgrad package (as :func:`user_location` finds it)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and _is_internal(frame.f_code):
+        level, frame = level + 1, frame.f_back
+    return level

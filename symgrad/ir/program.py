@@ -95,8 +95,10 @@ class Block:
 class Program:
     """A static program: a global block of ops plus its data inputs and parameters.
 
-    ``program.inputs`` lists the ``data`` Values in creation order (the positional feed
-    order); ``program.parameters`` the ``parameter`` Values in creation order.
+    ``program.inputs`` lists the ``data`` Values only, in creation order (the positional feed
+    order); ``program.parameters`` the ``parameter`` Values in creation order; and
+    ``program.feedable`` both, data first: every Value a runner accepts a feed for, in the
+    order of a compiled program's (and an artifact's) input signature.
     """
 
     def __init__(self):
@@ -110,6 +112,11 @@ class Program:
         self._undo: list = []              # changes to existing ops, undone by a failed transaction
         self._open_transactions = 0
         self.grown: list[Value] = []       # results added to existing ops (loops recording residuals)
+
+    @property
+    def feedable(self) -> list[Value]:
+        """The data inputs then the parameters (see the class docstring)."""
+        return self.inputs + self.parameters
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:
@@ -381,3 +388,9 @@ def insertion_point(block: Block):
         yield block
     finally:
         _insertion.reset(token)
+
+
+def is_default_program(program) -> bool:
+    """Whether ``program`` is the default program: the one ops go into when no
+    ``program_guard`` is active and none of their inputs names a program."""
+    return program is _default_program

@@ -20,6 +20,18 @@ def format_shape(shape) -> str:
 
 
 class Value:
+    """A typed SSA value: ``shape`` (a tuple of ints, ``None`` for a dim known only at run
+    time), ``dtype`` (a NumPy dtype), ``name`` (None unless the user named it),
+    ``stop_gradient``, ``grad`` (set by ``grad(..., set_grad=True)`` or ``retain_grad``) and
+    ``op``, the operation that defines it (None for a block argument, whose block is
+    ``arg_of``). ``bool(value)`` raises and hashing is by identity.
+
+    Operators build ops, NumPy style: ``+ - * / ** @``, unary ``-``, ``abs()``, comparisons
+    ``== != < <= > >=``, ``& | ~`` and indexing ``x[1:3, ::2]``; so do the methods ``.T``,
+    ``.sum(axis=None, keepdims=False)`` (likewise ``.mean .max .min .prod``),
+    ``.reshape(*shape)``, ``.transpose(*axes)`` and ``.astype(dtype)``. They are installed by
+    the op library (:mod:`symgrad.ops.operators`) when ``symgrad`` is imported."""
+
     __slots__ = ("program", "id", "shape", "dtype", "name", "stop_gradient", "op",
                  "index", "grad", "arg_of", "__weakref__")
 

@@ -34,25 +34,29 @@ touches no op file. Contract of each field:
 ``region``
     For a region op (category ``REGION``: ``cond``, ``while_loop``, ``scan``, the fusion op),
     its :class:`Region` rules; ``infer`` then takes ``(input_types, attrs, blocks)``.
-``emitters``
-    ``{"cuda": C expression}`` of the elementwise ops the CUDA backend compiles (to move into
-    that backend's lowering table).
+
+Code that backends copy into what they generate is described here too, since it is Python
+(the NumPy references' helpers: a :class:`HelperSource`, or a :class:`HelperReference` to a
+function that cannot be copied), as is :func:`code_int`, the one way an int attr becomes text.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import math
+import inspect
+import warnings
 from typing import Callable
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ProgramMismatchError, ScopeError, ShapeError
+from ..errors import DTypeError, ProgramMismatchError, PromotionWarning, ScopeError, ShapeError
 from ..ir.graph import free_values, is_visible
-from ..ir.location import user_location
-from ..ir.program import current_block, default_main_program
+from ..ir.location import user_location, user_stacklevel
+from ..ir.program import current_block, default_main_program, is_default_program
 from ..ir.value import Value, format_shape
 
 # --- categories (fusion and codegen dispatch on these, never on op names) -----------------------
@@ -116,7 +120,10 @@ class Reduction:
     dtype (sum and prod of int32 accumulate in int64) rather than the input's (max, min).
     ``widens``: float accumulators narrower than float64 accumulate in float64 when the
     compile option ``accumulate_float64`` is on. ``mean``: the result is the accumulated
-    value divided by the number of reduced elements.
+    value divided by the number of reduced elements. ``splits``: partial results of parts of
+    the input combine into what one pass over it gives (not for products: a partial product
+    can underflow to 0 or overflow to inf where one pass never does), so a backend may
+    accumulate parts apart (chunks, threads, vector lanes) only when it is True.
     """
 
     combine: "OpDef"
@@ -124,11 +131,18 @@ class Reduction:
     result_dtype: bool = True
     widens: bool = False
     mean: bool = False
+    splits: bool = True
+
+    @property
+    def has_identity(self) -> bool:
+        """False for max and min: reducing an empty extent is an error (as in NumPy)."""
+        return self.identity not in (LOWEST, HIGHEST)
 
     def accumulator(self, input_dtype, result_dtype, accumulate_float64=True) -> np.dtype:
         """The dtype partial results are kept in."""
         dtype = np.dtype(result_dtype if self.result_dtype else input_dtype)
-        if self.widens and accumulate_float64 and dtype.kind == "f" and dtype.itemsize < 8:
+        if self.widens and accumulate_float64 and dtypes.kind(dtype) == "f" and \
+                dtype.itemsize < 8:
             return np.dtype("float64")
         return dtype
 
@@ -136,12 +150,13 @@ class Reduction:
         """The identity as a Python number of ``dtype`` (``-inf`` for the :data:`LOWEST`
         float, ``False`` for the lowest bool...)."""
         dtype = np.dtype(dtype)
-        if self.identity not in (LOWEST, HIGHEST):
-            return dtype.type(self.identity).item()
+        kind = dtypes.kind(dtype)
+        if self.has_identity:
+            return float(self.identity) if kind == "f" else dtype.type(self.identity).item()
         lowest = self.identity == LOWEST
-        if dtype.kind == "f":
+        if kind == "f":
             return -math.inf if lowest else math.inf
-        if dtype.kind == "b":
+        if kind == "b":
             return not lowest
         info = np.iinfo(dtype)
         return int(info.min if lowest else info.max)
@@ -167,6 +182,25 @@ class Region:
     narrow: Callable | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class HelperSource:
+    """A helper of generated modules given as source text that defines ``name``."""
+
+    name: str
+    source: str
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HelperReference:
+    """A function generated modules call as ``name`` without containing it: the loader binds
+    ``name`` to ``function`` in the module. ``reason`` says why it is not copied; it is part
+    of the error that refuses to save such a module."""
+
+    name: str
+    function: Callable
+    reason: str
+
+
 @dataclasses.dataclass(eq=False)
 class OpDef:
     name: str
@@ -175,7 +209,6 @@ class OpDef:
     impl: Callable
     vjp: Callable | None = None
     vjp_differentiable: bool = True
-    emitters: dict = dataclasses.field(default_factory=dict)
     reduction: Reduction | None = None
     feedable: bool = False           # data/parameter: the runner may supply its value
     doc: str = ""
@@ -275,6 +308,17 @@ def get_op(name: str) -> OpDef:
 
 
 # --- building ops ------------------------------------------------------------------------------
+def default_program_hint(*programs) -> str:
+    """The advice to add to a program-mismatch message when one of ``programs`` is the default
+    program, where ``data``/``parameter``/... built outside any ``program_guard`` end up."""
+    hidden = [p for p in programs if is_default_program(p)]
+    if not hidden:
+        return ""
+    return (f"; program #{hidden[0].uid} is the default program, which takes the Values "
+            f"built outside any `with sg.program_guard(prog):` block: build every data, "
+            f"parameter and constant of the program inside that block")
+
+
 def program_of(values, what="op"):
     """The one program all ``values`` belong to (the default program when there are none)."""
     program = None
@@ -284,7 +328,8 @@ def program_of(values, what="op"):
         elif value.program is not program:
             raise ProgramMismatchError(
                 f"{what}: Values of two different programs are mixed "
-                f"(program #{program.uid} and program #{value.program.uid})")
+                f"(program #{program.uid} and program #{value.program.uid})"
+                + default_program_hint(program, value.program))
     return program if program is not None else default_main_program()
 
 
@@ -304,8 +349,10 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
     if program is None:
         program = program_of(inputs, opdef.name)
     elif inputs:
-        if program_of(inputs, opdef.name) is not program:
-            raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program")
+        other = program_of(inputs, opdef.name)
+        if other is not program:
+            raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program"
+                                       + default_program_hint(program, other))
     block = current_block(program)
     check_visible(opdef.name, inputs, block)
     input_types = [(v.shape, v.dtype) for v in inputs]
@@ -384,6 +431,48 @@ def dtypes_shape(t) -> str:
     return f"{np.dtype(dtype)}{format_shape(shape)}"
 
 
+# --- building atomically ---------------------------------------------------------------------------
+def _program_of_arguments(args, kwargs):
+    """Where a front-end function appends its ops: the ``program`` it is given, else the
+    program of the first Value among the arguments (or inside a list/tuple argument), else
+    the default program."""
+    if kwargs.get("program") is not None:
+        return kwargs["program"]
+    for argument in (*args, *kwargs.values()):
+        if isinstance(argument, Value):
+            return argument.program
+        if isinstance(argument, (list, tuple)):
+            for item in argument:
+                if isinstance(item, Value):
+                    return item.program
+    return default_main_program()
+
+
+def atomic(function):
+    """``function`` (a front-end function) run as a transaction of the program it builds
+    into: when it raises, every op it appended (the constants it made from NumPy operands
+    included) is removed again, so a failed build leaves the program unchanged."""
+    @functools.wraps(function)
+    def build(*args, **kwargs):
+        first = args[0] if args else None
+        program = first.program if type(first) is Value else \
+            _program_of_arguments(args, kwargs)
+        snapshot = program._snapshot()   # the transaction, inlined: ops are built very often
+        try:
+            return function(*args, **kwargs)
+        except BaseException:
+            program._restore(snapshot)
+            raise
+    return build
+
+
+def atomic_functions(namespace: dict, names) -> None:
+    """Replace each function ``namespace[name]`` by its :func:`atomic` version."""
+    for name in names:
+        if inspect.isfunction(namespace[name]):
+            namespace[name] = atomic(namespace[name])
+
+
 # --- converting Python/NumPy inputs ---------------------------------------------------------------
 def as_value(x, dtype=None, program=None) -> Value:
     """A Value for ``x``: Values pass through; scalars and arrays become constants."""
@@ -398,16 +487,42 @@ def is_python_scalar(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
 
 
+_warned_promotions: set = set()   # (Value dtype, promoted dtype) pairs already warned about
+
+
+def warn_if_arrays_promote(values, strong):
+    """Warn (once per pair of dtypes) when a NumPy array, NumPy scalar or list operand widens
+    the floating dtype of the Value operands (``float32 Value * float64 array`` is float64, as
+    in NumPy): that silently turns a float32 graph into float64."""
+    if not values or len(strong) == len(values):
+        return
+    own = dtypes.promote(*(v.dtype for v in values))
+    promoted = dtypes.promote(*strong)
+    if own.kind != "f" or promoted.kind != "f" or promoted == own:
+        return
+    if (own, promoted) in _warned_promotions:
+        return
+    _warned_promotions.add((own, promoted))
+    warnings.warn(
+        f"a {promoted} array operand promotes {own} Values to {promoted} (NumPy's rule; "
+        f"arrays, NumPy scalars and lists are not weak like Python scalars). Pass "
+        f"array.astype('{own}') to stay in {own}, or sg.constant(array, dtype='{promoted}') "
+        f"to make the promotion explicit. Shown once per pair of dtypes.",
+        PromotionWarning, stacklevel=user_stacklevel())
+
+
 def as_values(*args):
     """Convert operands of an elementwise op, giving weak Python scalars the dtype that NumPy 2
     promotion gives them against the Value operands (``float32 * 2.0`` stays float32). A
-    Python scalar becomes one constant per program, dtype and value, reused by later ops."""
+    Python scalar becomes one constant per program, dtype and value, reused by later ops.
+    Arrays, NumPy scalars and lists promote as in NumPy (:func:`warn_if_arrays_promote`)."""
     values = [a for a in args if isinstance(a, Value)]
     if len(values) == len(args):
         return values
     program = program_of(values) if values else None
     strong = [v.dtype for v in values] + [np.asarray(a).dtype for a in args
                                          if not isinstance(a, Value) and not is_python_scalar(a)]
+    warn_if_arrays_promote(values, strong)
     out = []
     for a in args:
         if isinstance(a, Value):
@@ -425,15 +540,26 @@ def as_values(*args):
 
 
 # --- shared shape rules -------------------------------------------------------------------------
+class RuntimeDim(int):
+    """The size a dim has when the program runs, where the program was built with that dim
+    unknown (``None``). Shape rules re-run on run-time shapes (``symgrad.runtime.dims``) see
+    these, so :func:`broadcast_shapes` can refuse to stretch one of size 1: the program was
+    built assuming an unknown dim is not broadcast (its gradients were built that way)."""
+
+    __slots__ = ()
+
+
 def broadcast_shapes(*shapes):
     """NumPy broadcasting with unknown dims (``None``). An unknown dim against 1 stays
     unknown; against a known n it becomes n (size-1 broadcasting of an unknown dim is assumed
-    not to happen: broadcasting must be visible statically)."""
+    not to happen: broadcasting must be visible statically). On run-time shapes, a
+    :class:`RuntimeDim` of 1 stretched against a larger dim is a ``ShapeError``."""
     first = shapes[0] if shapes else ()
     if all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []
+    stretched = []   # (axis, shape) of run-time dims of 1 that would broadcast
     for axis in range(ndim):
         dim = 1
         for shape in shapes:
@@ -442,6 +568,8 @@ def broadcast_shapes(*shapes):
                 continue
             d = shape[offset]
             if d == 1:
+                if type(d) is RuntimeDim:
+                    stretched.append((axis, shape))
                 continue
             if dim == 1:
                 dim = d
@@ -453,6 +581,13 @@ def broadcast_shapes(*shapes):
                 raise ShapeError("shapes " + ", ".join(format_shape(s) for s in shapes)
                                  + " cannot be broadcast together")
         result.append(dim)
+    for axis, shape in stretched:
+        if result[axis] != 1:
+            raise ShapeError(
+                f"shapes {', '.join(format_shape(s) for s in shapes)}: dim {axis} of "
+                f"{format_shape(shape)} is 1 when the program runs but was unknown when it was "
+                f"built, and symgrad assumes an unknown dim is never broadcast (the program's "
+                f"gradients rely on it); declare that dim as 1, or broadcast explicitly")
     return tuple(result)
 
 
@@ -462,9 +597,18 @@ def normalize_axis(axis, ndim, allow_none=True):
         if not allow_none:
             raise ShapeError("axis must be given")
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)):
+        axes = (axis,)
+    elif isinstance(axis, (list, tuple)):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"axis must be None, an int or a list/tuple of ints, "
+                        f"got {type(axis).__name__} {axis!r}")
     normalized = []
     for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, (bool, np.bool_)):
+            raise TypeError(f"axis entries must be ints, got {type(a).__name__} {a!r} "
+                            f"in {axis!r}")
         a = int(a)
         if not -ndim <= a < max(ndim, 1):
             raise ShapeError(f"axis {a} is out of range for rank {ndim}")
@@ -477,3 +621,12 @@ def normalize_axis(axis, ndim, allow_none=True):
 def require_float(name_of_what, dtype):
     if not dtypes.is_float(dtype):
         raise DTypeError(f"{name_of_what} needs a floating dtype, got {np.dtype(dtype)}")
+
+
+# --- attrs as source text ---------------------------------------------------------------------
+def code_int(value) -> str:
+    """``value`` (an int attr: an axis, a bound) as source text; anything else is a
+    ``TypeError``, so a malformed attr never reaches generated code as text."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"expected an int attr, got {type(value).__name__} {value!r}")
+    return str(int(value))

@@ -19,17 +19,16 @@ to an integer dtype returns ``None``); the piecewise-constant float ops ``floor`
 the gradient evenly at ``a == b``; ``clip`` passes it at its (inclusive) bounds; ``abs`` gives 0
 at 0. Every VJP is built from symgrad ops, so it is differentiable again.
 
-An op computed exactly by a NumPy ufunc has that ufunc as its reference ``impl`` (so
-backends know it is that ufunc); ``emitters["cuda"]`` is a C expression over ``{0}``, ``{1}``,
-``{2}`` and ``{T}`` (the compute type) that compiles for ``float`` and ``double``.
+An op computed exactly by a NumPy ufunc has that ufunc as its reference ``impl``, so backends
+know it is that ufunc (:attr:`~symgrad.ops.core.OpDef.ufunc`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError
-from .core import ELEMENTWISE, Algebra, OpDef, as_values, bind, broadcast_shapes, register
+from ..errors import ComparisonError, DTypeError, ShapeError
+from .core import ELEMENTWISE, Algebra, OpDef, as_values, atomic, bind, broadcast_shapes, register
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "power", "negative",
@@ -150,15 +149,31 @@ def _divide_vjp(op, g):
     return _both(op, ga, lambda: -(ga() * op.results[0]))
 
 
+def _known_nonzero(value) -> bool:
+    """Is ``value`` a constant (or fill) known at build time to hold no zero?"""
+    op = value.op
+    fill = op.opdef.algebra.fill
+    uniform = fill(op) if fill is not None else None
+    return uniform is not None and uniform != 0
+
+
 def _power_vjp(op, g):
     x, y = op.inputs
+
+    def gx():
+        # y * x ** (y - 1), taken as 0 where y == 0 (x ** 0 is constant in x), so the gradient
+        # at 0 ** 0 is 0 rather than 0 * inf = NaN (as in JAX and PyTorch); an exponent known
+        # to be nonzero (x ** 2) needs no guard
+        if _known_nonzero(y):
+            return g[0] * y * x ** (y - 1)
+        return g[0] * where(y == 0, 0, y * x ** where(y == 0, 1, y - 1))
 
     def gy():
         # log(x) only where it is finite, so gy is never 0 * NaN (x ** y at x == 0 is constant
         # in y from the right); the inner where keeps log's own derivative finite too.
         positive = x > 0
         return g[0] * op.results[0] * where(positive, log(where(positive, x, 1)), 0)
-    return _both(op, lambda: g[0] * y * x ** (y - 1), gy)
+    return _both(op, gx, gy)
 
 
 def _extremum_vjp(wins):
@@ -191,7 +206,7 @@ def _cast_vjp(op, g):
     return [cast(g[0], source)]
 
 
-# --- NumPy references ---------------------------------------------------------------
+# --- NumPy references -------------------------------------------------------------------------
 def sigmoid_ref(x):
     """Logistic function without overflow: exp is only taken of -|x|."""
     e = np.exp(-np.abs(x))
@@ -204,220 +219,173 @@ def _numpy_fill(fill):
     return impl
 
 
-# NaN-propagating, like np.maximum/np.minimum (a NaN in either operand gives NaN)
-_CUDA_MAXIMUM = "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
-_CUDA_MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
 
 
 # --- arithmetic -------------------------------------------------------------------------------
 add_p = register(OpDef(
     "add", ELEMENTWISE, binary_rule, np.add, algebra=Algebra(identity=(0, (0, 1))),
-    vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0]),
-    emitters={"cuda": "(({0}) + ({1}))"}))
+    vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0])))
 
 subtract_p = register(OpDef(
     "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
     algebra=Algebra(identity=(0, (1,))),
-    vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0]),
-    emitters={"cuda": "(({0}) - ({1}))"}))
+    vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0])))
 
 multiply_p = register(OpDef(
     "multiply", ELEMENTWISE, math_rule(np.multiply), np.multiply,
     algebra=Algebra(identity=(1, (0, 1)), negation=(-1, (0, 1))),
-    vjp=lambda op, g: _both(op, lambda: g[0] * op.inputs[1], lambda: g[0] * op.inputs[0]),
-    emitters={"cuda": "(({0}) * ({1}))"}))
+    vjp=lambda op, g: _both(op, lambda: g[0] * op.inputs[1], lambda: g[0] * op.inputs[0])))
 
 divide_p = register(OpDef(
     "divide", ELEMENTWISE, math_rule(np.divide), np.divide, vjp=_divide_vjp,
-    algebra=Algebra(identity=(1, (1,)), negation=(-1, (1,))),
-    emitters={"cuda": "(({T})({0}) / ({T})({1}))"}))
+    algebra=Algebra(identity=(1, (1,)), negation=(-1, (1,)))))
 
 power_p = register(OpDef(
     "power", ELEMENTWISE, math_rule(np.power), np.power, vjp=_power_vjp,
-    algebra=Algebra(identity=(1, (1,))),
-    emitters={"cuda": "pow(({T})({0}), ({T})({1}))"}))
+    algebra=Algebra(identity=(1, (1,)))))
 
 negative_p = register(OpDef(
     "negative", ELEMENTWISE, same_rule, np.negative,
     algebra=Algebra(negates=True, involution=True),
-    vjp=lambda op, g: [-g[0]],
-    emitters={"cuda": "(-({0}))"}))
+    vjp=lambda op, g: [-g[0]]))
 
 square_p = register(OpDef(
     "square", ELEMENTWISE, math_rule(np.square), np.square,
-    vjp=lambda op, g: [g[0] * (op.inputs[0] * 2)],
-    emitters={"cuda": "(({0}) * ({0}))"}))
+    vjp=lambda op, g: [g[0] * (op.inputs[0] * 2)]))
 
 abs_p = register(OpDef(
     "abs", ELEMENTWISE, math_rule(np.absolute), np.absolute,
-    vjp=lambda op, g: [g[0] * sign(op.inputs[0])],
-    emitters={"cuda": "(({0}) < ({T})0 ? -({0}) : ({0}))"}))
+    vjp=lambda op, g: [g[0] * sign(op.inputs[0])]))
 
 sign_p = register(OpDef(
-    "sign", ELEMENTWISE, math_rule(np.sign), np.sign, vjp=_zero_vjp,
-    emitters={"cuda": "(({0}) != ({0}) ? ({0}) : ({T})((({0}) > ({T})0) - (({0}) < ({T})0)))"}))
+    "sign", ELEMENTWISE, math_rule(np.sign), np.sign, vjp=_zero_vjp))
 
 maximum_p = register(OpDef(
     "maximum", ELEMENTWISE, math_rule(np.maximum), np.maximum,
-    vjp=_extremum_vjp(lambda a, b: a > b),
-    emitters={"cuda": _CUDA_MAXIMUM}))
+    vjp=_extremum_vjp(lambda a, b: a > b)))
 
 minimum_p = register(OpDef(
     "minimum", ELEMENTWISE, math_rule(np.minimum), np.minimum,
-    vjp=_extremum_vjp(lambda a, b: a < b),
-    emitters={"cuda": _CUDA_MINIMUM}))
+    vjp=_extremum_vjp(lambda a, b: a < b)))
 
 # --- transcendental ---------------------------------------------------------------------------
 exp_p = register(OpDef(
     "exp", ELEMENTWISE, math_rule(np.exp), np.exp,
-    vjp=lambda op, g: [g[0] * op.results[0]],
-    emitters={"cuda": "exp({0})"}))
+    vjp=lambda op, g: [g[0] * op.results[0]]))
 
 log_p = register(OpDef(
     "log", ELEMENTWISE, math_rule(np.log), np.log,
-    vjp=lambda op, g: [g[0] / op.inputs[0]],
-    emitters={"cuda": "log({0})"}))
+    vjp=lambda op, g: [g[0] / op.inputs[0]]))
 
 log1p_p = register(OpDef(
     "log1p", ELEMENTWISE, math_rule(np.log1p), np.log1p,
-    vjp=lambda op, g: [g[0] / (op.inputs[0] + 1)],
-    emitters={"cuda": "log1p({0})"}))
+    vjp=lambda op, g: [g[0] / (op.inputs[0] + 1)]))
 
 expm1_p = register(OpDef(
     "expm1", ELEMENTWISE, math_rule(np.expm1), np.expm1,
-    vjp=lambda op, g: [g[0] * (op.results[0] + 1)],
-    emitters={"cuda": "expm1({0})"}))
+    vjp=lambda op, g: [g[0] * (op.results[0] + 1)]))
 
 sqrt_p = register(OpDef(
     "sqrt", ELEMENTWISE, math_rule(np.sqrt), np.sqrt,
-    vjp=lambda op, g: [g[0] / (op.results[0] * 2)],
-    emitters={"cuda": "sqrt({0})"}))
+    vjp=lambda op, g: [g[0] / (op.results[0] * 2)]))
 
 sin_p = register(OpDef(
     "sin", ELEMENTWISE, math_rule(np.sin), np.sin,
-    vjp=lambda op, g: [g[0] * cos(op.inputs[0])],
-    emitters={"cuda": "sin({0})"}))
+    vjp=lambda op, g: [g[0] * cos(op.inputs[0])]))
 
 cos_p = register(OpDef(
     "cos", ELEMENTWISE, math_rule(np.cos), np.cos,
-    vjp=lambda op, g: [-(g[0] * sin(op.inputs[0]))],
-    emitters={"cuda": "cos({0})"}))
+    vjp=lambda op, g: [-(g[0] * sin(op.inputs[0]))]))
 
 tan_p = register(OpDef(
     "tan", ELEMENTWISE, math_rule(np.tan), np.tan,
-    vjp=lambda op, g: [g[0] * (op.results[0] * op.results[0] + 1)],
-    emitters={"cuda": "tan({0})"}))
+    vjp=lambda op, g: [g[0] * (op.results[0] * op.results[0] + 1)]))
 
 tanh_p = register(OpDef(
     "tanh", ELEMENTWISE, float_unary_rule, np.tanh,
-    vjp=lambda op, g: [g[0] * (1 - op.results[0] * op.results[0])],
-    emitters={"cuda": "tanh({0})"}))
+    vjp=lambda op, g: [g[0] * (1 - op.results[0] * op.results[0])]))
 
 sinh_p = register(OpDef(
     "sinh", ELEMENTWISE, math_rule(np.sinh), np.sinh,
-    vjp=lambda op, g: [g[0] * cosh(op.inputs[0])],
-    emitters={"cuda": "sinh({0})"}))
+    vjp=lambda op, g: [g[0] * cosh(op.inputs[0])]))
 
 cosh_p = register(OpDef(
     "cosh", ELEMENTWISE, math_rule(np.cosh), np.cosh,
-    vjp=lambda op, g: [g[0] * sinh(op.inputs[0])],
-    emitters={"cuda": "cosh({0})"}))
+    vjp=lambda op, g: [g[0] * sinh(op.inputs[0])]))
 
 arcsin_p = register(OpDef(
     "arcsin", ELEMENTWISE, math_rule(np.arcsin), np.arcsin,
-    vjp=lambda op, g: [g[0] / sqrt(1 - op.inputs[0] * op.inputs[0])],
-    emitters={"cuda": "asin({0})"}))
+    vjp=lambda op, g: [g[0] / sqrt(1 - op.inputs[0] * op.inputs[0])]))
 
 arccos_p = register(OpDef(
     "arccos", ELEMENTWISE, math_rule(np.arccos), np.arccos,
-    vjp=lambda op, g: [-(g[0] / sqrt(1 - op.inputs[0] * op.inputs[0]))],
-    emitters={"cuda": "acos({0})"}))
+    vjp=lambda op, g: [-(g[0] / sqrt(1 - op.inputs[0] * op.inputs[0]))]))
 
 arctan_p = register(OpDef(
     "arctan", ELEMENTWISE, math_rule(np.arctan), np.arctan,
-    vjp=lambda op, g: [g[0] / (op.inputs[0] * op.inputs[0] + 1)],
-    emitters={"cuda": "atan({0})"}))
+    vjp=lambda op, g: [g[0] / (op.inputs[0] * op.inputs[0] + 1)]))
 
 sigmoid_p = register(OpDef(
     "sigmoid", ELEMENTWISE, float_unary_rule, sigmoid_ref,
-    vjp=lambda op, g: [g[0] * (op.results[0] * (1 - op.results[0]))],
-    emitters={"cuda": "(({0}) >= ({T})0 ? ({T})1 / (({T})1 + exp(-({0})))"
-                      " : exp({0}) / (({T})1 + exp({0})))"}))
+    vjp=lambda op, g: [g[0] * (op.results[0] * (1 - op.results[0]))]))
 
 # --- rounding (zero gradient) -----------------------------------------------------------------
 floor_p = register(OpDef(
-    "floor", ELEMENTWISE, math_rule(np.floor), np.floor, vjp=_zero_vjp,
-    emitters={"cuda": "floor({0})"}))
+    "floor", ELEMENTWISE, math_rule(np.floor), np.floor, vjp=_zero_vjp))
 
 ceil_p = register(OpDef(
-    "ceil", ELEMENTWISE, math_rule(np.ceil), np.ceil, vjp=_zero_vjp,
-    emitters={"cuda": "ceil({0})"}))
+    "ceil", ELEMENTWISE, math_rule(np.ceil), np.ceil, vjp=_zero_vjp))
 
 round_p = register(OpDef(   # np.round: half to even, integers kept as they are
-    "round", ELEMENTWISE, math_rule(np.floor), np.round, vjp=_zero_vjp,
-    emitters={"cuda": "rint({0})"}))
+    "round", ELEMENTWISE, math_rule(np.floor), np.round, vjp=_zero_vjp))
 
 # --- selection --------------------------------------------------------------------------------
 where_p = register(OpDef(
-    "where", ELEMENTWISE, where_rule, np.where, vjp=_where_vjp,
-    emitters={"cuda": "(({0}) ? ({1}) : ({2}))"}))
+    "where", ELEMENTWISE, where_rule, np.where, vjp=_where_vjp))
 
 clip_p = register(OpDef(   # np.clip: minimum(maximum(x, lo), hi)
-    "clip", ELEMENTWISE, clip_rule, np.clip, vjp=_clip_vjp,
-    emitters={"cuda": _CUDA_MINIMUM.format(_CUDA_MAXIMUM, "{2}")}))
+    "clip", ELEMENTWISE, clip_rule, np.clip, vjp=_clip_vjp))
 
 # --- comparisons and logic (bool results: no gradient) ----------------------------------------
 equal_p = register(OpDef(
-    "equal", ELEMENTWISE, compare_rule, np.equal,
-    emitters={"cuda": "(({0}) == ({1}))"}))
+    "equal", ELEMENTWISE, compare_rule, np.equal))
 
 not_equal_p = register(OpDef(
-    "not_equal", ELEMENTWISE, compare_rule, np.not_equal,
-    emitters={"cuda": "(({0}) != ({1}))"}))
+    "not_equal", ELEMENTWISE, compare_rule, np.not_equal))
 
 less_p = register(OpDef(
-    "less", ELEMENTWISE, compare_rule, np.less,
-    emitters={"cuda": "(({0}) < ({1}))"}))
+    "less", ELEMENTWISE, compare_rule, np.less))
 
 less_equal_p = register(OpDef(
-    "less_equal", ELEMENTWISE, compare_rule, np.less_equal,
-    emitters={"cuda": "(({0}) <= ({1}))"}))
+    "less_equal", ELEMENTWISE, compare_rule, np.less_equal))
 
 greater_p = register(OpDef(
-    "greater", ELEMENTWISE, compare_rule, np.greater,
-    emitters={"cuda": "(({0}) > ({1}))"}))
+    "greater", ELEMENTWISE, compare_rule, np.greater))
 
 greater_equal_p = register(OpDef(
-    "greater_equal", ELEMENTWISE, compare_rule, np.greater_equal,
-    emitters={"cuda": "(({0}) >= ({1}))"}))
+    "greater_equal", ELEMENTWISE, compare_rule, np.greater_equal))
 
 logical_and_p = register(OpDef(
-    "logical_and", ELEMENTWISE, logical_rule, np.logical_and,
-    emitters={"cuda": "(({0}) && ({1}))"}))
+    "logical_and", ELEMENTWISE, logical_rule, np.logical_and))
 
 logical_or_p = register(OpDef(
-    "logical_or", ELEMENTWISE, logical_rule, np.logical_or,
-    emitters={"cuda": "(({0}) || ({1}))"}))
+    "logical_or", ELEMENTWISE, logical_rule, np.logical_or))
 
 logical_not_p = register(OpDef(
-    "logical_not", ELEMENTWISE, logical_rule, np.logical_not,
-    emitters={"cuda": "(!({0}))"}))
+    "logical_not", ELEMENTWISE, logical_rule, np.logical_not))
 
 # --- dtype and constants ----------------------------------------------------------------------
 cast_p = register(OpDef(
     "cast", ELEMENTWISE, cast_rule, lambda x, dtype: x.astype(dtype), vjp=_cast_vjp,
-    algebra=Algebra(no_op_when_same_type=True),
-    emitters={"cuda": "(({T})({0}))"}))
+    algebra=Algebra(no_op_when_same_type=True)))
 
 zeros_like_p = register(OpDef(
     "zeros_like", ELEMENTWISE, cast_rule, _numpy_fill(0), vjp=lambda op, g: [None],
-    algebra=Algebra(fill=lambda op: 0),
-    emitters={"cuda": "(({T})0)"}))
+    algebra=Algebra(fill=lambda op: 0)))
 
 ones_like_p = register(OpDef(
     "ones_like", ELEMENTWISE, cast_rule, _numpy_fill(1), vjp=lambda op, g: [None],
-    algebra=Algebra(fill=lambda op: 1),
-    emitters={"cuda": "(({T})1)"}))
+    algebra=Algebra(fill=lambda op: 1)))
 
 
 # --- front end --------------------------------------------------------------------------------
@@ -561,7 +529,7 @@ def where(cond, x, y):
 
 def _no_bound(dtype, upper):
     """The bound that never clips a value of ``dtype``."""
-    if dtype.kind == "f":
+    if dtypes.is_float(dtype):
         return float("inf") if upper else float("-inf")
     if dtype.kind == "b":
         return upper
@@ -584,6 +552,37 @@ def equal(x, y):
 
 def not_equal(x, y):
     return bind(not_equal_p, as_values(x, y))
+
+
+_OPERATOR_COMPARISONS = {"==": equal, "!=": not_equal}
+_FORGETTABLE = {equal_p, not_equal_p}
+_LOOKUP_HINT = ("`value in list`, `list.index(value)` and `if a == b:` compare Values elementwise "
+                "(an op, whose truth is unknown until the program runs); look a Value up by "
+                "identity instead: `any(v is value for v in items)`")
+
+
+@atomic
+def operator_comparison(operator, x, y):
+    """``x == y`` / ``x != y`` on a Value: the elementwise op. Shapes that do not broadcast
+    raise :class:`~symgrad.errors.ComparisonError`, which is a ``ShapeError`` and also the
+    ``TypeError`` that ``value in list`` documents."""
+    try:
+        return _OPERATOR_COMPARISONS[operator](x, y)
+    except ShapeError as exc:
+        raise ComparisonError(f"{exc}\n  {_LOOKUP_HINT}") from None
+
+
+def forget_tested_comparison(value) -> None:
+    """``bool()`` of a Value raises ``TypeError``; ``value in list`` and ``if a == b:`` call it
+    on the ``==``/``!=`` op they have just built. Drop that op again while it is still the
+    last op of its block (so nothing can use it), so the error leaves the program unchanged."""
+    op = value.op
+    if op is None or op.opdef not in _FORGETTABLE or value.name is not None or op.block is None:
+        return
+    ops = op.block.ops
+    if ops and ops[-1] is op:
+        ops.pop()
+        value.program.forget_cached_constants(op.results[0].id)
 
 
 def less(x, y):

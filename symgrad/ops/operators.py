@@ -15,12 +15,22 @@ def install(ops) -> None:
         function = getattr(ops, name)
         setattr(Value, f"__{dunder}__", lambda self, other, f=function: f(self, other))
         setattr(Value, f"__r{dunder}__", lambda self, other, f=function: f(other, self))
-    compare = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
-               "gt": "greater", "ge": "greater_equal", "and": "logical_and",
-               "or": "logical_or"}
+    compare = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+               "and": "logical_and", "or": "logical_or"}
     for dunder, name in compare.items():
         function = getattr(ops, name)
         setattr(Value, f"__{dunder}__", lambda self, other, f=function: f(self, other))
+    # ``==``/``!=`` build ops too; ``value in list`` then calls ``bool()`` on the op it built,
+    # which raises and drops that op again, so the lookup leaves the program unchanged
+    Value.__eq__ = lambda self, other: ops.operator_comparison("==", self, other)
+    Value.__ne__ = lambda self, other: ops.operator_comparison("!=", self, other)
+    refuse_truth = Value.__bool__
+
+    def truth(self):
+        ops.forget_tested_comparison(self)
+        refuse_truth(self)
+
+    Value.__bool__ = truth
     Value.__neg__ = lambda self: ops.negative(self)
     Value.__pos__ = lambda self: self
     Value.__abs__ = lambda self: ops.abs(self)

@@ -1,4 +1,5 @@
-"""Reductions (category REDUCTION): sum, mean, max, min, prod, argmax, argmin, logsumexp.
+"""Reductions (category REDUCTION): sum, mean, max, min, prod, argmax, argmin, logsumexp;
+and ``var`` and ``std``, front-end compositions of them.
 
 Attributes: ``axis`` is the sorted tuple of reduced axes (``argmax``/``argmin``: one int or
 ``None``), ``keepdims`` a bool, and ``dtype`` (a dtype name) appears only where the result's
@@ -26,7 +27,7 @@ from .core import (HIGHEST, LOWEST, OPAQUE, REDUCTION, Algebra, OpDef, Reduction
                    normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
-__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp"]
+__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var", "std"]
 
 _ACCUMULATE_INT = np.dtype("int64")
 
@@ -76,13 +77,36 @@ def expand_back(g, x, axes, keepdims):
     return broadcast_like(g, x)
 
 
+def _reduced_axes(op, ndim) -> tuple:
+    """The input axes reduction ``op`` reduces (``argmax``'s int or None included)."""
+    axis = op.attrs["axis"]
+    if axis is None:
+        return tuple(range(ndim))
+    return tuple(axis) if isinstance(axis, tuple) else (axis % ndim,)
+
+
+def dims_source(x, axes):
+    """``(value, axes)`` with the same run-time dims as ``x`` in ``axes``, read as far up as
+    reductions allow: a reduction's kept dims are its input's, so the count of
+    ``sum(y, axis=1)`` along axis 0 reads ``y``'s dim 0, and the reduction is not computed
+    just for its shape when nothing else needs it."""
+    while x.op.opdef.category == REDUCTION and len(x.op.inputs) == 1:
+        source, = x.op.inputs
+        reduced = _reduced_axes(x.op, source.ndim)
+        kept = [i for i in range(source.ndim)
+                if x.op.attrs["keepdims"] or i not in reduced]
+        x, axes = source, tuple(kept[a] for a in axes)
+    return x, axes
+
+
 def _count(x, axes, dtype):
     """The number of elements of ``x`` in ``axes``: a Python int when those dims are known,
-    else a ``size`` op evaluated at run time."""
+    else a ``size`` op evaluated at run time on :func:`dims_source`."""
     dims = [x.shape[a] for a in axes]
     if None not in dims:
         return math.prod(dims)
-    return bind(size_p, [x], {"axis": tuple(axes), "dtype": np.dtype(dtype).name})
+    source, axes = dims_source(x, tuple(axes))
+    return bind(size_p, [source], {"axis": axes, "dtype": np.dtype(dtype).name})
 
 
 def _sum_vjp(op, g):
@@ -133,7 +157,7 @@ def _logsumexp_vjp(op, g):
     return [keep_axes(g[0], axes, keepdims) * softmax]
 
 
-# --- references -------------------------------------------------------------------
+# --- references ----------------------------------------------------------------------------------
 def _sg_logsumexp(x, axis, keepdims, dtype=None):
     """Stable ``log(sum(exp(x)))`` over ``axis``: the (finite) max is subtracted first."""
     if dtype is not None:
@@ -161,7 +185,7 @@ mean_p = register(OpDef(
 
 prod_p = register(OpDef(
     "prod", REDUCTION, _reduce_rule, _numpy_reduction(np.prod), vjp=_prod_vjp,
-    reduction=Reduction(ew.multiply_p, 1)))
+    reduction=Reduction(ew.multiply_p, 1, splits=False)))
 
 max_p = register(OpDef(
     "max", REDUCTION, _reduce_rule,
@@ -262,3 +286,29 @@ def argmax(x, axis=None, keepdims=False):
 def argmin(x, axis=None, keepdims=False):
     """``np.argmin`` (int64; ``axis`` None or one int); carries no gradient."""
     return _arg_reduce(argmin_p, x, axis, keepdims)
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    """``np.var``: the mean squared deviation from the mean over ``axis``, divided by
+    ``count - ddof`` instead of ``count`` (``ddof=1``: the unbiased estimate); ints and bools
+    give float64. Composed of ``mean``/``sum``, so its gradients are theirs."""
+    x = as_value(x)
+    with frontend_checks("var", [x]):
+        axes = normalize_axis(axis, x.ndim)
+    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
+        raise ValueError(f"var: ddof must be a non-negative int, got {ddof!r}")
+    if not dtypes.is_float(x.dtype):
+        x = ew.cast(x, "float64")
+    centered = x - mean(x, axis=axes, keepdims=True)
+    squares = centered * centered
+    if not ddof:
+        return mean(squares, axis=axes, keepdims=keepdims)
+    count = _count(x, axes, x.dtype)
+    divisor = float(count - ddof if count > ddof else 0) if isinstance(count, int) else \
+        ew.maximum(count - ddof, 0)
+    return sum(squares, axis=axes, keepdims=keepdims) / divisor
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    """``np.std``: ``sqrt(var(x, axis, keepdims, ddof))``."""
+    return ew.sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))

@@ -27,7 +27,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, dtypes_shape,
+from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, code_int, dtypes_shape,
                    normalize_axis, register)
 from .elementwise import zeros_like
 from .source import full_p
@@ -609,10 +609,10 @@ def index_code(index):
     parts = []
     for item in index:
         if isinstance(item, (list, tuple)):
-            start, stop, step = ("" if v is None else str(v) for v in item)
+            start, stop, step = ("" if v is None else code_int(v) for v in item)
             parts.append(f"{start}:{stop}" + (f":{step}" if step not in ("", "1") else ""))
         else:
-            parts.append(repr(item))
+            parts.append("None" if item is None else code_int(item))
     return ", ".join(parts) if parts else "..."
 
 
@@ -688,8 +688,8 @@ def _index_items(index):
     for item in items:
         if isinstance(item, (bool, np.bool_)) or not (
                 item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
-            raise TypeError(f"only basic indexing is supported (ints, slices, None, ...), "
-                            f"got {type(item).__name__} {item!r}")
+            raise TypeError(f"only basic indexing (ints, slices, None, ...) and one integer "
+                            f"array are supported, got {type(item).__name__} {item!r}")
     if sum(item is Ellipsis for item in items) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     return items
@@ -706,8 +706,13 @@ def _slice_bound(value, what):
 def getitem(x, index):
     """``x[index]`` with basic indexing: ints (negative too), slices with any non-zero step,
     ``None`` (new axis) and one ``Ellipsis``. Out-of-range ints on known dims raise
-    ``IndexError`` here."""
+    ``IndexError`` here. One integer array (a Value, NumPy array or list) among the items
+    gathers with ``take`` (:func:`symgrad.ops.indexing.array_getitem`)."""
     x = as_value(x)
+    from .indexing import array_getitem, is_array_index
+
+    if any(is_array_index(item) for item in (index if isinstance(index, tuple) else (index,))):
+        return array_getitem(x, index)
     items = _index_items(index)
     consumed = sum(item is not None and item is not Ellipsis for item in items)
     if consumed > x.ndim:

@@ -9,15 +9,19 @@ from ..errors import ScopeError, ShapeError
 from ..ir.program import current_block, default_main_program
 from ..ir.value import format_shape
 from .core import SOURCE, Algebra, OpDef, bind, register
+from .initializers import default_init
 
 
 def _static_shape(shape, what, allow_unknown):
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"{what}: shape must be a list or tuple, got {type(shape).__name__}")
     out = []
     for d in shape:
+        if isinstance(d, (bool, np.bool_)):
+            raise TypeError(f"{what}: dims must be ints or None, got the bool {d!r} in shape "
+                            f"{list(shape)}")
         if d is None or (isinstance(d, (int, np.integer)) and d == -1):
             if not allow_unknown:
                 raise ShapeError(f"{what}: shape {list(shape)} must be fully known")
@@ -96,14 +100,17 @@ def data(name, shape, dtype="float32", stop_gradient=False):
 
 
 def parameter(name, shape, dtype="float32", init=None, stop_gradient=False):
-    """Trainable state with an initial value (``init``: array, scalar, callable
-    ``init(shape, dtype)`` or None for zeros). It takes ``init`` unless fed."""
+    """Trainable state with an initial value; it takes that value unless fed. ``init``: an
+    array, a scalar (filled), a callable ``init(shape, dtype)`` (see
+    :mod:`symgrad.initializers`) or None for the default: Glorot uniform for floating
+    parameters of rank 2 or more (seeded by ``name``, so rebuilding gives the same values),
+    zeros otherwise (:func:`~symgrad.initializers.default_init`)."""
     program = default_main_program()
     _check_name(program, name)
     shape = _static_shape(shape, f"parameter {name!r}", allow_unknown=False)
     dtype = dtypes.as_dtype(dtype)
     if init is None:
-        value = np.zeros(shape, dtype)
+        value = default_init(name, shape, dtype)
     elif callable(init):
         value = np.asarray(init(shape, dtype), dtype=dtype)
     else:

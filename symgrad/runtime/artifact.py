@@ -2,27 +2,50 @@
 
 An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same tree)::
 
-    manifest.json         format/version, library versions, backend, entry points, input and
-                          output signature (dtypes, unknown dims as null), constants table,
-                          stats, and the sha256 of every other file
+    manifest.json         format/version, library versions, the generator (a fingerprint of the
+                          symgrad source that wrote it), backend, options, entry points, input
+                          and output signature (dtypes, unknown dims as null), constants table,
+                          stats, and the sha256 and size of every other file
+    manifest.hmac         with ``save(path, key=...)``: hex HMAC-SHA256 of manifest.json
     program.json          the optimized program (forward and backward), see symgrad.ir.serialize
     numpy/program.py      the generated NumPy module (numpy + stdlib only)
+    numpy/row_pool.py     the runtime helper it imports (a copy of symgrad's, stdlib only)
     numpy/standalone.py   loader: verifies the artifact, fills CONSTANTS, checks feeds, run()
-    constants/*.npy       parameter values, constants and array attrs (no pickle)
-    cuda/*.cu, cuda/host.py   kernels and host module, for programs compiled for CUDA
-    c/host.py, c/program.c, c/program.so   host module, C source and compiled library, for
-                          programs compiled for C (the standalone runner's native entry)
+    constants/<n>.npy     parameter values, constants and array attrs (no pickle), named by
+                          number, never by a user's name
+    cuda/*.cu, cuda/host.py, cuda/*.cubin   for programs compiled for CUDA
+    c/host.py, c/program.c, c/program.so   for programs compiled for C: the standalone
+                          runner's native entry (the host module calls the library through
+                          ctypes; no compiler needed)
 
-Saving is atomic: the tree is written to a temporary sibling and renamed into place, so a
-failure never leaves a partial artifact under the final name (a previous artifact there stays
-untouched unless the new one is complete). Loading verifies the
-format version, each listed path (no ``..``, no absolute path, no link leaving the artifact),
-each sha256 and program.json before any code from the artifact runs; every failure is an
-:class:`~symgrad.errors.ArtifactError`.
+**Trust model.** ``program.json`` (with the arrays it names) is the artifact's content; every
+other file is derived from it. :func:`load` executes only code that the installed symgrad
+generates from ``program.json``: it regenerates the NumPy module (and its backend's code: the
+CUDA sources, the C program, which it compiles) and runs what it generated, never a file of the
+artifact (built binaries, cubins or a C library, are for the standalone runner). When the artifact was written by this
+very symgrad build (same generator fingerprint), the regenerated files, the constants table
+and the entry points must also equal the artifact's, so a modified ``numpy/program.py`` (the
+file the standalone runner executes) is refused. The signature, inputs and outputs in the
+manifest are always cross-checked with ``program.json``, every listed file's size and sha256
+are checked (sizes before reading, hashes in chunks), and a file the manifest does not list
+(``__pycache__`` included) is refused. Hashes stored next to the files detect corruption, not
+tampering: whoever can rewrite the files can rewrite the hashes. A signed artifact
+(``key=``) is authenticated: its manifest's HMAC is checked before anything else, and the
+manifest holds the hash of every file. Loading an unsigned artifact with symgrad runs only
+symgrad's code, but the program it computes is whatever ``program.json`` says; running an
+unsigned artifact *standalone* executes its files, like unpickling: do that only with
+artifacts you trust (see :mod:`.standalone` for the signed standalone path).
+
+Saving is atomic: the tree is written to a temporary sibling (named with the saving process's
+id) and published in one step: a new directory is renamed into place, an existing one is
+exchanged with it atomically (``renameat2(RENAME_EXCHANGE)``, where the OS has it), and a zip
+replaces the old one with ``os.replace``, so the old or the new artifact is always at the
+path. Temporary entries left by a killed save are removed by the next save to that path.
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import hashlib
 import io
@@ -34,21 +57,33 @@ import shutil
 import stat
 import sys
 import tempfile
+import warnings
 import zipfile
 
 import numpy as np
 
-from ..backends import get_backend
-from ..errors import ArtifactError, VerificationError
+from ..backends import available_backends, get_backend
+from ..backends.cache import library_fingerprint
+from ..errors import ArtifactError, SymgradError, VerificationError
+from ..ir.graph import ancestors_of
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
 from . import standalone
-from .feeds import InputSpec, OutputSpec, bind_feeds
+from .compiled import output_specs
+from .feeds import InputSpec, OutputSpec, build_signature
+from .options import CompileOptions
 
 PROGRAM_FILE = "program.json"
 NUMPY_MODULE = "numpy/program.py"
 STANDALONE_MODULE = "numpy/standalone.py"
 ENTRY_FUNCTION = "run"
+BACKENDS = tuple(available_backends())   # what an artifact may name as its backend
+MAX_PROGRAM_BYTES = 1 << 30
+
+
+class ArtifactFallbackWarning(UserWarning):
+    """An artifact runs on its NumPy module because its backend cannot run here (no CuPy or
+    CUDA device for a CUDA artifact, no C compiler for a C artifact)."""
 
 
 @contextlib.contextmanager
@@ -60,67 +95,180 @@ def _artifact_errors(path):
         raise ArtifactError(f"artifact {os.fspath(path)!r}: {exc}") from None
 
 
-# --- saving ----------------------------------------------------------------------------------
-class _TreeWriter:
-    """Writes files under a staging root and records their sha256 for the manifest."""
+# --- the files of an artifact, made from its program ----------------------------------------
+class _Tree:
+    """The files of an artifact as they are made: each is written under ``root`` (or, with
+    no root, kept in memory when ``keep``) and its sha256 and size recorded. Backends write
+    their own files through :meth:`add` (``Backend.artifact_files``)."""
 
-    def __init__(self, root):
+    def __init__(self, root=None):
         self.root = root
         self.hashes: dict[str, str] = {}
+        self.sizes: dict[str, int] = {}
+        self.data: dict[str, bytes] = {}
 
-    def write(self, rel, data: bytes):
-        path = os.path.join(self.root, *rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as handle:
-            handle.write(data)
+    def add(self, rel, data: bytes, keep=True):
+        if self.root is not None:
+            path = os.path.join(self.root, *rel.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(data)
+        elif keep:
+            self.data[rel] = data
         self.hashes[rel] = standalone.sha256_hex(data)
-
-    def write_text(self, rel, text: str):
-        self.write(rel, text.encode("utf-8"))
+        self.sizes[rel] = len(data)
 
 
-def _safe_stem(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "array"
+def _npy_bytes(array) -> bytes:
+    array = np.asarray(array, order="C")
+    if array.dtype.hasobject:
+        raise ArtifactError("an array of dtype object needs pickle, which artifacts never use")
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
 
 
 class _ConstantStore:
-    """Stores arrays as ``constants/<name>.npy``, one file per distinct content."""
+    """Stores arrays as ``constants/<n>.npy`` (numbered in order), one file per distinct
+    content; ``arrays`` maps each file to its array."""
 
-    def __init__(self, writer):
-        self.writer = writer
+    def __init__(self, tree):
+        self.tree = tree
         self.by_digest: dict[str, str] = {}
+        self.arrays: dict[str, np.ndarray] = {}
 
-    def add(self, array, name) -> str:
-        array = np.asarray(array, order="C")
-        if array.dtype.hasobject:
-            raise ArtifactError(f"constant {name!r} has dtype object, which needs pickle")
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        data = buffer.getvalue()
+    def add(self, array) -> str:
+        data = _npy_bytes(array)
         digest = hashlib.sha256(data).hexdigest()
-        if digest not in self.by_digest:
-            stem, rel, n = _safe_stem(name), None, 0
-            while rel is None or rel in self.writer.hashes:
-                rel = f"constants/{stem}{'' if n == 0 else f'_{n}'}.npy"
-                n += 1
-            self.writer.write(rel, data)
-            self.by_digest[digest] = rel
-        return self.by_digest[digest]
+        rel = self.by_digest.get(digest)
+        if rel is None:
+            rel = self.by_digest[digest] = f"constants/{len(self.by_digest)}.npy"
+            self.tree.add(rel, data, keep=False)
+            self.arrays[rel] = np.asarray(array)
+        return rel
 
 
-def _numpy_module(compiled):
-    """``(source, constants)`` of a NumPy-only module computing ``compiled``'s fetches: its own
-    module when its backend generates one, else one compiled again for it."""
-    module = compiled._executable.numpy_module
-    if module is None:
-        from .compile import compile as compile_program
+def _regeneration_options(options, artifact_backend, target):
+    """``program.json`` holds the program optimized for ``artifact_backend``: code for that
+    same backend is regenerated from it with only the passes that annotate (the memory plan),
+    code for another backend with that backend's whole pipeline."""
+    if target != artifact_backend:
+        return options
+    from ..passes import ANNOTATIONS, DEFAULT_PIPELINE
 
-        numpy_only = compile_program(compiled.program, compiled.fetches, backend="numpy",
-                                     options=compiled.options)
-        module = numpy_only._executable.numpy_module
-    return module[0], dict(module[1])
+    pipeline = options.passes if options.passes is not None else DEFAULT_PIPELINE
+    return options.replace(passes=tuple(name for name in pipeline if name in ANNOTATIONS))
 
 
+@dataclasses.dataclass
+class _Generated:
+    numpy: object            # CompiledProgram of the NumPy module
+    native: object = None    # CompiledProgram for the artifact's backend, when it has files
+    backend: object = None   # that Backend
+
+
+def _generate(program, fetches, options, backend) -> _Generated:
+    """The code symgrad generates for an artifact of ``program`` (loaded from program.json):
+    the NumPy module, and the code of ``backend`` when it writes files of its own and can
+    build here."""
+    from .compile import compile as compile_program
+
+    numpy_compiled = compile_program(program, fetches, backend="numpy",
+                                     options=_regeneration_options(options, backend, "numpy"))
+    chosen = get_backend(backend)
+    native = None
+    if chosen.artifact_files is not None:
+        try:
+            chosen.require_build()
+        except SymgradError:   # no compiler here: the NumPy module only
+            pass
+        else:
+            native = compile_program(program, fetches, backend=backend,
+                                     options=_regeneration_options(options, backend, backend))
+    return _Generated(numpy_compiled, native, chosen)
+
+
+def _refuse_references(generated):
+    references = generated.numpy._executable.references
+    if references:
+        reasons = "; ".join(r.reason for r in references.values())
+        raise ArtifactError(f"cannot save this program: {reasons}. A saved artifact contains "
+                            f"all the code it runs: define each such forward as a module-level "
+                            f"`def` (no decorator) that uses only its arguments, NumPy (or math) "
+                            f"and builtins, register the op again and rebuild the program")
+
+
+def _generated_files(tree, store, generated, save_options=None):
+    """Add the generated files to ``tree``; returns ``(entry_points, constants table)``.
+    ``save_options`` (what ``save`` was given, None when comparing with a loaded artifact)
+    go to the backend, which builds its binaries only when saving."""
+    numpy_compiled = generated.numpy
+    tree.add(NUMPY_MODULE, numpy_compiled.source.encode("utf-8"))
+    with open(standalone.__file__, "rb") as handle:
+        tree.add(STANDALONE_MODULE, handle.read())
+    constants = {name: store.add(array)
+                 for name, array in numpy_compiled._executable.constants.items()}
+    standalone_entry = {"module": STANDALONE_MODULE, "function": ENTRY_FUNCTION}
+    entry_points = {"standalone": standalone_entry,
+                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION,
+                              "imports": _runtime_modules(tree)},
+                    "program": PROGRAM_FILE}
+    if generated.native is not None:
+        entry_points[generated.backend.name] = generated.backend.artifact_files(
+            generated.native._executable, tree, save_options)
+    return entry_points, constants
+
+
+def _runtime_modules(tree) -> dict:
+    """Add the modules generated NumPy code imports (``numpy/row_pool.py``), copied from the
+    installed symgrad; returns the manifest's ``imports`` table (module name -> file)."""
+    from ..backends.numpy_backend import RUNTIME_MODULES
+
+    imports = {}
+    for name, module in RUNTIME_MODULES.items():
+        imports[name] = f"numpy/{name}.py"
+        with open(module.__file__, "rb") as handle:
+            tree.add(imports[name], handle.read())
+    return imports
+
+
+# --- options in the manifest --------------------------------------------------------------------
+def _options_to_json(options) -> dict:
+    fields = dataclasses.asdict(options)
+    fields["cache_dir"] = None   # where a machine caches code is not part of the artifact
+    fields["passes"] = None if options.passes is None else list(options.passes)
+    return fields
+
+
+_OPTION_TYPES = {"fusion": bool, "chunk_size": int, "accumulate_float64": bool,
+                 "max_group_size": int, "return_numpy": bool}
+
+
+def _options_from_json(obj) -> CompileOptions:
+    """The manifest's options, checked field by field (they steer the code symgrad
+    generates); ``cache_dir`` is never taken from an artifact."""
+    from ..passes import PASSES
+
+    names = {f.name for f in dataclasses.fields(CompileOptions)}
+    if not isinstance(obj, dict) or set(obj) != names:
+        raise ArtifactError(f"manifest.json: 'options' must have exactly the fields "
+                            f"{sorted(names)}")
+    for name, kind in _OPTION_TYPES.items():
+        value = obj[name]
+        if type(value) is not kind or (kind is int and value < 1):
+            raise ArtifactError(f"manifest.json: option {name}={value!r} is invalid")
+    passes = obj["passes"]
+    if passes is not None and (not isinstance(passes, list) or
+                               any(not isinstance(p, str) or p not in PASSES for p in passes)):
+        raise ArtifactError(f"manifest.json: option passes={passes!r} is invalid")
+    threads = obj["threads"]
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise ArtifactError(f"manifest.json: option threads={threads!r} is invalid")
+    return CompileOptions(**{**obj, "cache_dir": None,
+                             "passes": None if passes is None else tuple(passes)})
+
+
+# --- saving ------------------------------------------------------------------------------------
 def _json_default(value):
     if isinstance(value, np.generic):
         return value.item()
@@ -141,42 +289,48 @@ def _library_versions():
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
 
 
-def _write_tree(compiled, root, save_options):
-    writer = _TreeWriter(root)
-    store = _ConstantStore(writer)
-    source, constants = _numpy_module(compiled)
-    constant_files = {name: store.add(array, name) for name, array in constants.items()}
-    program = program_to_json(compiled.program, lambda array: store.add(array, "attr"),
-                              fetches=compiled.fetches)
-    writer.write_text(PROGRAM_FILE, _dump_json(program, indent=None))
-    writer.write_text(NUMPY_MODULE, source)
-    with open(standalone.__file__, "rb") as handle:
-        writer.write(STANDALONE_MODULE, handle.read())
-    standalone_entry = {"module": STANDALONE_MODULE, "function": ENTRY_FUNCTION}
-    entry_points = {"standalone": standalone_entry,
-                    "numpy": {"module": NUMPY_MODULE, "function": ENTRY_FUNCTION},
-                    "program": PROGRAM_FILE}
-    backend = get_backend(compiled.backend)
-    if backend.artifact_files is not None:
-        entry = backend.artifact_files(compiled._executable, writer, save_options)
-        if entry is not None:
-            entry_points[backend.name] = entry
+def _round_trip(compiled, tree, store):
+    """Write program.json for ``compiled`` and return the program and fetches read back from
+    it: every other file is generated from what :func:`load` will read."""
+    document = program_to_json(compiled.program, store.add, fetches=compiled.fetches)
+    text = _dump_json(document, indent=None)
+    tree.add(PROGRAM_FILE, text.encode("utf-8"))
+    document = json.loads(text)
+    program = program_from_json(document, store.arrays.__getitem__, op_table())
+    return program, fetches_from_json(document, program)
+
+
+def _write_tree(compiled, root, cubin_archs=None, key=None):
+    tree = _Tree(root)
+    store = _ConstantStore(tree)
+    program, fetches = _round_trip(compiled, tree, store)
+    options = compiled.options.replace(cache_dir=None)
+    generated = _generate(program, fetches, options, compiled.backend)
+    _refuse_references(generated)
+    entry_points, constants = _generated_files(tree, store, generated,
+                                               {"cubin_archs": cubin_archs})
     manifest = {
         "format": standalone.FORMAT_NAME,
         "format_version": standalone.FORMAT_VERSION,
         "versions": _library_versions(),
+        "generator": library_fingerprint(),
         "backend": compiled.backend,
         "entry_points": entry_points,
-        "standalone": standalone_entry,
+        "standalone": entry_points["standalone"],
         "inputs": [spec.to_json() for spec in compiled.signature],
         "outputs": [spec.to_json() for spec in compiled.outputs],
-        "constants": constant_files,
-        "options": dataclasses.asdict(compiled.options),
+        "constants": constants,
+        "options": _options_to_json(options),
         "stats": compiled.stats,
-        "files": dict(sorted(writer.hashes.items())),
+        "files": dict(sorted(tree.hashes.items())),
+        "sizes": dict(sorted(tree.sizes.items())),
     }
-    with open(os.path.join(root, standalone.MANIFEST), "w", encoding="utf-8") as handle:
-        handle.write(_dump_json(manifest))
+    data = _dump_json(manifest).encode("utf-8")
+    with open(os.path.join(root, standalone.MANIFEST), "wb") as handle:
+        handle.write(data)
+    if key is not None:
+        with open(os.path.join(root, standalone.SIGNATURE), "wb") as handle:
+            handle.write(standalone.signature_of(data, key))
 
 
 def _check_target(target, as_zip):
@@ -194,13 +348,74 @@ def _check_target(target, as_zip):
                             f"that is not a symgrad artifact")
 
 
+# temporary siblings of an artifact being saved: .<name>.<pid>.<random>.tmp / .old
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)\.[A-Za-z0-9_]+\.(tmp|old)\Z")
+
+
+def _temporary(target, suffix, directory=True) -> str:
+    prefix = f".{os.path.basename(target)}.{os.getpid()}."
+    parent = os.path.dirname(target)
+    if directory:
+        return tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent)
+    handle, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=parent)
+    os.close(handle)
+    return path
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temporaries(target) -> None:
+    """Remove what killed saves to ``target`` left behind (their process is gone); restore a
+    previous artifact that a killed two-step replace had moved aside."""
+    parent, name = os.path.dirname(target), os.path.basename(target)
+    for entry in os.listdir(parent):
+        match = _TEMPORARY.match(entry)
+        if match is None or match["name"] != name or _process_alive(int(match["pid"])):
+            continue
+        path = os.path.join(parent, entry)
+        if entry.endswith(".old") and not os.path.lexists(target):
+            os.rename(path, target)   # the killed save had moved the old artifact aside
+        elif os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a, b) -> bool:
+    """Atomically swap the paths ``a`` and ``b`` (Linux ``renameat2``); False where the OS or
+    the filesystem cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return done == 0
+
+
 def _publish_dir(staging, target):
     if not os.path.lexists(target):
         os.rename(staging, target)
         return
-    old = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".old",
-                           dir=os.path.dirname(target))
-    os.rmdir(old)
+    if _exchange(staging, target):   # the new artifact at target, the old one at staging
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    old = _temporary(target, ".old")  # two renames; a save killed between them is repaired
+    os.rmdir(old)                     # by the next one (_remove_stale_temporaries)
     os.rename(target, old)
     try:
         os.rename(staging, target)
@@ -211,11 +426,10 @@ def _publish_dir(staging, target):
 
 
 def _publish_zip(staging, target):
-    handle, partial = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                                       dir=os.path.dirname(target))
+    partial = _temporary(target, ".tmp", directory=False)
     try:
-        with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w",
-                                                             zipfile.ZIP_DEFLATED) as archive:
+        with open(partial, "wb") as raw, zipfile.ZipFile(raw, "w",
+                                                          zipfile.ZIP_DEFLATED) as archive:
             for folder, _, names in sorted(os.walk(staging)):
                 for name in sorted(names):
                     path = os.path.join(folder, name)
@@ -227,21 +441,23 @@ def _publish_zip(staging, target):
         raise
 
 
-def save(compiled, path, **save_options):
+def save(compiled, path, cubin_archs=None, key=None):
     """Write ``compiled`` as an artifact at ``path`` (a zip if it ends in ``.zip``) and
     return ``path``. Atomic: a failure leaves whatever was at ``path`` before untouched.
-    ``save_options`` go to the backend's artifact writer: for CUDA programs, ``cubin_archs``
-    (e.g. ``["sm_80", "sm_90"]``) lists the GPU architectures to save compiled cubins for
-    (default: the current device's, if any)."""
+    For CUDA programs, ``cubin_archs`` (e.g. ``["sm_80", "sm_90"]``) lists the GPU
+    architectures to save compiled cubins for (default: the current device's, if any).
+    ``key`` (bytes or str) signs the manifest with HMAC-SHA256 (``manifest.hmac``)."""
+    if key is not None:
+        standalone.as_key(key)
     target = os.path.abspath(os.fspath(path))
     as_zip = target.endswith(".zip")
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
+    _remove_stale_temporaries(target)
     _check_target(target, as_zip)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                               dir=parent)
+    staging = _temporary(target, ".tmp")
     try:
-        _write_tree(compiled, staging, save_options)
+        _write_tree(compiled, staging, cubin_archs, key)
         if as_zip:
             _publish_zip(staging, target)
         else:
@@ -252,31 +468,53 @@ def save(compiled, path, **save_options):
     return path
 
 
-# --- loading ---------------------------------------------------------------------------------
+# --- reading -----------------------------------------------------------------------------------
 class _ZipFiles:
-    """Reads files of a zipped artifact; refuses unsafe names and link entries."""
+    """The files of a zipped artifact; refuses unsafe names, duplicates and link entries,
+    and reads an entry only up to its declared size."""
 
     def __init__(self, path):
         self.path = os.path.abspath(path)
         try:
             with zipfile.ZipFile(self.path) as archive:
-                self.entries = {info.filename: info for info in archive.infolist()}
-        except (zipfile.BadZipFile, OSError) as exc:
+                infos = archive.infolist()
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
             raise ArtifactError(f"artifact {path!r} is not a readable zip file ({exc})") from None
+        self.entries_by_name = {}
+        for info in infos:
+            if info.filename in self.entries_by_name:
+                raise ArtifactError(f"artifact {path!r}: the zip holds {info.filename!r} twice")
+            self.entries_by_name[info.filename] = info
 
     def display_path(self, rel) -> str:
         return f"{self.path}/{rel}"
 
-    def read(self, rel) -> bytes:
+    def entries(self) -> list:
+        return list(self.entries_by_name)
+
+    def _info(self, rel):
         rel = standalone.safe_relpath(rel)
-        info = self.entries.get(rel)
+        info = self.entries_by_name.get(rel)
         if info is None or info.is_dir():
-            raise standalone.ArtifactIntegrityError(
-                f"file {rel!r} listed in the manifest is missing")
+            raise standalone.MissingFile(f"file {rel!r} listed in the manifest is missing")
         if stat.S_ISLNK(info.external_attr >> 16):
             raise standalone.ArtifactIntegrityError(f"{rel!r} is a link inside the zip")
-        with zipfile.ZipFile(self.path) as archive:
-            return archive.read(info)
+        return info
+
+    def size(self, rel) -> int:
+        return self._info(rel).file_size
+
+    def read(self, rel, limit) -> bytes:
+        info = self._info(rel)
+        if info.file_size > limit:
+            raise standalone.ArtifactIntegrityError(
+                f"{rel!r} is larger than the {limit} bytes declared")
+        try:
+            with zipfile.ZipFile(self.path) as archive, archive.open(info) as stream:
+                return standalone.read_bounded(stream, limit, repr(rel))
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise standalone.ArtifactIntegrityError(f"{rel!r} cannot be read from the zip "
+                                                    f"({exc})") from None
 
 
 def _open_files(path):
@@ -288,47 +526,77 @@ def _open_files(path):
     raise ArtifactError(f"no artifact at {path!r}")
 
 
+def _verified(path, key, keep=True):
+    """``(files, manifest, contents)`` of the artifact at ``path`` after the signature (with
+    ``key``), the format, the listing, every size and every hash were checked."""
+    files = _open_files(path)
+    with _artifact_errors(path):
+        manifest = standalone.read_manifest(files, key)
+        standalone.check_listing(files, manifest)
+        contents = standalone.verify_files(files, manifest, keep=keep)
+    return files, manifest, contents
+
+
+def inspect(path, key=None):
+    """``(manifest, sizes)`` of the artifact at ``path`` after checking its signature (with
+    ``key``), format, listing and every size and hash, without loading the program or running
+    any of its code; ``sizes`` maps each listed file to its size in bytes."""
+    _, manifest, sizes = _verified(path, key, keep=False)
+    return manifest, sizes
+
+
 class LoadedProgram:
     """A loaded artifact: call it like the compiled program (feeds by name or position,
     checked against the signature; returns a list with one array per fetch).
 
-    Attributes: ``program`` (the deserialized optimized program), ``fetches`` (its fetched
-    Values), ``signature``/``outputs`` (input/output specs), ``source`` (the generated NumPy
-    module), ``kernels`` (CUDA sources by name, if any), ``manifest`` and ``path``.
+    Attributes: ``program`` (the program of program.json: the optimized program), ``fetches``
+    (its fetched Values), ``signature``/``outputs`` (input/output specs), ``backend`` (what runs it:
+    ``"numpy"``, ``"cuda"`` or ``"interpreter"``), ``source`` (the module symgrad generated
+    from program.json and runs), ``kernels`` (CUDA sources by name, if any), ``compiled``
+    (the :class:`~symgrad.runtime.compiled.CompiledProgram` that runs), ``checked_files``
+    (whether the artifact's generated files were compared with the regenerated ones: true
+    when this symgrad build wrote it), ``manifest`` and ``path``.
     """
 
-    backend = "numpy"
-
-    def __init__(self, path, manifest, program, fetches, signature, outputs, source, kernels,
-                 module, entry):
+    def __init__(self, path, manifest, compiled, program, fetches, signature, outputs, kernels,
+                 checked_files):
         self.path = path
         self.manifest = manifest
+        self.compiled = compiled
         self.program = program
         self.fetches = fetches
+        self.backend = compiled.backend
         self.signature = signature
         self.outputs = outputs
-        self.source = source
         self.kernels = kernels
-        self.module = module
-        self._entry = entry
+        self.checked_files = checked_files
+
+    @property
+    def source(self) -> str:
+        return self.compiled.source
 
     @property
     def input_names(self) -> list[str]:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds) -> list:
-        return list(self._entry(**bind_feeds(self.signature, args, feeds)))
+        from .feeds import bind_feeds
+
+        feeds = bind_feeds(self.signature, args, feeds)
+        known = {s.name for s in self.compiled.signature}
+        return list(self.compiled(**{k: v for k, v in feeds.items() if k in known}))
 
     def __repr__(self):
-        return (f"<symgrad artifact {self.path!r} inputs=({', '.join(self.input_names)}) "
-                f"outputs={len(self.outputs)}>")
+        return (f"<symgrad artifact {self.path!r} backend={self.backend} "
+                f"inputs=({', '.join(self.input_names)}) outputs={len(self.outputs)}>")
 
 
 def _parse_program(contents, path):
     try:
         document = json.loads(standalone.listed(contents, PROGRAM_FILE, "program"))
-    except ValueError as exc:
-        raise ArtifactError(f"artifact {path!r}: program.json is malformed ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ArtifactError(f"artifact {path!r}: program.json is malformed ({reason})") from None
 
     def array_source(rel):
         with _artifact_errors(path):
@@ -342,39 +610,149 @@ def _parse_program(contents, path):
         raise ArtifactError(f"artifact {path!r}: program.json: {exc}") from None
     except VerificationError as exc:
         raise ArtifactError(f"artifact {path!r}: program.json does not verify: {exc}") from None
+    except RecursionError:
+        raise ArtifactError(f"artifact {path!r}: program.json is nested too deeply") from None
     return program, fetches
 
 
-def inspect(path):
-    """``(manifest, sizes)`` of the artifact at ``path`` after checking its format and every
-    hash, without loading the program or running any of its code; ``sizes`` maps each listed
-    file to its size in bytes."""
-    files = _open_files(path)
-    with _artifact_errors(path):
-        manifest = standalone.read_manifest(files)
-        contents = standalone.verify_files(files, manifest)
-    return manifest, {rel: len(data) for rel, data in contents.items()}
-
-
-def load(path) -> LoadedProgram:
-    """Verify and load the artifact at ``path`` (see the module docstring)."""
-    files = _open_files(path)
-    with _artifact_errors(path):
-        manifest = standalone.read_manifest(files)
-        contents = standalone.verify_files(files, manifest)
-        source = standalone.listed(contents, manifest["entry_points"]["numpy"]["module"],
-                                   "module")
-        kernels = {name: standalone.listed(contents, rel, "kernel").decode("utf-8")
-                   for entry in manifest["entry_points"].values() if isinstance(entry, dict)
-                   for name, rel in entry.get("kernels", {}).items()}
+def _specs(manifest, path):
     try:
         signature = [InputSpec.from_json(obj) for obj in manifest["inputs"]]
         outputs = [OutputSpec.from_json(obj) for obj in manifest["outputs"]]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ArtifactError(f"artifact {path!r}: malformed signature in manifest.json ({exc})") \
             from None
+    return signature, outputs
+
+
+def _cross_check_signature(path, signature, outputs, program, fetches):
+    """The manifest's inputs and outputs must be what program.json implies: each input or
+    parameter of the program listed with its type and whether the fetches need it; other
+    listed inputs (data the fetches never needed) are optional data."""
+    needed = {op.results[0] for op in ancestors_of(fetches) if op.opdef.feedable}
+    expected = {spec.name: spec for spec in build_signature(program, needed)}
+    listed = {}
+    for spec in signature:
+        if spec.name in listed:
+            raise ArtifactError(f"artifact {path!r}: manifest.json lists input {spec.name!r} "
+                                f"twice")
+        listed[spec.name] = spec
+        want = expected.get(spec.name)
+        if want is None and (spec.kind != "data" or spec.required):
+            raise ArtifactError(f"artifact {path!r}: manifest.json lists input {spec.name!r}, "
+                                f"which program.json does not have")
+        if want is not None and spec != want:
+            raise ArtifactError(f"artifact {path!r}: manifest.json describes input "
+                                f"{spec.name!r} differently from program.json")
+    missing = sorted(set(expected) - set(listed))
+    if missing:
+        raise ArtifactError(f"artifact {path!r}: manifest.json does not list the input(s) "
+                            f"{', '.join(map(repr, missing))} of program.json")
+    if outputs != output_specs(fetches):
+        raise ArtifactError(f"artifact {path!r}: manifest.json's outputs differ from "
+                            f"program.json's fetches")
+
+
+def _compare_with_regenerated(path, manifest, contents, generated):
+    """The artifact must be exactly what this symgrad build makes of its program.json: the
+    generated files, the constants table, the entry points and the listed files."""
+    tree = _Tree()
+    store = _ConstantStore(tree)
+    by_digest = {digest: rel for rel, digest in manifest["files"].items()
+                 if rel.startswith("constants/")}
+    expected_points, table = _generated_files(tree, store, generated)
+    for rel, data in tree.data.items():
+        if contents.get(rel) != data:
+            raise ArtifactError(f"artifact {path!r}: {rel} is not what symgrad generates from "
+                                f"program.json (the artifact was modified after it was saved)")
+    for name in set(table) | set(manifest["constants"]):
+        digest = tree.hashes.get(table.get(name, ""))
+        if digest is None or by_digest.get(digest) != manifest["constants"].get(name):
+            raise ArtifactError(f"artifact {path!r}: manifest.json's constants table does not "
+                                f"match program.json (entry {name!r})")
+    backend = generated.backend
+    listed = manifest["entry_points"].get(backend.name)
+    binaries = set()
+    if backend.name in expected_points and isinstance(listed, dict):
+        for key in backend.artifact_binaries:   # built files: not regenerated, only listed
+            expected_points[backend.name][key] = listed.get(key)
+            reference = listed.get(key)
+            binaries |= set(reference.values()) if isinstance(reference, dict) else \
+                {reference} if isinstance(reference, str) else set()
+    if generated.native is None and backend.artifact_files is not None and \
+            isinstance(listed, dict):   # its code cannot be made here: not compared
+        expected_points[backend.name] = listed
+        binaries |= {rel for rel in manifest["files"] if rel.startswith(f"{backend.name}/")}
+    if manifest["entry_points"] != expected_points or \
+            manifest.get("standalone") != expected_points["standalone"]:
+        raise ArtifactError(f"artifact {path!r}: manifest.json's entry points are not the "
+                            f"ones symgrad writes")
+    known = set(tree.hashes) | set(by_digest.values()) | {PROGRAM_FILE} | binaries
+    unexpected = sorted(set(manifest["files"]) - known)
+    if unexpected:
+        raise ArtifactError(f"artifact {path!r}: manifest.json lists {unexpected[0]!r}, which "
+                            f"is not part of an artifact of this program")
+
+
+def _runner(path, generated, program, fetches, backend, requested):
+    """The CompiledProgram that runs a loaded artifact (see :func:`load` for ``backend``)."""
+    if requested == "interpreter":
+        from .compile import compile as compile_program
+
+        return compile_program(program, fetches, backend="interpreter",
+                               options=generated.numpy.options.replace(passes=()))
+    native = generated.backend
+    if requested == "numpy" or (requested is None and native.artifact_files is None):
+        return generated.numpy
+    if requested not in (None, backend):
+        raise ArtifactError(f"artifact {path!r} was saved for the {backend} backend; it has no "
+                            f"{requested.upper()} code (load it with backend='numpy')")
+    try:
+        native.require_build()
+        native.require_run()
+    except SymgradError as exc:
+        if requested is not None:
+            raise
+        warnings.warn(f"artifact {os.fspath(path)!r} was compiled for {backend.upper()}, but "
+                      f"{exc}; "
+                      f"it runs on its NumPy module instead. Pass backend='numpy' to choose "
+                      f"NumPy without this warning, or backend={backend!r} to make this an "
+                      f"error", ArtifactFallbackWarning, stacklevel=4)
+        return generated.numpy
+    return generated.native
+
+
+def load(path, backend=None, key=None) -> LoadedProgram:
+    """Verify and load the artifact at ``path`` (see the module docstring for what is
+    checked and what runs).
+
+    ``backend``: ``None`` runs the artifact on the backend it was saved for; a CUDA or C
+    artifact falls back to its NumPy module, with an :class:`ArtifactFallbackWarning`, where
+    that backend cannot run (no CuPy or CUDA device; no C compiler to build the regenerated C
+    program). ``"numpy"`` or ``"interpreter"`` choose those; the artifact's own backend
+    insists (an error where it cannot run). ``key`` (bytes or str): the artifact must be
+    signed with it (HMAC-SHA256 of its manifest, checked before anything else is read)."""
+    if backend not in (None, *BACKENDS):
+        raise ValueError(f"backend must be None or one of {', '.join(BACKENDS)}, "
+                         f"got {backend!r}")
+    _, manifest, contents = _verified(path, key)
+    artifact_backend = manifest.get("backend")
+    if artifact_backend not in BACKENDS:
+        raise ArtifactError(f"artifact {path!r}: manifest.json names an unknown backend "
+                            f"{artifact_backend!r}")
+    options = _options_from_json(manifest.get("options"))
+    signature, outputs = _specs(manifest, path)
     program, fetches = _parse_program(contents, path)
-    with _artifact_errors(path):
-        module, entry = standalone.load_entry(contents, manifest, files)
-    return LoadedProgram(os.fspath(path), manifest, program, fetches, signature, outputs,
-                         source.decode("utf-8"), kernels, module, entry)
+    _cross_check_signature(path, signature, outputs, program, fetches)
+    try:
+        generated = _generate(program, fetches, options, artifact_backend)
+    except Exception as exc:   # whatever program.json holds, generating code from it fails cleanly
+        raise ArtifactError(f"artifact {path!r}: its program cannot be compiled "
+                            f"({type(exc).__name__}: {exc})") from None
+    same_generator = manifest.get("generator") == library_fingerprint()
+    if same_generator:
+        _compare_with_regenerated(path, manifest, contents, generated)
+    compiled = _runner(path, generated, program, fetches, artifact_backend, backend)
+    kernels = generated.native.kernels if generated.native is not None else {}
+    return LoadedProgram(os.fspath(path), manifest, compiled, program, fetches, signature,
+                         outputs, kernels, same_generator)

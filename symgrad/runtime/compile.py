@@ -6,7 +6,9 @@ from ..errors import ProgramMismatchError
 from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
+from ..ops.core import default_program_hint
 from .compiled import CompiledProgram, output_specs
+from .dims import DimCheck
 from .feeds import build_signature
 from .options import CompileOptions
 
@@ -24,7 +26,10 @@ def normalize_fetch_list(program, fetch_list) -> list[Value]:
         if not isinstance(item, Value):
             raise TypeError(f"fetch_list[{index}] must be a Value, got {type(item).__name__}")
         if item.program is not program:
-            raise ProgramMismatchError(f"fetch_list[{index}] {item!r} belongs to another program")
+            raise ProgramMismatchError(
+                f"fetch_list[{index}] {item!r} belongs to program #{item.program.uid}, not to "
+                f"the compiled program #{program.uid}"
+                + default_program_hint(item.program, program))
         fetches.append(item)
     return fetches
 
@@ -45,6 +50,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
+    dim_check = DimCheck.for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
@@ -60,7 +66,7 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
     executable = chosen.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
     return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
-                           stats=stats, ir=ir, fetches=fetches)
+                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check)
 
 
 class Executor:

@@ -1,7 +1,7 @@
 """``CompiledProgram``: the callable that :func:`symgrad.compile` returns."""
 from __future__ import annotations
 
-from .feeds import OutputSpec, bind_feeds
+from .feeds import OutputSpec, StepCounter, bind_feeds
 
 
 class CompiledProgram:
@@ -17,8 +17,9 @@ class CompiledProgram:
     """
 
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
-                 fetches=()):
+                 fetches=(), dim_check=None):
         self._executable = executable
+        self._dim_check = dim_check   # runtime.dims.DimCheck, or None: no unknown dims
         self.fetches = list(fetches)
         self.signature = signature
         self.outputs = outputs
@@ -28,6 +29,7 @@ class CompiledProgram:
         self.stats = dict(stats or {})
         self.stats.update(getattr(executable, "stats", {}))
         self._ir = ir
+        self._steps = StepCounter(signature)
 
     @property
     def ir(self) -> str:
@@ -56,16 +58,22 @@ class CompiledProgram:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds):
-        return self._executable.run(bind_feeds(self.signature, args, feeds))
+        """Run with feeds by name or position; the random ops' ``rng_step`` advances after
+        each call that does not feed it (:class:`~.feeds.StepCounter`)."""
+        feeds = bind_feeds(self.signature, args, feeds)
+        if self._dim_check is not None:
+            self._dim_check(feeds)
+        return self._steps.run(self._executable.run, feeds)
 
-    def save(self, path, cubin_archs=None):
+    def save(self, path, cubin_archs=None, key=None):
         """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
         ``.zip``) and return the path. For CUDA programs ``cubin_archs`` (``["sm_90"]``...)
         chooses the architectures whose compiled cubins are saved beside the ``.cu`` source
-        (default: the current GPU's, if there is one)."""
+        (default: the current GPU's, if there is one). ``key`` (bytes or str) signs the
+        artifact (HMAC-SHA256); load it with the same key. See ``docs/aot-cli.md``."""
         from .artifact import save
 
-        return save(self, path, cubin_archs=cubin_archs)
+        return save(self, path, cubin_archs, key)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

@@ -11,8 +11,10 @@ import dataclasses
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import FeedError, FeedTypeError
 from ..ir.value import format_shape
+from ..ops.random import RNG_STEP
 
 _KIND_NAMES = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
 
@@ -60,12 +62,15 @@ def build_signature(program, needed_values):
 
 
 def _dtype_kind(dtype):
-    return "i" if dtype.kind == "u" else dtype.kind
+    kind = dtypes.kind(dtype)
+    return "i" if kind == "u" else kind
 
 
 def check_feed(spec: InputSpec, value) -> np.ndarray:
     """``value`` as an array of the input's dtype, or a clear error naming the input."""
     on_device = hasattr(value, "__cuda_array_interface__")   # CuPy & co.: checked in place
+    if on_device:
+        _check_device_array(spec, value)
     is_array = on_device or isinstance(value, (np.ndarray, np.generic))
     if not is_array:
         try:
@@ -95,6 +100,23 @@ def check_feed(spec: InputSpec, value) -> np.ndarray:
     return array
 
 
+def _check_device_array(spec, value):
+    """A feed claiming ``__cuda_array_interface__`` must be an array object (dtype, shape,
+    ndim, astype), as CuPy's are; anything else is a FeedTypeError, not an AttributeError."""
+    try:
+        dtype = np.dtype(value.dtype)
+        shape = tuple(value.shape)
+        fine = (value.ndim == len(shape) and callable(value.astype)
+                and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape))
+    except Exception:   # any attribute missing or malformed
+        dtype, fine = None, False
+    if not fine or dtype.kind not in "biuf":
+        raise FeedTypeError(f"input {spec.name!r}: {type(value).__name__} has "
+                            f"__cuda_array_interface__ but is not a usable device array "
+                            f"(needs a numeric dtype, shape, ndim and astype); pass a CuPy or "
+                            f"NumPy array")
+
+
 def _lossless_python(expected_kind, got_kind):
     """Python ints are accepted where floats are expected, and bools where numbers are."""
     return (expected_kind == "f" and got_kind in "ib") or (expected_kind == "i" and got_kind == "b")
@@ -122,3 +144,21 @@ def bind_feeds(signature, args, kwargs) -> dict:
         raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
                         + ", ".join(repr(m) for m in missing))
     return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
+
+
+class StepCounter:
+    """The step counter of a program's random ops (its int64 parameter ``rng_step``, see
+    :mod:`symgrad.random`): a call that does not feed it gets the count of earlier successful
+    calls, starting at 0. (A stand-in until programs own their parameters' state.)"""
+
+    def __init__(self, signature):
+        self.active = any(s.kind == "parameter" and s.name == RNG_STEP for s in signature)
+        self.count = 0
+
+    def run(self, function, feeds):
+        """``function(feeds)`` with the step fed, advancing it when the call succeeds."""
+        if not self.active or RNG_STEP in feeds:
+            return function(feeds)
+        results = function({**feeds, RNG_STEP: np.asarray(self.count, dtype=np.int64)})
+        self.count += 1
+        return results

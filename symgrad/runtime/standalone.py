@@ -1,44 +1,64 @@
-"""Standalone runner of a symgrad AOT artifact. Needs only NumPy and the standard library.
+"""Standalone runner of symgrad AOT artifacts. Needs only NumPy and the standard library.
 
-This file is copied verbatim into every artifact as ``numpy/standalone.py``; the artifact's
-``manifest.json`` names it as the ``standalone`` entry point. Use it without symgrad::
+symgrad copies this file into every artifact as ``numpy/standalone.py`` (the manifest's
+``standalone`` entry point). Where symgrad is not installed, load an artifact with it::
 
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("model", "my_artifact/numpy/standalone.py")
-    model = importlib.util.module_from_spec(spec); spec.loader.exec_module(model)
-    outputs = model.run(x=x_array)           # feeds by name (or by position, in data order)
+    import runpy
+    runner = runpy.run_path("runner.py")            # a copy of this file that you trust
+    model = runner["load"]("my_artifact", key=KEY)  # key: the bytes the artifact was signed with
+    outputs = model(x=x_array)                      # feeds by name (or by position)
 
-On first use it reads ``manifest.json`` next to its own folder, checks the format version and
-the sha256 of every listed file, compiles the generated module from the verified bytes, fills
-its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed
-against the signature (name, rank, known dims, dtype kind) before calling the module's entry
-function. Nothing from the artifact is executed before every check has passed. The module is
-the NumPy module, or, for an artifact with a native entry (a program of the C backend), its
-host module, which calls the artifact's compiled library through ctypes (when that library
-does not load on this machine, the NumPy module runs instead).
+``load`` checks, before any code of the artifact runs: the HMAC-SHA256 signature of
+``manifest.json`` when a key is given (an unsigned or re-signed artifact is refused), the
+format version, that the artifact holds no file the manifest does not list (a
+``__pycache__`` folder included: Python's import system would run cached bytecode from it),
+each file's declared size (before reading it) and sha256 (read in chunks); then it executes
+the verified bytes of the generated module (never a cached ``.pyc``; the helper modules it
+imports, ``entry_points.numpy.imports``, become members of a package of its own; for an
+artifact of the C backend, its host module, which calls the artifact's compiled library
+through ctypes, or the NumPy module where that library does not load), fills its
+``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed against
+the signature (name, rank, known dims, dtype kind) before calling the module's entry function.
 
-``symgrad.runtime.artifact`` imports the checking helpers from here, so ``sg.load`` and the
-standalone runner enforce the same rules.
+Trust: the artifact's own copy of this file is part of the artifact, so running it
+(``runpy.run_path("my_artifact/numpy/standalone.py")["run"](x=...)``) trusts the artifact,
+like unpickling does; an unsigned artifact's hashes catch corruption, not tampering. Against
+tampering, sign the artifact (``fn.save(path, key=KEY)``) and load it with a copy of this
+file taken from your symgrad installation, as above. ``symgrad.load`` never runs the
+artifact's code at all (it regenerates the module from ``program.json``).
+
+``symgrad.runtime.artifact`` imports the checking helpers from here, so ``symgrad.load`` and
+the standalone runner enforce the same rules.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import json
 import linecache
 import os
+import sys
 import tempfile
 import types
 
 import numpy as np
 
 FORMAT_NAME = "symgrad-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.hmac"          # hex HMAC-SHA256 of manifest.json's bytes, when signed
+MAX_MANIFEST_BYTES = 64 << 20
+CHUNK = 1 << 20
+KEY_VARIABLE = "SYMGRAD_ARTIFACT_KEY"   # run(): the key, when the environment sets it
 
 
 class ArtifactIntegrityError(ValueError):
-    """The artifact is missing, modified, malformed or of an unsupported format."""
+    """The artifact is missing, modified, unsigned, malformed or of an unsupported format."""
+
+
+class MissingFile(ArtifactIntegrityError):
+    """A file the manifest lists (or the manifest itself) is not in the artifact."""
 
 
 # --- paths and files -------------------------------------------------------------------------
@@ -54,8 +74,22 @@ def safe_relpath(rel) -> str:
     return rel
 
 
+def read_bounded(stream, limit: int, what: str) -> bytes:
+    """The bytes of ``stream``, read in chunks: more than ``limit`` is an error (a file is
+    never read past the size the manifest declares)."""
+    parts, total = [], 0
+    while True:
+        part = stream.read(min(CHUNK, limit - total + 1))
+        if not part:
+            return b"".join(parts)
+        total += len(part)
+        if total > limit:
+            raise ArtifactIntegrityError(f"{what} is larger than the {limit} bytes declared")
+        parts.append(part)
+
+
 class DirectoryFiles:
-    """Reads files of an artifact directory; refuses paths (or symlinks) leading outside."""
+    """The files of an artifact directory; refuses paths (or symlinks) leading outside."""
 
     def __init__(self, root):
         self.root = os.path.abspath(root)
@@ -64,31 +98,68 @@ class DirectoryFiles:
     def display_path(self, rel) -> str:
         return os.path.join(self.root, *rel.split("/"))
 
-    def read(self, rel) -> bytes:
+    def _real(self, rel) -> str:
         rel = safe_relpath(rel)
         real = os.path.realpath(self.display_path(rel))
         if os.path.commonpath([real, self.real_root]) != self.real_root:
             raise ArtifactIntegrityError(f"{rel!r} is a link that leads outside the artifact")
         if not os.path.isfile(real):
-            raise ArtifactIntegrityError(f"file {rel!r} listed in the manifest is missing")
-        with open(real, "rb") as handle:
-            return handle.read()
+            raise MissingFile(f"file {rel!r} listed in the manifest is missing")
+        return real
+
+    def size(self, rel) -> int:
+        return os.path.getsize(self._real(rel))
+
+    def read(self, rel, limit) -> bytes:
+        with open(self._real(rel), "rb") as handle:
+            return read_bounded(handle, limit, repr(rel))
+
+    def entries(self) -> list:
+        """Every entry below the root but directories, as relative POSIX paths."""
+        found = []
+        for folder, folders, names in os.walk(self.root):
+            for name in folders:   # a link to a folder is listed, never followed
+                if os.path.islink(os.path.join(folder, name)):
+                    names.append(name)
+            for name in names:
+                rel = os.path.relpath(os.path.join(folder, name), self.root)
+                found.append(rel.replace(os.sep, "/"))
+        return found
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def as_key(key) -> bytes:
+    """A signing key as bytes (a str is taken as UTF-8)."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray)) or not key:
+        raise TypeError(f"a signing key must be non-empty bytes or str, got {type(key).__name__}")
+    return bytes(key)
+
+
+def signature_of(manifest_bytes: bytes, key) -> bytes:
+    """The content of ``manifest.hmac``: the hex HMAC-SHA256 of the manifest's bytes."""
+    return hmac.new(as_key(key), manifest_bytes, hashlib.sha256).hexdigest().encode() + b"\n"
+
+
 # --- manifest --------------------------------------------------------------------------------
-def read_manifest(files) -> dict:
+def read_manifest(files, key=None) -> dict:
+    """The parsed, checked manifest; with ``key``, its signature is verified first."""
     try:
-        text = files.read(MANIFEST)
-    except ArtifactIntegrityError:
-        raise ArtifactIntegrityError("not a symgrad artifact: manifest.json is missing") from None
+        raw = files.read(MANIFEST, MAX_MANIFEST_BYTES)
+    except MissingFile:
+        raise ArtifactIntegrityError("not a symgrad artifact: manifest.json is missing") \
+            from None
+    if key is not None:
+        _verify_signature(files, raw, key)
     try:
-        manifest = json.loads(text)
-    except ValueError as exc:
-        raise ArtifactIntegrityError(f"manifest.json is not valid JSON ({exc})") from None
+        manifest = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        reason = "it is nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ArtifactIntegrityError(f"manifest.json is not valid JSON ({reason})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise ArtifactIntegrityError(f"manifest.json does not describe a {FORMAT_NAME}")
     version = manifest.get("format_version")
@@ -102,33 +173,81 @@ def read_manifest(files) -> dict:
     return manifest
 
 
+def _verify_signature(files, raw, key):
+    try:
+        signature = files.read(SIGNATURE, 256).strip()
+    except MissingFile:
+        raise ArtifactIntegrityError("the artifact is not signed (no manifest.hmac), but a key "
+                                     "was given") from None
+    expected = signature_of(raw, key).strip()
+    if not hmac.compare_digest(signature, expected):
+        raise ArtifactIntegrityError("the signature of manifest.json does not match the key "
+                                     "(the artifact was modified, or signed with another key)")
+
+
 def _check_layout(manifest):
     """The manifest tables this runner reads exist and have the right types."""
     entry = manifest.get("entry_points")
     entry = entry.get("numpy") if isinstance(entry, dict) else None
+    files = manifest.get("files")
+    sizes = manifest.get("sizes", {})
     checks = {
-        "files": isinstance(manifest.get("files"), dict),
-        "constants": isinstance(manifest.get("constants", {}), dict),
+        "files": isinstance(files, dict) and all(isinstance(v, str) for v in files.values()),
+        "sizes": isinstance(sizes, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes.values()),
+        "constants": isinstance(manifest.get("constants", {}), dict)
+        and all(isinstance(v, str) for v in manifest.get("constants", {}).values()),
         "inputs": isinstance(manifest.get("inputs"), list)
         and all(isinstance(spec, dict) for spec in manifest["inputs"]),
         "outputs": isinstance(manifest.get("outputs"), list),
         "entry_points.numpy": isinstance(entry, dict)
         and isinstance(entry.get("module"), str) and isinstance(entry.get("function"), str),
+        "entry_points.numpy.imports": not isinstance(entry, dict) or (
+            isinstance(entry.get("imports", {}), dict)
+            and all(isinstance(name, str) and name.isidentifier() and isinstance(rel, str)
+                    for name, rel in entry.get("imports", {}).items())),
     }
     broken = [name for name, ok in checks.items() if not ok]
     if broken:
         raise ArtifactIntegrityError(f"manifest.json is malformed: bad {', '.join(broken)}")
+    if manifest["format_version"] >= 2 and set(sizes) != set(files):
+        raise ArtifactIntegrityError("manifest.json is malformed: 'sizes' must give the size "
+                                     "of every listed file")
 
 
-def verify_files(files, manifest) -> dict:
-    """Read every file the manifest lists and check its sha256; returns ``{path: bytes}``."""
+def check_listing(files, manifest) -> None:
+    """Refuse any entry of the artifact that the manifest does not list."""
+    allowed = set(manifest["files"]) | {MANIFEST, SIGNATURE}
+    for rel in manifest["files"]:   # the folders holding listed files (zip folder entries)
+        parts = rel.split("/")
+        allowed.update("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    for rel in sorted(files.entries()):
+        if rel in allowed:
+            continue
+        hint = (" (Python's import system writes cached bytecode there, and would run it: load "
+                "artifacts with symgrad.load or runpy.run_path, and delete that folder)"
+                if "__pycache__" in rel.split("/") else "")
+        raise ArtifactIntegrityError(f"{rel!r} is in the artifact but not listed in its "
+                                     f"manifest{hint}")
+
+
+def verify_files(files, manifest, keep=True) -> dict:
+    """Check every listed file's declared size (before reading it) and sha256 (reading in
+    chunks); returns ``{path: bytes}`` (``{path: size}`` when ``keep`` is false)."""
     contents = {}
+    sizes = manifest.get("sizes")
     for rel, digest in manifest["files"].items():
-        data = files.read(rel)
-        if not isinstance(digest, str) or sha256_hex(data) != digest.lower():
+        actual = files.size(rel)
+        declared = actual if sizes is None else sizes[rel]
+        if actual != declared:
+            raise ArtifactIntegrityError(f"file {rel!r} was modified after the artifact was "
+                                         f"saved (it has {actual} bytes, the manifest declares "
+                                         f"{declared})")
+        data = files.read(rel, declared)
+        if sha256_hex(data) != digest.lower():
             raise ArtifactIntegrityError(
                 f"file {rel!r} was modified after the artifact was saved (sha256 mismatch)")
-        contents[rel] = data
+        contents[rel] = data if keep else len(data)
     return contents
 
 
@@ -144,39 +263,82 @@ def load_array(data: bytes, what="array") -> np.ndarray:
     """An ``.npy`` payload as a read-only array; pickled object arrays are refused."""
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise ArtifactIntegrityError(f"{what} is not a plain .npy array ({exc})") from None
+    if not isinstance(array, np.ndarray):
+        raise ArtifactIntegrityError(f"{what} is not a plain .npy array")
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        # .npy keeps no extension dtype's name: symgrad's one 2-byte extension dtype is
+        # ml_dtypes' bfloat16 (imported by the modules that use it)
+        array = array.view(np.dtype("bfloat16"))
     array.flags.writeable = False
     return array
 
 
-def exec_module(source: bytes, filename: str, module_name: str) -> types.ModuleType:
-    """Execute verified module ``source`` (never a cached .pyc) as a fresh module; its lines
-    are registered with ``linecache`` so tracebacks show them."""
-    text = source.decode("utf-8")
+def exec_module(source: bytes, filename: str, module_name: str,
+                package: str | None = None) -> types.ModuleType:
+    """Execute verified module ``source`` (never a cached .pyc) as a fresh module whose
+    relative imports resolve in ``package``; its lines are registered with ``linecache`` so
+    tracebacks show them."""
+    try:
+        text = source.decode("utf-8")
+        code = compile(text, filename, "exec", dont_inherit=True)
+    except (UnicodeDecodeError, SyntaxError, ValueError) as exc:
+        raise ArtifactIntegrityError(f"module {filename!r} is not valid Python source "
+                                     f"({type(exc).__name__}: {exc})") from None
     module = types.ModuleType(module_name)
     module.__file__ = filename
+    module.__package__ = package
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    exec(compile(text, filename, "exec"), module.__dict__)
+    exec(code, module.__dict__)  # noqa: S102  (verified bytes; see the module docstring)
     return module
 
 
+def load_package(contents, imports, files, source) -> str:
+    """Make the modules the generated module imports relatively (``imports``: name -> file,
+    such as ``{"row_pool": "numpy/row_pool.py"}``) members of a package of their own, named
+    by the hash of their sources and the module's; returns the package name."""
+    digest = hashlib.sha256(source)
+    for name, rel in sorted(imports.items()):
+        digest.update(f"{name}={sha256_hex(listed(contents, rel, 'module'))}".encode())
+    package_name = "symgrad_artifact_" + digest.hexdigest()[:16]
+    package = types.ModuleType(package_name)
+    package.__path__ = []
+    sys.modules[package_name] = package
+    for name, rel in sorted(imports.items()):
+        member = exec_module(listed(contents, rel, "module"), files.display_path(rel),
+                             f"{package_name}.{name}", package_name)
+        sys.modules[member.__name__] = member
+        setattr(package, name, member)
+    return package_name
+
+
 def _load_module(contents, manifest, files, entry):
-    """The module of ``entry`` (``{"module": path, "function": name, ...}``) with
+    """The module of ``entry`` (``{"module": path, "function": name, "imports": ...}``) with
     ``CONSTANTS`` filled, and its entry function."""
     rel = safe_relpath(entry["module"])
     source = listed(contents, rel, "module")
-    module = exec_module(source, files.display_path(rel),
-                         "symgrad_artifact_" + sha256_hex(source)[:16])
-    constants = module.CONSTANTS
+    package = load_package(contents, entry.get("imports", {}), files, source)
+    module = exec_module(source, files.display_path(rel), f"{package}.program", package)
+    constants = getattr(module, "CONSTANTS", None)
+    function = getattr(module, entry["function"], None)
+    if not isinstance(constants, dict) or not callable(function):
+        raise ArtifactIntegrityError(f"module {rel!r} does not define a CONSTANTS dict and an "
+                                     f"entry function {entry['function']!r}")
     for name, const_rel in manifest.get("constants", {}).items():
         constants[name] = load_array(listed(contents, const_rel, "constant"), repr(const_rel))
-    return module, getattr(module, entry["function"])
+    return module, function
+
+
+def load_numpy_entry(contents, manifest, files):
+    """The artifact's generated NumPy module with ``CONSTANTS`` filled, and its entry
+    function. Call only after :func:`verify_files`."""
+    return _load_module(contents, manifest, files, manifest["entry_points"]["numpy"])
 
 
 def _bind_library(module, data: bytes) -> None:
-    """Load the verified bytes of a shared library into ``module`` (its ``bind_library``
-    opens it with ctypes from a private temporary copy, removed once loaded)."""
+    """Give ``module`` the verified bytes of its shared library (its ``bind_library`` opens
+    a private temporary copy with ctypes; the copy is removed once loaded)."""
     handle, path = tempfile.mkstemp(suffix=".so")
     try:
         with os.fdopen(handle, "wb") as stream:
@@ -186,17 +348,11 @@ def _bind_library(module, data: bytes) -> None:
         os.unlink(path)
 
 
-def load_numpy_entry(contents, manifest, files):
-    """The artifact's generated NumPy module with ``CONSTANTS`` filled, and its entry
-    function. Call only after :func:`verify_files`."""
-    return _load_module(contents, manifest, files, manifest["entry_points"]["numpy"])
-
-
 def load_entry(contents, manifest, files):
-    """The module the artifact runs and its entry function: its *native* entry (a host module
-    with a shared library it calls through ctypes, which needs no compiler) when it has one
-    whose library loads on this machine, else its NumPy module. Call only after
-    :func:`verify_files`."""
+    """The module the artifact runs and its entry function: its *native* entry (a host
+    module calling a shared library of the artifact through ctypes: a program of the C
+    backend; no compiler needed) when it has one whose library loads on this machine, else its
+    NumPy module. Call only after :func:`verify_files`."""
     for entry in manifest["entry_points"].values():
         if isinstance(entry, dict) and isinstance(entry.get("library"), str):
             library = listed(contents, entry["library"], "library")
@@ -211,6 +367,8 @@ def load_entry(contents, manifest, files):
 
 # --- feeds -----------------------------------------------------------------------------------
 def _kind(dtype) -> str:
+    if dtype.name == "bfloat16":   # ml_dtypes' (the module imports it when it needs it)
+        return "f"
     return "i" if dtype.kind == "u" else dtype.kind
 
 
@@ -250,13 +408,14 @@ def check_feeds(inputs, args, feeds) -> dict:
     return {name: check_feed(by_name[name], value) for name, value in named.items()}
 
 
-# --- the entry point -------------------------------------------------------------------------
+# --- the entry points ------------------------------------------------------------------------
 class Runner:
     """The artifact at ``root``, verified and ready: ``runner(*inputs, **feeds) -> list``."""
 
-    def __init__(self, root):
+    def __init__(self, root, key=None):
         files = DirectoryFiles(root)
-        self.manifest = read_manifest(files)
+        self.manifest = read_manifest(files, key)
+        check_listing(files, self.manifest)
         contents = verify_files(files, self.manifest)
         self.inputs = self.manifest["inputs"]
         self.module, self._entry = load_entry(contents, self.manifest, files)
@@ -265,12 +424,20 @@ class Runner:
         return list(self._entry(**check_feeds(self.inputs, args, feeds)))
 
 
+def load(root, key=None) -> Runner:
+    """Verify the artifact directory ``root`` (its signature too, with ``key``) and return
+    its runner; nothing from the artifact runs before every check has passed."""
+    return Runner(root, key)
+
+
 _runner = None
 
 
 def run(*args, **feeds) -> list:
-    """Run the artifact this file belongs to; returns one array per fetch."""
+    """Run the artifact this file belongs to; returns one array per fetch. With
+    ``$SYMGRAD_ARTIFACT_KEY`` set, the artifact must be signed with that key."""
     global _runner
     if _runner is None:
-        _runner = Runner(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        key = os.environ.get(KEY_VARIABLE) or None
+        _runner = Runner(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), key)
     return _runner(*args, **feeds)

@@ -3,6 +3,7 @@ recursion error and computes the right gradient."""
 import sys
 
 import numpy as np
+import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
@@ -11,6 +12,7 @@ from symgrad.backends import interpreter
 N = 100_000
 
 
+@pytest.mark.slow
 def test_hundred_thousand_op_chain():
     prog = sg.Program()
     with sg.program_guard(prog):

@@ -7,6 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends import lowering_backends
+from symgrad.backends.cuda_backend import lowering as cuda_lowering
 from symgrad.backends.numpy_backend import lowering as numpy_lowering
 from symgrad.ops import REGISTRY
 
@@ -105,17 +106,21 @@ def test_custom_op_forward_gradient_and_second_order(cube):
 def test_custom_op_registration_details(cube):
     opdef = REGISTRY["test_cube"]
     assert opdef.user_defined and opdef.category == "elementwise"
-    rule = numpy_lowering.LOWERINGS.rule(opdef)
-    assert rule.helpers == (cube_forward,)
-    assert rule.emit(["a"], {}) == "cube_forward(a)"
-    assert opdef.emitters["cuda"] == "({0} * {0} * {0})"
+    copied, checker = numpy_lowering.LOWERINGS.rule(opdef).helpers
+    assert copied.name == "_custom_test_cube" and "def cube_forward(x):" in copied.source
+    emitted = numpy_lowering.LOWERINGS.rule(opdef).emit(
+        ["a"], {}, types=[((None, 3), np.dtype("float32"))])
+    assert emitted == "_sg_custom_result('test_cube', _custom_test_cube(a), ((None, 'float32'), ), a)"
+    assert cuda_lowering.LOWERINGS.rule(opdef).expression == "({0} * {0} * {0})"
     assert cube.__name__ == "test_cube" and cube.opdef is opdef
 
 
-def test_custom_op_lambda_forward_gets_no_numpy_lowering_and_no_backward():
+def test_custom_op_lambda_forward_runs_by_reference_and_has_no_backward():
     square = sg.custom_op("test_square_nograd", lambda x: x * x, lambda t: t, None)
-    assert not numpy_lowering.LOWERINGS.lowers(square.opdef) and square.opdef.vjp is None
-    assert sg.show_registry(io.StringIO()) and "numpy" not in lowering_backends(square.opdef)
+    assert numpy_lowering.LOWERINGS.rule(square.opdef).helpers[0].reason.endswith(
+        "because it is a lambda")
+    assert square.opdef.vjp is None
+    assert sg.show_registry(io.StringIO()) and "numpy" in lowering_backends(square.opdef)
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [2], "float64")
@@ -155,3 +160,46 @@ def test_custom_op_name_checks(cube):
         sg.custom_op("test_bad", None, lambda t: t, None)
     again = sg.custom_op("test_cube", cube_forward, cube_shape, cube_backward)
     assert REGISTRY["test_cube"] is again.opdef  # a user op may be replaced
+
+
+# --- copying forwards into generated code (symgrad.autodiff.custom_forward) -----------------------
+def recursive_forward(x, depth=2):
+    """Calls itself: the copy must too.
+
+    A docstring line that indenting would change."""
+    return x if depth == 0 else recursive_forward(x * 2.0, depth - 1)
+
+
+def submodule_forward(x):
+    return la.norm(x, axis=-1, keepdims=True) * x + npx.ones_like(x)
+
+
+import numpy as npx  # noqa: E402  (aliases a copy must reproduce)
+from numpy import linalg as la  # noqa: E402
+
+
+def default_from_global(x, scale=len(REGISTRY)):
+    return x * scale
+
+
+@pytest.mark.parametrize("forward", [recursive_forward, submodule_forward])
+def test_copied_forwards_compute_what_the_originals_do(forward):
+    from symgrad.autodiff.custom_forward import forward_helper
+
+    helper = forward_helper("test_copied", forward)
+    assert helper.name == "_custom_test_copied" and "runs by reference" not in str(helper)
+    namespace = {}
+    exec(helper.source, namespace)
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(namespace["_custom_test_copied"](x), forward(x))
+    if forward is recursive_forward:   # the docstring's continuation line kept as it was
+        assert "\nA docstring line that indenting would change." not in helper.source
+        assert "\n    A docstring line that indenting would change." in helper.source
+
+
+def test_a_default_value_from_a_global_is_evaluated_in_its_module():
+    from symgrad.autodiff.custom_forward import forward_helper
+
+    helper = forward_helper("test_default", default_from_global)
+    assert helper.reason.endswith("its copy would differ from it (constants or default values)") \
+        or "does not run on its own" in helper.reason

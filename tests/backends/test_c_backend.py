@@ -150,8 +150,10 @@ def test_run_time_dims_that_disagree_are_an_error():
     prog, fetches = _program(lambda x, y: [sg.tanh(x) + y], ("x", [None, 3], "float64"),
                              ("y", [None, 3], "float64"))
     fn = sg.compile(prog, fetches, backend="c")
-    with pytest.raises(ValueError, match="along axis 0 where the program needs 4"):
+    with pytest.raises(sg.FeedError, match="cannot be broadcast"):   # the runner's check
         fn(x=np.ones((4, 3)), y=np.ones((5, 3)))
+    with pytest.raises(ValueError, match="along axis 0 where the program needs 4"):   # C's own
+        fn._executable.run({"x": np.ones((4, 3)), "y": np.ones((5, 3))})
     np.testing.assert_allclose(fn(x=np.zeros((2, 3)), y=np.ones((2, 3)))[0], 1.0)
 
 
@@ -256,3 +258,18 @@ def test_ops_without_a_c_rule_run_on_numpy_in_the_host():
     x = RNG.standard_normal((3, 4))
     np.testing.assert_allclose(fn(x=x)[0], np.tanh(x @ x.T) * 2.0)
     assert "np.matmul" in fn._executable.host_source and fn.stats["c_segments"] == 1
+
+
+def test_max_over_an_empty_extent_is_numpys_error_and_products_run_in_order():
+    prog, fetches = _program(lambda x: [sg.max(x, axis=0), sg.prod(x * 0.5 + 1.0, axis=0)],
+                             ("x", [None, 3], "float64"))
+    fn = sg.compile(prog, fetches, backend="c")
+    interpreter = sg.compile(prog, fetches, backend="interpreter")
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        fn(x=np.zeros((0, 3)))
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        interpreter(x=np.zeros((0, 3)))
+    x = RNG.standard_normal((70_001, 3))
+    for e, g in zip(interpreter(x=x), fn(x=x)):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
+    assert "reduction(*" not in fn.source

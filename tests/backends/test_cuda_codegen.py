@@ -1,12 +1,11 @@
 """CUDA backend without a GPU: every generated kernel compiles with nvcc, golden sources,
-host modules render (and drive their kernels with matching arguments), dynamic dims are
-kernel arguments, and running without CuPy fails clearly."""
+host modules render, dynamic dims are kernel arguments, and running without CuPy fails
+clearly. (test_cuda_emulated.py runs the kernels; test_cuda_nvrtc.py compiles them as CuPy.)"""
 import os
 import re
 import shutil
 import subprocess
 import sys
-import types
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,24 +16,16 @@ import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.cuda_backend import CudaUnavailableError
 from symgrad.backends.cuda_backend import kernels as kernel_lowering
-from tests.ops.samples import ALL_SAMPLES
+from tests.backends.cuda_emulation.cases import distinct_kernels, sample_cases
+from tests.backends.test_numpy_functions import _chain
 
 GOLDEN = Path(__file__).parent / "golden_cuda"
 UPDATE = os.environ.get("SYMGRAD_UPDATE_GOLDEN") == "1"
-# (dtype, with gradients, fusion) of the programs built from each sample
-VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
-
-
-def sample_programs():
-    for sample in ALL_SAMPLES:
-        for dtype, with_grad, fusion in VARIANTS:
-            prog, fetches = sample.program(dtype, with_grad and sample.grad)
-            yield sample, dtype, fusion, sg.compile(prog, fetches, backend="cuda", fusion=fusion)
 
 
 @pytest.fixture(scope="module")
 def compiled_samples():
-    return list(sample_programs())
+    return [(case.name, case.compiled) for case in sample_cases()]
 
 
 def w2_program(shape=(None,), fetch_loss=True):
@@ -57,24 +48,16 @@ def bias_program():
 
 
 # --- nvcc ------------------------------------------------------------------------------------
-def _unique_kernels(compiled_list):
-    """Distinct kernel texts, renamed apart (kernel names are unique only per program)."""
-    texts = {}
-    for compiled in compiled_list:
-        for text in compiled.kernels.values():
-            texts.setdefault(re.sub(r"\bk\d+_", "K_", text), None)
-    return [re.sub(r"\bK_", f"u{i}_", text) for i, text in enumerate(texts)]
-
-
 def _nvcc(path):
     return subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-std=c++17", "-diag-suppress=177",
                            "-o", os.devnull, str(path)], capture_output=True, text=True)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.slow
 def test_every_sample_kernel_compiles_with_nvcc(compiled_samples, tmp_path):
     extra = [sg.compile(*w2_program(), backend="cuda"), sg.compile(*bias_program(), backend="cuda")]
-    kernels = _unique_kernels([c for *_, c in compiled_samples] + extra)
+    kernels = distinct_kernels([c for _, c in compiled_samples] + extra)
     assert len(kernels) > 100
     prelude = kernel_lowering.render("prelude.cuh.j2")
     batches = 2
@@ -96,6 +79,44 @@ def test_whole_program_source_compiles(tmp_path):
     path.write_text(compiled._executable.cuda_source)
     result = _nvcc(path)
     assert result.returncode == 0, result.stderr
+
+
+DUMPED_BUILDER = """
+import symgrad as sg
+from symgrad import ir_backward
+
+
+def build():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16], "float32")
+        b = sg.parameter("b", [16], "float32")
+        loss = sg.mean(sg.tanh(x + b) ** 2) + sg.max(sg.exp(x))
+        gx, gb = ir_backward.grad(loss, [x, b])
+    return prog, [loss, gx, gb]
+"""
+
+
+def test_cli_dump_writes_a_cu_file_that_compiles_as_written(tmp_path, capsys):
+    from symgrad.cli import main
+    from tests.backends.cuda_emulation import nvrtc
+
+    (tmp_path / "model.py").write_text(DUMPED_BUILDER)
+    out = tmp_path / "generated"
+    assert main(["dump", str(tmp_path / "model.py"), "--backend", "cuda", "--out", str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["build.cu", "build_cuda.py"]
+    cu = (out / "build.cu").read_text()
+    assert "sg_warp_reduce" in cu.split("// kernel ")[0]        # the prelude comes first
+    assert cu.count('extern "C" __global__') >= 4
+    compile((out / "build_cuda.py").read_text(), "build_cuda.py", "exec")
+    if shutil.which("nvcc"):
+        result = _nvcc(out / "build.cu")
+        assert result.returncode == 0, result.stderr
+    try:
+        ok, log = nvrtc.compile_like_cupy(cu, "build.cu")
+    except OSError:   # no NVRTC wheel: test_cuda_nvrtc.py says so
+        return
+    assert ok, log
 
 
 def test_dump_and_log_show_the_host_module_and_the_cuda_source(tmp_path, monkeypatch, capsys):
@@ -146,9 +167,9 @@ def test_golden_column_reduction():
 
 # --- host modules ----------------------------------------------------------------------------
 def test_host_module_renders_for_every_sample(compiled_samples):
-    for sample, dtype, fusion, compiled in compiled_samples:
+    for case_name, compiled in compiled_samples:
         source = compiled.source
-        compile(source, f"<{sample.id}-{dtype}>", "exec")   # valid Python
+        compile(source, f"<{case_name}>", "exec")   # valid Python
         assert "def run(**feeds)" in source
         for name, text in compiled.kernels.items():
             assert text.startswith(f"// kernel {name}:")   # provenance first
@@ -161,6 +182,30 @@ def test_fusion_gives_one_kernel_per_group():
     assert "backward of %5 = tanh(%4)" in compiled.kernels["k0_sum"]
     bias = sg.compile(*bias_program(), backend="cuda")
     assert bias.stats["kernels"] == bias.stats["fused_groups"] + bias.stats["single_op_groups"]
+
+
+def test_groups_of_the_same_structure_share_one_kernel():
+    # a 1,000-op repetitive chain (3,000 ops with its gradient): 47 groups, 4 kernels
+    compiled = sg.compile(*_chain(1000), backend="cuda")
+    assert compiled.stats["fused_groups"] > 40
+    assert compiled.stats["kernels"] == len(compiled.kernels) <= 8
+    launched = re.findall(r"_(?:map|reduce)\('(\w+)'", compiled.source)
+    assert len(launched) == compiled.stats["fused_groups"] > len(set(launched))
+    assert set(launched) == set(compiled.kernels)
+    shared = max(compiled.kernels, key=launched.count)
+    assert f"runs kernel {shared}, shared (map)" in compiled.source
+    assert re.search(r"^//   also run by fused groups \d+-\d+ \(the same code on their own "
+                     r"values\)$", compiled.kernels[shared], re.M)
+    # the .cu holds each shared kernel once
+    assert compiled._executable.cuda_source.count(f"void __launch_bounds__(256) {shared}(") == 1
+
+
+def test_groups_with_other_constants_get_their_own_kernels():
+    compiled = sg.compile(*_chain(64, scale=lambda i: 1.0 + i / 1000), backend="cuda",
+                          max_group_size=8)
+    assert "shared" not in compiled.source
+    assert compiled.stats["kernels"] == compiled.stats["fused_groups"] \
+        + compiled.stats["single_op_groups"]
 
 
 def test_dynamic_batch_dims_are_kernel_arguments():
@@ -192,69 +237,3 @@ def test_run_without_cupy_is_a_clear_error(monkeypatch):
     assert compiled.kernels and compiled.source
     with pytest.raises(CudaUnavailableError, match=r"install symgrad\[cuda\]"):
         compiled(x=np.ones(4, "float32"))
-
-
-# --- driving the host module with a NumPy stand-in for CuPy -------------------------------------
-_PARAM = re.compile(r"extern \"C\" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*)\) \{")
-_C_DTYPES = {"int": "int32", "long long": "int64", "float": "float32", "double": "float64",
-             "sg_half": "float16", "bool": "bool", "signed char": "int8",
-             "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
-             "unsigned int": "uint32", "unsigned long long": "uint64"}
-
-
-def _signatures(cuda_source):
-    signatures = {}
-    for name, params in _PARAM.findall(cuda_source):
-        types_ = []
-        for param in params.split(", "):
-            param = param.replace("const ", "").replace("__restrict__ ", "")
-            ctype, _, _ = param.rpartition(" ")
-            types_.append(("ptr", _C_DTYPES[ctype[:-1]]) if ctype.endswith("*")
-                          else ("int", _C_DTYPES[ctype]))
-        signatures[name] = types_
-    return signatures
-
-
-def _fake_cupy(calls):
-    """A module standing in for CuPy: NumPy arrays, and kernels that check their launch
-    arguments against the parameters of their CUDA signature (and compute nothing)."""
-    fake = types.ModuleType("cupy")
-    fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
-
-    class RawModule:
-        def __init__(self, code=None, options=(), path=None):
-            self.signatures = _signatures(code)
-
-        def get_function(self, name):
-            signature = self.signatures[name]
-
-            def launch(grid, block, args):
-                assert len(args) == len(signature), (name, len(args), len(signature))
-                for arg, (kind, dtype) in zip(args, signature):
-                    if kind == "int":
-                        assert type(arg) is np.dtype(dtype).type, (name, arg, dtype)
-                    elif not isinstance(arg, np.uint64):      # uint64(0): no partial buffer
-                        assert isinstance(arg, np.ndarray) and arg.dtype == dtype, (name, dtype)
-                assert all(g >= 1 for g in grid) and np.prod(block) <= 1024
-                calls.append(name)
-            return launch
-
-    class Device:
-        attributes = {"MultiProcessorCount": 4}
-
-    fake.RawModule = RawModule
-    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
-                                      Device=Device)
-    return fake
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the stand-in kernels compute nothing
-def test_host_modules_launch_kernels_with_matching_arguments(compiled_samples, monkeypatch):
-    calls = []
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(calls))
-    for sample, dtype, fusion, compiled in compiled_samples:
-        results = compiled(**sample.feeds(dtype))
-        assert len(results) == len(compiled.outputs)
-        for result, spec in zip(results, compiled.outputs):
-            assert result.dtype == spec.dtype
-    assert len(calls) > 200

@@ -1,322 +1,269 @@
-"""The CUDA backend's kernels run on the CPU, against the interpreter, without a GPU.
+"""The CUDA backend's generated code runs on the CPU, against the interpreter, without a GPU.
 
-The kernels' C++ is compiled by the host C++ compiler with a small emulation of the CUDA
-execution model (one std::thread per CUDA thread, blocks in turn, ``__syncthreads`` and warp
-shuffles on barriers), and the generated host module runs with NumPy standing in for CuPy.
-This checks what the generated code computes (indexing, broadcasting by strides, split
-reductions, epilogues, float16 storage) on every op sample; the GPU tests
-(``test_cuda_gpu.py``) check the same on a device.
+Each program's whole ``.cu`` (prelude included, as the backend hands it to CuPy) is compiled
+with the fiber shim of ``tests/backends/cuda_emulation`` and its real host module drives the
+launches through a NumPy stand-in for CuPy (outputs poisoned with NaN bytes). Every op sample
+runs under every deterministic schedule; programs sized to reach every launch path run under
+every schedule with 1 and 3 SMs. The shim's own fault reports (deadlock, divergent barrier,
+bad shuffle mask, endless loop, fault, unwritten shared memory) are checked on small
+hand-written kernels.
 """
-import ctypes
-import re
-import shutil
-import subprocess
-import sys
-import types
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad import ir_backward
-from tests.backends.test_cuda_codegen import _signatures
-from tests.ops.samples import ALL_SAMPLES
+from tests.backends.cuda_emulation import library as emulation
+from tests.backends.cuda_emulation.cases import layout_cases, sample_cases
+from tests.backends.cuda_emulation.device import SCHEDULES, EmulatedDevice, KernelFault
+from tests.backends.cuda_emulation.translate import TranslationError, entry_points, translate
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
-
-TOLERANCE = {"float64": 1e-6, "float32": 1e-4, "float16": 2e-2}
-UNITS = 2   # C++ translation units
-VARIANTS = [("float64", True, True), ("float32", True, False), ("float16", False, True)]
-
-EMULATION = r"""
-#include <barrier>
-#include <cmath>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
-using namespace std;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-#define __restrict__ __restrict
-#define __shared__ static
-struct dim3 { unsigned x = 0, y = 0, z = 0; };
-static thread_local dim3 threadIdx, blockIdx;
-static dim3 blockDim, gridDim;
-static thread_local unsigned sg_lane, sg_warp;
-static std::barrier<>* sg_block;
-struct sg_warp_state { std::unique_ptr<std::barrier<>> barrier; unsigned long long slot[32]; };
-static sg_warp_state sg_warps[32];
-
-static inline void __syncthreads() { sg_block->arrive_and_wait(); }
-template <typename T> static T __shfl_down_sync(unsigned, T value, int offset) {
-  sg_warp_state& w = sg_warps[sg_warp];
-  std::memcpy(&w.slot[sg_lane], &value, sizeof(T));
-  w.barrier->arrive_and_wait();
-  T result = value;
-  if (sg_lane + offset < 32) std::memcpy(&result, &w.slot[sg_lane + offset], sizeof(T));
-  w.barrier->arrive_and_wait();
-  return result;
-}
-static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-static inline double __longlong_as_double(long long i) { double d; std::memcpy(&d, &i, 8); return d; }
-
-struct sg_half { unsigned short bits; };
-static inline float sg_h2f(sg_half h) { _Float16 f; std::memcpy(&f, &h.bits, 2); return (float)f; }
-static inline sg_half sg_f2h(float x) { _Float16 f = (_Float16)x; sg_half h; std::memcpy(&h.bits, &f, 2); return h; }
-template <typename T, typename Combine> static T sg_warp_reduce(T value, Combine combine) {
-  for (int offset = 16; offset > 0; offset >>= 1) value = combine(value, __shfl_down_sync(0xffffffffu, value, offset));
-  return value;
-}
-
-static void sg_run(unsigned gx, unsigned gy, unsigned bx, unsigned by, const std::function<void()>& body) {
-  gridDim = {gx, gy, 1};
-  blockDim = {bx, by, 1};
-  unsigned n = bx * by;
-  std::barrier<> block(n);
-  sg_block = &block;
-  for (unsigned w = 0; w < n / 32; ++w) sg_warps[w].barrier = std::make_unique<std::barrier<>>(32);
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      threadIdx = {t % bx, t / bx, 0};
-      sg_lane = t % 32;
-      sg_warp = t / 32;
-      for (unsigned y = 0; y < gy; ++y)
-        for (unsigned x = 0; x < gx; ++x) {
-          blockIdx = {x, y, 0};
-          body();
-          block.arrive_and_wait();
-        }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-}
-"""
-
-_ENTRY = re.compile(r"extern \"C\" __global__ void __launch_bounds__\(\d+\) (\w+)\((.*)\) \{")
-
-
-def _launcher(name, params):
-    casts = []
-    for i, param in enumerate(params.split(", ")):
-        ctype = param.rpartition(" ")[0].replace("__restrict__", "").strip()
-        casts.append(f"*({ctype}*)a[{i}]")
-    return (f'extern "C" void launch_{name}(unsigned gx, unsigned gy, unsigned bx, unsigned by, '
-            f"void** a) {{ sg_run(gx, gy, bx, by, [&] {{ {name}({', '.join(casts)}); }}); }}")
-
-
-class Emulator:
-    """One shared library holding every distinct kernel of the given compiled programs."""
-
-    def __init__(self, compiled_list, folder):
-        self.uid = {}
-        for compiled in compiled_list:
-            for text in compiled.kernels.values():
-                self.uid.setdefault(self._key(text), len(self.uid))
-        units = [[EMULATION] for _ in range(UNITS)]   # compiled in parallel, then linked
-        for key, uid in self.uid.items():
-            text = re.sub(r"\bK_", f"u{uid}_", key)
-            units[uid % UNITS] += [text] + [_launcher(n, p) for n, p in _ENTRY.findall(text)]
-        objects = []
-        for index, unit in enumerate(units):
-            (folder / f"unit{index}.cpp").write_text("\n".join(unit))
-            objects.append(folder / f"unit{index}.o")
-        with ThreadPoolExecutor(UNITS) as pool:
-            results = list(pool.map(lambda i: subprocess.run(
-                ["g++", "-std=c++20", "-O1", "-w", "-fPIC", "-pthread", "-c", "-o",
-                 str(objects[i]), str(folder / f"unit{i}.cpp")], capture_output=True,
-                text=True), range(UNITS)))
-        library = folder / "kernels.so"
-        results.append(subprocess.run(["g++", "-shared", "-pthread", "-o", str(library)]
-                                      + [str(o) for o in objects], capture_output=True, text=True))
-        for done in results:
-            assert done.returncode == 0, done.stderr[-4000:]
-        self.library = ctypes.CDLL(str(library))
-        self.signatures = _signatures("\n".join("\n".join(u) for u in units))
-        self.launches = []     # (entry, grid, block) of every launch
-
-    @staticmethod
-    def _key(text):
-        return re.sub(r"\bk\d+_", "K_", text)
-
-    def kernel(self, program_name, text):
-        uid = self.uid[self._key(text)]
-        name = re.sub(r"^k\d+_", f"u{uid}_", program_name)
-        function = getattr(self.library, f"launch_{name}")
-        signature = self.signatures[name]
-
-        def launch(grid, block, args):
-            grid, block = tuple(grid) + (1,), tuple(block) + (1,)
-            assert len(args) == len(signature)
-            holders = []
-            for arg, (kind, dtype) in zip(args, signature):
-                if kind == "int":
-                    assert type(arg) is np.dtype(dtype).type
-                    holders.append((ctypes.c_int32 if dtype == "int32" else ctypes.c_int64)(arg))
-                elif isinstance(arg, np.uint64):
-                    holders.append(ctypes.c_void_p(0))
-                else:
-                    assert arg.dtype == dtype, (name, arg.dtype, dtype)
-                    holders.append(ctypes.c_void_p(arg.ctypes.data))
-            pointers = (ctypes.c_void_p * len(holders))(
-                *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
-            self.launches.append((name, grid[:2], block[:2]))
-            function(grid[0], grid[1], block[0], block[1], pointers)
-        return launch
-
-
-def numpy_cupy():
-    """A module standing in for CuPy, made of NumPy (kernels are set by the test)."""
-    fake = types.ModuleType("cupy")
-    fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
-
-    class RawModule:
-        def __init__(self, code=None, options=(), path=None):
-            pass
-
-        def get_function(self, name):
-            return None
-
-    fake.RawModule = RawModule
-    fake.cuda = types.SimpleNamespace(
-        runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
-        Device=lambda: types.SimpleNamespace(attributes={"MultiProcessorCount": 1}))
-    return fake
-
-
-def run_emulated(compiled, emulator, feeds):
-    executable = compiled._executable
-    module = executable.load()
-    for name, text in compiled.kernels.items():
-        for entry in executable.entries:
-            if entry == name or entry.startswith(name + "_"):
-                module.KERNELS[entry] = emulator.kernel(entry, text)
-    return compiled(**feeds)
+pytestmark = pytest.mark.skipif(emulation.compiler() is None, reason="g++ is not installed")
 
 
 @pytest.fixture(scope="module")
-def programs():
-    out = []
-    for sample in ALL_SAMPLES:
-        for dtype, with_grad, fusion in VARIANTS:
-            prog, fetches = sample.program(dtype, with_grad and sample.grad)
-            out.append((sample, dtype, prog, fetches,
-                        sg.compile(prog, fetches, backend="cuda", fusion=fusion)))
-    return out
+def cache_dir(tmp_path_factory):
+    return emulation.session_cache_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def emulator(programs, tmp_path_factory):
-    return Emulator([p[-1] for p in programs], tmp_path_factory.mktemp("emulated"))
+def samples():
+    return sample_cases()
 
 
-def _compare(expected, got, dtype, sample):
-    rtol = TOLERANCE[dtype]
-    for e, g in zip(expected, got):
-        assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol,
-                                   atol=rtol * max(sample.atol, 1e-6) * 100)
+@pytest.fixture(scope="module")
+def layouts():
+    return layout_cases()
 
 
-def test_every_sample_matches_the_interpreter(programs, emulator, monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
+@pytest.fixture(scope="module")
+def library(samples, layouts, cache_dir):
+    return emulation.Library([c.source for c in samples + layouts], cache_dir=cache_dir)
+
+
+def _run_all(cases, device):
     failures = []
-    for sample, dtype, prog, fetches, compiled in programs:
-        feeds = sample.feeds(dtype)
-        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for case in cases:
         try:
-            _compare(expected, run_emulated(compiled, emulator, feeds), dtype, sample)
+            case.check(device.run(case.compiled, case.feeds))
         except AssertionError as exc:
-            failures.append(f"{sample.id} {dtype}: {str(exc)[:300]}")
+            failures.append(f"{case.name}: {str(exc)[:400]}")
+    return failures
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_op_samples_match_the_interpreter(samples, library, schedule):
+    failures = _run_all(samples, EmulatedDevice(library, schedule, sms=1))
     assert not failures, "\n".join(failures)
 
 
-def _reductions():
-    """Programs that reach every reduction layout and launch shape: whole-block teams, split
-    reductions with their merge kernel, column and general layouts, epilogues reading
-    broadcast captures, every reduce kind."""
-    rng = np.random.default_rng(0)
-    cases = []
-
-    def case(name, shapes, build, dtype="float64", dynamic=False):
-        prog = sg.Program()
-        with sg.program_guard(prog):
-            xs = [sg.data(f"x{i}", [None] + list(s[1:]) if dynamic else list(s), dtype)
-                  for i, s in enumerate(shapes)]
-            outs = build(*xs)
-        feeds = {f"x{i}": rng.uniform(0.5, 1.5, s).astype(dtype) for i, s in enumerate(shapes)}
-        cases.append((name, prog, list(outs), feeds))
-
-    case("full-sum-split", [(20000,)], lambda x: [sg.sum(sg.tanh(x * 1.5) + x), x * 2.0],
-         "float32", dynamic=True)
-    case("row-team-block", [(3, 5000)], lambda x: [sg.max(sg.exp(x), axis=1) * 2.0])
-    case("col-split", [(3000, 40), (40,)],
-         lambda x, b: [sg.sum(x * b, axis=0) + b, sg.mean(x, axis=0, keepdims=True)])
-    case("col-general", [(5, 300, 7), (5, 1, 7)],
-         lambda x, c: [sg.min(x - c, axis=1, keepdims=True) * c, sg.prod(x, axis=(0, 1))])
-    case("row-general", [(6, 5, 40)],
-         lambda x: [sg.sum(x, axis=(0, 2)), sg.max(x, axis=(0, 2), keepdims=True) - 1.0])
-    case("broadcast-views", [(64, 1), (1, 48)],
-         lambda a, b: [sg.sum(sg.broadcast_to(a, (64, 48)) * b, axis=1) / sg.sum(b)])
-    # map ops after the reduction that read only map values: map outputs of reduce kernels
-    case("col-late-map", [(3000, 40), (40,)],
-         lambda x, b: [sg.sum(x * b, axis=0), sg.exp(x * b) - x])
-    case("loss-and-gradient", [(700, 9)],
-         lambda x: [sg.sum(sg.tanh(x) * x), *ir_backward.grad(sg.sum(sg.tanh(x) * x), [x])],
-         "float32", dynamic=True)
-    return cases
+@pytest.mark.parametrize("sms", [1, 3])
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_launch_paths_match_the_interpreter(layouts, library, schedule, sms):
+    failures = _run_all(layouts, EmulatedDevice(library, schedule, sms))
+    assert not failures, "\n".join(failures)
 
 
-def test_reduction_layouts_and_splits_match_the_interpreter(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
-    cases = _reductions()
-    compiled = [sg.compile(prog, outs, backend="cuda") for _, prog, outs, _ in cases]
-    emulator = Emulator(compiled, tmp_path)
-    styles = set()
-    for (name, prog, outs, feeds), program in zip(cases, compiled):
-        expected = sg.compile(prog, outs, backend="interpreter")(**feeds)
-        got = run_emulated(program, emulator, feeds)
-        dtype = feeds["x0"].dtype.name
-        for e, g in zip(expected, got):
-            assert g.shape == e.shape and g.dtype == e.dtype, name
-            np.testing.assert_allclose(g, e, rtol=TOLERANCE[dtype], err_msg=name)
-        styles.update(re.findall(r"_reduce\('\w+', '(\w+)'", program.source))
-    assert styles == {"row", "col"}
-    merged = {name for name, _, _ in emulator.launches if "_merge" in name}
-    assert len(merged) >= 2                                             # split reductions
-    assert any(grid[1] > 1 for _, grid, _ in emulator.launches)
+def test_layout_cases_reach_every_launch_path(layouts, library):
+    """The sizes of :func:`layout_cases` exercise what the op samples miss (checked on the
+    launches the host module makes)."""
+    launches = {}
+    for sms in (1, 3):
+        device = EmulatedDevice(library, "forward", sms)
+        _run_all(layouts, device)
+        launches[sms] = device.launches
+    for sms, made in launches.items():
+        reductions = [x for x in made if "K" in x.scalars and not x.entry.endswith("_merge")]
+        rows = [x for x in reductions if x.block == (256, 1, 1)]
+        cols = [x for x in reductions if x.block == (32, 8, 1)]
+        maps = [x for x in made if "N" in x.scalars]
+        # grid-stride loops: more elements than threads, more outputs than teams
+        assert any(x.scalars["N"] > x.grid[0] * 256 for x in maps), sms
+        for team in (32, 256):
+            assert any(x.scalars["T"] == team and x.scalars["M"] > x.grid[0] * 256 // team
+                       for x in rows), (sms, team)
+        # idle lanes: rows shorter than a warp; column blocks past the last output
+        assert any(x.scalars["K"] < x.scalars["T"] for x in rows), sms
+        assert any(x.scalars["M"] % 32 for x in cols), sms
+        # splits that do not divide K, in both styles, merged afterwards
+        for style in (rows, cols):
+            assert any(x.scalars["P"] > 1 and x.scalars["K"] % x.scalars["P"] for x in style)
+        assert any(x.entry.endswith("_merge") for x in made)
+    assert any(x.scalars.get("P", 0) > 32 for x in launches[3])   # merge lanes loop over P
 
 
-def test_new_batch_size_reuses_the_compiled_kernels(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
+def test_schedules_are_deterministic_and_different(cache_dir):
+    source = r"""
+extern "C" __global__ void order(int* out, int* counter) {
+  out[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(counter, 1);
+  __syncthreads();
+  out[gridDim.x * blockDim.x + blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(counter, 1);
+}
+"""
+    library = emulation.Library([source], cache_dir=cache_dir)
+    orders = {}
+    for schedule in SCHEDULES:
+        runs = []
+        for _ in range(2):
+            out, counter = np.zeros(2 * 2 * 64, np.int32), np.zeros(1, np.int32)
+            kernel = EmulatedDevice(library, schedule).module.RawModule(code=source)
+            kernel.get_function("order")((2,), (64,), (out, counter))
+            runs.append(out.tobytes())
+        assert runs[0] == runs[1], schedule                     # deterministic
+        orders[schedule] = runs[0]
+    assert len(set(orders.values())) == len(SCHEDULES)         # and each its own order
+
+
+# --- the shim's fault reports --------------------------------------------------------------
+FAULTS = r"""
+extern "C" __global__ void deadlock(float* out) {
+  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
+  else __syncthreads();
+}
+extern "C" __global__ void exit_before_barrier(float* out) {
+  if (threadIdx.x < 40) __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+extern "C" __global__ void barriers_at_two_lines(float* out) {
+  if (threadIdx.x < 40) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+}
+extern "C" __global__ void mask_beyond_block(float* out) {
+  out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
+}
+extern "C" __global__ void lane_outside_mask(float* out) {
+  out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
+}
+extern "C" __global__ void masks_differ(float* out) {
+  unsigned mask = threadIdx.x < 8 ? 0xffffffffu : 0x7fffffffu;
+  out[threadIdx.x] = __shfl_sync(mask, 1.0f, 0);
+}
+extern "C" __global__ void endless(float* out, int n) {
+  for (int i = 0; i < n; i += 0) out[0] += 1.0f;
+}
+extern "C" __global__ void wild_pointer(float* out) {
+  out[0] = ((float*)16)[threadIdx.x];
+}
+extern "C" __global__ void unwritten_shared(float* out) {
+  __shared__ float tile[64];
+  if (threadIdx.x < 32) tile[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[threadIdx.x] = tile[threadIdx.x];
+}
+extern "C" __global__ void warp_primitives(int* out) {
+  int lane = threadIdx.x % 32;
+  int sum = lane;
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  out[threadIdx.x * 4 + 0] = sum;
+  out[threadIdx.x * 4 + 1] = __shfl_up_sync(0xffffffffu, lane, 1);
+  out[threadIdx.x * 4 + 2] = __ballot_sync(0xffffffffu, lane % 2);
+  out[threadIdx.x * 4 + 3] = __shfl_sync(0xffffffffu, lane, 3, 8);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def faults(cache_dir):
+    library = emulation.Library([FAULTS], cache_dir=cache_dir)
+    library.set_time_limit(0.5)
+    yield EmulatedDevice(library).module.RawModule(code=FAULTS)
+    library.set_time_limit(emulation.DEFAULT_TIME_LIMIT)
+
+
+@pytest.mark.parametrize("kernel, block, message", [
+    ("deadlock", 32, r"deadlock in block \(0,0,0\): 32 of 32 threads wait"),
+    ("exit_before_barrier", 64, r"thread \(40,0,0\): exits while 40 threads wait at "
+                                r"__syncthreads \(line 7\): divergent barrier"),
+    ("barriers_at_two_lines", 64, r"__syncthreads at line 14 while other threads wait at line "
+                                  r"12 \(divergent barrier\)"),
+    ("mask_beyond_block", 48, r"mask 0xffffffff names lanes that do not exist \(warp 1 has "
+                              r"lanes 0x0000ffff\)"),
+    ("lane_outside_mask", 32, r"thread \(16,0,0\): __shfl_xor_sync at line 21: mask "
+                              r"0x0000ffff leaves out the calling lane 16"),
+    ("masks_differ", 32, r"with mask 0x7fffffff while lanes of the warp wait at line 25 with "
+                         r"mask 0xffffffff"),
+    ("endless", 1, r"still running after 0 CPU seconds \(an endless loop\?\)"),
+    ("wild_pointer", 1, r"invalid memory access at address 0x10"),
+])
+def test_kernel_faults_are_reported_not_hung(faults, kernel, block, message):
+    args = (np.zeros(64, np.float32),) + ((np.int32(5),) if kernel == "endless" else ())
+    with pytest.raises(KernelFault, match=message):
+        faults.get_function(kernel)((1,), (block,), args)
+
+
+def test_unwritten_shared_memory_reads_as_nan(faults):
+    out = np.zeros(64, np.float32)
+    faults.get_function("unwritten_shared")((2,), (64,), (out,))
+    assert (out[:32] == 1).all() and np.isnan(out[32:]).all()
+
+
+def test_warp_primitives(faults):
+    out = np.zeros((64, 4), np.int32)
+    faults.get_function("warp_primitives")((1,), (64,), (out,))
+    lane = np.arange(64) % 32
+    assert (out[:, 0] == sum(range(32))).all()
+    assert (out[:, 1] == np.where(lane == 0, 0, lane - 1)).all()
+    assert (out[:, 2] == np.int32(np.uint32(0xAAAAAAAA).view(np.int32))).all()
+    assert (out[:, 3] == lane // 8 * 8 + 3).all()
+
+
+def test_launch_arguments_are_checked(faults):
+    kernel = faults.get_function("endless")
+    with pytest.raises(KernelFault, match="must be numpy.int32, got int"):
+        kernel((1,), (1,), (np.zeros(1, np.float32), 5))
+    with pytest.raises(KernelFault, match="wants a float32 array, got ndarray float64"):
+        kernel((1,), (1,), (np.zeros(1), np.int32(5)))
+    with pytest.raises(KernelFault, match="1 arguments for 2 parameters"):
+        kernel((1,), (1,), (np.zeros(1, np.float32),))
+
+
+def test_unwritten_outputs_are_nan():
+    """Every array the host module allocates on the device starts as NaN bytes."""
+    device = EmulatedDevice(None)
+    assert np.isnan(device.module.empty((3, 2), "float32")).all()
+    assert (device.module.empty(4, "int32") == -1).all()
+
+
+def test_translation_keeps_lines_and_refuses_what_it_cannot_model():
+    source = 'extern "C" __global__ void f(const float* __restrict__ a, long long n) {\n' \
+             "  __shared__ double t[4][8];\n}\n"
+    text = translate(source, "f.cu")
+    assert '#line 1 "f.cu"' in text and "__shared__ double t[4][8]; SG_SHARED(t);" in text
+    params = entry_points(source)["f"]
+    assert [(p.name, p.dtype, p.pointer) for p in params] == [("a", "float32", True),
+                                                              ("n", "int64", False)]
+    with pytest.raises(TranslationError, match="inline PTX the emulation does not know"):
+        translate('__device__ void g() { asm("trap;"); }')
+    with pytest.raises(TranslationError, match="has a type the emulation does not pass"):
+        entry_points('extern "C" __global__ void h(float2* a) {}')
+
+
+# --- programs ------------------------------------------------------------------------------
+def test_new_batch_size_reuses_the_compiled_kernels(cache_dir):
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 3], "float32")
         b = sg.parameter("b", [3], "float32", init=np.arange(3, dtype="float32"))
         y = sg.sum(sg.tanh(x + b), axis=1)
     compiled = sg.compile(prog, [y], backend="cuda")
-    emulator = Emulator([compiled], tmp_path)
+    device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
+                                              cache_dir=cache_dir))
     reference = sg.compile(prog, [y], backend="interpreter")
-    module = None
-    for batch in (2, 37, 300):
-        x_value = np.linspace(-1, 1, batch * 3, dtype="float32").reshape(batch, 3)
-        got, = run_emulated(compiled, emulator, {"x": x_value}) if module is None \
-            else compiled(x=x_value)
-        module = module or compiled._executable.module
-        assert compiled._executable.module is module      # same kernels, no recompilation
-        np.testing.assert_allclose(got, reference(x=x_value)[0], rtol=1e-5)
+    with device.installed():
+        module = compiled._executable.load()
+        for batch in (2, 37, 301):
+            x_value = np.linspace(-1, 1, batch * 3, dtype="float32").reshape(batch, 3)
+            got, = compiled(x=x_value)
+            assert compiled._executable.module is module    # same kernels, no recompilation
+            np.testing.assert_allclose(got, reference(x=x_value)[0], rtol=1e-5)
 
 
-def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(tmp_path, monkeypatch):
-    from symgrad.ops.core import get_op
+def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(monkeypatch, cache_dir):
+    from symgrad.backends.cuda_backend.lowering import LOWERINGS
 
-    monkeypatch.setitem(sys.modules, "cupy", numpy_cupy())
-    monkeypatch.delitem(get_op("sin").emitters, "cuda")
+    monkeypatch.delitem(LOWERINGS.rules, "sin")
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 4], "float64")
@@ -324,5 +271,7 @@ def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(tmp_path, monk
     compiled = sg.compile(prog, [y], backend="cuda")
     assert not compiled.kernels and "on the host" in compiled.source
     x_value = np.linspace(0, 1, 12).reshape(3, 4)
-    got, = run_emulated(compiled, Emulator([compiled], tmp_path), {"x": x_value})
+    device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
+                                              cache_dir=cache_dir))
+    got, = device.run(compiled, {"x": x_value})
     np.testing.assert_allclose(got, (np.sin(x_value) * 2 + x_value).sum(axis=1))

@@ -1,6 +1,7 @@
 """The NumPy code generator: module contract, chunking, names, cache, threads, dynamic dims."""
 import ast
 import os
+import pathlib
 import sys
 import threading
 
@@ -9,6 +10,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.backends.numpy_backend import row_pool
 
 
 def _compare(prog, fetches, feeds, rtol=1e-6, **options):
@@ -28,7 +30,7 @@ def _imports(source):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            names.add(node.module)
+            names.add("." * node.level + node.module)
     return names
 
 
@@ -64,7 +66,9 @@ def test_module_contract():
     compiled = _compare(prog, fetches, {"x": np.random.rand(5, 7)})
     source = compiled.source
     assert {name for name in _imports(source)
-            if name.split(".")[0] not in sys.stdlib_module_names} == {"numpy"}
+            if name.split(".")[0] not in sys.stdlib_module_names} <= {"numpy", ".row_pool"}
+    helper = pathlib.Path(row_pool.__file__).read_text()
+    assert all(name.split(".")[0] in sys.stdlib_module_names for name in _imports(helper))
     module = compiled._executable.module
     assert callable(module.run)
     assert [i["name"] for i in module.INPUTS] == ["x", "w"]
@@ -79,6 +83,25 @@ def test_module_contract():
     expected = sg.compile(prog, fetches, backend="interpreter")(x=np.ones((2, 7)), w=w2)
     for e, g in zip(expected, compiled(x=np.ones((2, 7)), w=w2)):
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-9)
+
+
+def test_source_starts_with_the_program():
+    """The fixed thread-pool runtime is imported, not printed: before the first function of
+    the program come only the header, the imports, the signature and the constants."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float32")
+        w = sg.parameter("w", [4, 3], "float32")
+        loss = sg.mean(sg.tanh(x @ w) ** 2)
+        gw, = ir_backward.grad(loss, [w])
+    compiled = sg.compile(prog, [loss, gw], backend="numpy")
+    source = compiled.source
+    assert "from .row_pool import RowPool" in source and "_POOL.over_rows(" in source
+    head = source[:source.index("\ndef ")]
+    assert len(head.splitlines()) <= 16, head
+    assert "ThreadPoolExecutor" not in source and "import threading" not in source
+    first = source[source.index("\ndef ") + 5:].split("(")[0]
+    assert first.startswith("_group") or first == "run"
 
 
 def test_readable_source():

@@ -7,6 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.common import Namer
+from symgrad.backends.numpy_backend import row_pool
 
 REDUCTIONS = {
     "sum0": lambda y: sg.sum(y, axis=0),
@@ -42,15 +43,26 @@ def _check(prog, fetches, feeds, rtol, **options):
     return compiled
 
 
+@pytest.fixture
+def executor_uses(monkeypatch):
+    """How many times a loop handed rows to the shared worker threads."""
+    uses = []
+    shared = row_pool.shared_executor
+    monkeypatch.setattr(row_pool, "shared_executor", lambda: uses.append(1) or shared())
+    return uses
+
+
 @pytest.mark.parametrize("kind", sorted(REDUCTIONS))
-def test_threaded_reductions_match_the_interpreter(kind):
+def test_threaded_reductions_match_the_interpreter(kind, executor_uses):
     prog, fetches = _program(REDUCTIONS[kind])
     rng = np.random.default_rng(3)
     feeds = {"x": rng.standard_normal((37, 6)), "b": rng.standard_normal(6)}
     compiled = _check(prog, fetches, feeds, 1e-9, threads=2, chunk_size=12)
-    module = compiled._executable.module
-    assert "_over_rows(" in compiled.source
-    assert module._POOL is not None          # 19 chunks of 2 rows: the pool ran them
+    if kind.startswith("prod"):   # a product is not reassociated by chunks: one NumPy pass
+        assert "over_rows(" not in compiled.source
+        return
+    assert "_POOL.over_rows(" in compiled.source
+    assert executor_uses                     # 19 chunks of 2 rows: the worker threads ran them
 
 
 @pytest.mark.parametrize("accumulate", [True, False])
@@ -94,28 +106,29 @@ def test_one_thread_makes_no_pool():
     feeds = {"x": rng.standard_normal((50, 6)), "b": rng.standard_normal(6)}
     compiled = _check(prog, fetches, feeds, 1e-9, threads=1, chunk_size=12)
     source = compiled.source
-    assert "ThreadPoolExecutor" not in source and "_over_rows" not in source
-    assert "import threading" not in source
+    assert "RowPool" not in source and "over_rows" not in source
     assert not hasattr(compiled._executable.module, "_POOL")
 
 
-def test_small_arrays_stay_on_the_calling_thread():
+def test_small_arrays_stay_on_the_calling_thread(executor_uses):
     prog, fetches = _program(REDUCTIONS["sum0"])
     compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
-    module = compiled._executable.module
-    module._pool = lambda: pytest.fail("a loop of 3 chunks must not use the worker pool")
     rng = np.random.default_rng(7)
     compiled(x=rng.standard_normal((5, 6)), b=rng.standard_normal(6))   # 3 chunks of 2 rows
+    assert not executor_uses
 
 
-def test_every_loaded_module_shares_one_pool():
-    from symgrad.backends.numpy_backend import shared_pool
-
+def test_every_loaded_module_shares_one_pool(executor_uses):
     prog, fetches = _program(REDUCTIONS["sum0"])
     first = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
-    second = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=24)
-    assert first._executable.module._POOL is shared_pool()
-    assert second._executable.module._POOL is shared_pool()
+    second = sg.compile(prog, fetches, backend="numpy", threads=3, chunk_size=6)
+    for compiled in (first, second):
+        module = compiled._executable.module
+        assert module.RowPool is row_pool.RowPool    # the one helper module of the process
+        compiled(x=np.ones((40, 6)), b=np.ones(6))
+    assert len(executor_uses) == 2          # both loops ran on the one shared executor
+    assert (first._executable.module._POOL.threads,
+            second._executable.module._POOL.threads) == (2, 3)
 
 
 def test_each_group_is_a_function_called_from_run():

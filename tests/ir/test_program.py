@@ -24,6 +24,18 @@ def test_values_know_their_types_and_names():
     assert prog.ops is prog.global_block().ops
 
 
+def test_feedable_lists_data_then_parameters_as_signatures_do():
+    prog, x, w, y = build_small()
+    with sg.program_guard(prog):
+        z = sg.data("z", [3], "float32")
+    assert prog.inputs == [x, z] and prog.parameters == [w]
+    assert prog.feedable == [x, z, w]
+    compiled = sg.compile(prog, [y], backend="interpreter")
+    assert [s.name for s in compiled.signature] == [v.name for v in prog.feedable]
+    assert [s.kind for s in compiled.signature] == ["data", "data", "parameter"]
+    assert compiled.input_names == [v.name for v in prog.inputs]
+
+
 def test_minus_one_means_unknown():
     with sg.program_guard(sg.Program()):
         assert sg.data("x", [-1, 2]).shape == (None, 2)

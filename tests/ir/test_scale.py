@@ -1,7 +1,10 @@
 """Program building is iterative: 100,000 ops build and print without recursion errors."""
+import pytest
+
 import symgrad as sg
 
 
+@pytest.mark.slow
 def test_build_100k_op_chain():
     prog = sg.Program()
     with sg.program_guard(prog):

@@ -32,6 +32,7 @@ def test_matmul_matches_numpy(sa, sb, dtype):
     np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == "float32" else 1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::symgrad.PromotionWarning")   # float64 ones widen, as meant
 def test_matmul_promotes_and_accepts_arrays():
     a = RNG.standard_normal((2, 3)).astype(np.float32)
     value, got = interpret(lambda x: sg.matmul(x, np.ones((3, 2))), a)

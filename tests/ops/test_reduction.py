@@ -155,6 +155,32 @@ def test_mean_vjp_uses_run_time_count_for_unknown_dims():
         np.testing.assert_allclose(got_s, np.full((n, 3), 1.0 / 3))
 
 
+@pytest.mark.parametrize("inner", [
+    lambda y: sg.sum(y, axis=1),
+    lambda y: sg.sum(sg.mean(y, axis=2), axis=1),
+    lambda y: sg.max(y, axis=(1, 2), keepdims=True),
+], ids=["sum", "mean-of-mean", "max-keepdims"])
+def test_mean_counts_read_the_earliest_value_of_their_dims(inner):
+    """The gradient of mean(reduction(...)) reads the batch size off ``x``: a forward reduction
+    is neither computed nor stored just so that ``size`` can read its shape."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3, 4], "float32")
+        loss = sg.mean(inner(sg.exp(x) * 2.0))
+        gx, = sg.ir_backward.grad(loss, [x])
+    compiled = sg.compile(prog, [gx], backend="numpy")
+    ops = [inner_op for op in compiled.program.ops
+           for inner_op in ([op] + [o for block in op.blocks for o in block.ops])]
+    size, = [op for op in ops if op.name == "size"]
+    assert size.inputs[0].op.name == "data"
+    forward_reductions = [op for op in ops if op.opdef.category == "reduction"
+                          and op.forward_op is None]
+    assert [op.name for op in forward_reductions] == (["max"] if "max" in str(prog) else [])
+    x_value = RNG.uniform(-1, 1, (5, 3, 4)).astype("float32")
+    want, = sg.compile(prog, [gx], backend="interpreter")(x=x_value)
+    np.testing.assert_allclose(compiled(x=x_value)[0], want, rtol=1e-6)
+
+
 def test_max_vjp_splits_ties_evenly():
     x = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
     prog = sg.Program()

@@ -1,6 +1,7 @@
 """The pipeline as a whole: passes share unchanged programs, copies are complete, long
 programs go through, interleaved fusion groups stay schedulable."""
 import numpy as np
+import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
@@ -26,6 +27,7 @@ def _chain(steps, shape=(None, 4)):
     return prog, x, y, gx
 
 
+@pytest.mark.slow
 def test_full_pipeline_on_a_100000_op_chain():
     prog, x, y, gx = _chain(12_500)
     assert len(prog.ops) >= 100_000

@@ -10,7 +10,7 @@ import symgrad as sg
 from symgrad import ir_backward
 
 STANDALONE = r'''
-import importlib.util, sys
+import runpy, sys
 import numpy as np
 try:
     import symgrad
@@ -18,10 +18,8 @@ except ImportError:
     pass
 else:
     raise SystemExit("symgrad is importable")
-spec = importlib.util.spec_from_file_location("model", sys.argv[1])
-model = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(model)
-np.savez(sys.argv[3], *model.run(xs=np.load(sys.argv[2])))
+runner = runpy.run_path(sys.argv[1])
+np.savez(sys.argv[3], *runner["run"](xs=np.load(sys.argv[2])))
 '''
 
 

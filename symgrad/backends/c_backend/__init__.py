@@ -15,8 +15,8 @@ from ...gc_pause import gc_paused
 from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from ..numpy_backend import PACKAGE, RUNTIME_MODULES, bind_references
 from ..numpy_backend import lowers as numpy_lowers
-from ..numpy_backend import shared_pool
 from . import compiler
 from .compiler import CCompileError, CCompilerNotFoundError, deferred
 from .host import generate
@@ -43,13 +43,14 @@ class CExecutable:
         self.host_source = generated.source
         self.sources = {".c": self.source, ".py": self.host_source}
         self.constants = dict(generated.constants)
+        self.references = generated.references
         self.kernels = {}
         self.stats = stats
         self.library = library
         self._resolve = resolve
-        self.module = cache.load_module(path)
+        self.module = cache.load_module(path, self.host_source, package=PACKAGE)
+        bind_references(self.module, self.references)
         self.module.CONSTANTS.update(generated.constants)
-        self.module._POOL = shared_pool()
         if library is not None:
             self.module.bind_library(library)
 
@@ -78,17 +79,24 @@ def build(program, fetches, options):
     return CExecutable(generated, paths[".py"], library, resolve, stats)
 
 
-def artifact_files(executable, writer, save_options) -> dict:
-    """``c/host.py``, ``c/program.c`` and the compiled ``c/program.so``: the artifact's native
-    entry, which its standalone runner loads with ctypes (no compiler needed)."""
-    if executable.library is None:
-        executable.library = executable._resolve()
-    writer.write("c/host.py", executable.host_source.encode("utf-8"))
-    writer.write("c/program.c", executable.source.encode("utf-8"))
-    with open(executable.library, "rb") as handle:
-        writer.write("c/program.so", handle.read())
-    return {"module": "c/host.py", "function": "run", "library": "c/program.so",
-            "source": "c/program.c", "machine": platform.machine()}
+def artifact_files(executable, tree, save_options) -> dict:
+    """``c/host.py``, ``c/program.c`` and (when saving) the compiled ``c/program.so``: the
+    artifact's native entry, which its standalone runner loads with ctypes (no compiler
+    needed); the host module imports the NumPy module's runtime helpers."""
+    tree.add("c/host.py", executable.host_source.encode("utf-8"))
+    tree.add("c/program.c", executable.source.encode("utf-8"))
+    if save_options is not None:
+        if executable.library is None:
+            executable.library = executable._resolve()
+        with open(executable.library, "rb") as handle:
+            tree.add("c/program.so", handle.read())
+    return {"module": "c/host.py", "function": "run",
+            "imports": {name: f"numpy/{name}.py" for name in RUNTIME_MODULES},
+            "source": "c/program.c", "library": "c/program.so", "machine": platform.machine()}
+
+
+def _require_build() -> None:
+    compiler.toolchain()
 
 
 def lowers(opdef) -> bool:
@@ -101,4 +109,5 @@ def lowers(opdef) -> bool:
     return opdef.category == SOURCE or numpy_lowers(opdef)
 
 
-BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files)
+BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
+                  artifact_binaries=("library",), require_build=_require_build)

@@ -26,7 +26,7 @@ from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version
-from ..numpy_backend.codegen import Generator
+from ..numpy_backend.codegen import Generator, uses_extension_dtypes
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
@@ -36,8 +36,8 @@ from .segments import Member, SegmentRenderer
 MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
         ("log1p", 1, 235), ("expm1", 1, 235), ("tan", 1, 235), ("tanh", 1, 235),
         ("sinh", 1, 235), ("cosh", 1, 235), ("asin", 1, 235), ("acos", 1, 235),
-        ("atan", 1, 235), ("sqrt", 1, 0), ("fabs", 1, 0), ("floor", 1, 0), ("ceil", 1, 0),
-        ("rint", 1, 0)]
+        ("atan", 1, 235), ("erf", 1, 235), ("atan2", 2, 235), ("sqrt", 1, 0), ("fabs", 1, 0),
+        ("floor", 1, 0), ("ceil", 1, 0), ("rint", 1, 0)]
 UNIT = "@UNIT@"
 
 
@@ -55,6 +55,7 @@ class GeneratedProgram:
     constants: dict          # name -> array, for the module's CONSTANTS
     segments: int            # C entry points
     functions: int           # distinct C group functions
+    references: dict         # name -> HelperReference the loader binds into the host
 
 
 class CHostGenerator(Generator):
@@ -156,9 +157,10 @@ class CHostGenerator(Generator):
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             entries=ascii(entries), threads=self.uses_threads,
-            thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS)
+            thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS,
+            extension_dtypes=uses_extension_dtypes(self.program))
         return GeneratedProgram(source, c_source, self.constants, len(self.segments),
-                                len(self.c_functions))
+                                len(self.c_functions), self.references())
 
 
 def _member_heading(plan) -> str:

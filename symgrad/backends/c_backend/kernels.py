@@ -29,6 +29,8 @@ import dataclasses
 import hashlib
 import math
 
+import numpy as np
+
 from ...ir.printer import counted, format_op_head
 from ...ops.fused import is_fusion
 from ...ops.core import ELEMENTWISE
@@ -46,8 +48,6 @@ SIMD_REDUCTIONS = {"add": "+", "multiply": "*"}
 def compute_type(op) -> str:
     """The C type ``op`` computes in: its result's, or for a comparison (bool result of
     non-bool operands) the promoted type of its operands."""
-    import numpy as np
-
     result = op.results[0].dtype
     if result.kind == "b" and op.inputs and any(v.dtype.kind != "b" for v in op.inputs):
         return c_type(np.result_type(*[v.dtype for v in op.inputs]))
@@ -195,7 +195,7 @@ class GroupRenderer:
         for op in ops:
             T = compute_type(op)
             args = [self.read(v, op, local) for v in op.inputs]
-            attrs = {k: v for k, v in op.attrs.items() if not k.startswith("_")}
+            attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
             code = rule_for(op).expression.format(*args, T=T, **attrs)
             result = op.results[0]
             local[result] = self.name(result)
@@ -235,7 +235,8 @@ class GroupRenderer:
         loops = nest.loops
         context = dict(provenance=self.provenance(), hoisted=hoisted, total=_product(self.dims),
                        reduce=plan.reduction is not None, outer=loops[0].size if loops else "1",
-                       chunked=bool(loops) and loops[0].reduced, most=CHUNKS,
+                       chunked=bool(loops) and loops[0].reduced,
+                       most=CHUNKS if plan.reduction is None or plan.splits else 1,
                        threads=self.options.threads or 0)
         if plan.reduction is None:
             context.update(main=_loops(loops, _INDEX, body))
@@ -263,7 +264,9 @@ class GroupRenderer:
         combine = LOWERINGS.rule(plan.combine).expression
         loops = nest.loops
         kept = [k for k, loop in enumerate(loops) if not loop.reduced]
-        operator = SIMD_REDUCTIONS.get(plan.combine.name)
+        # a reduction whose partial results do not combine as one pass does (a product) runs
+        # in order: one chunk, no vector lanes
+        operator = SIMD_REDUCTIONS.get(plan.combine.name) if plan.splits else None
         if not loops:                              # one element
             main = body + [(f"sg_part[0] = {combine.format('sg_part[0]', value, T=acc)};",
                             describe(plan.reduction))]
@@ -274,13 +277,17 @@ class GroupRenderer:
             main = _loops(loops, _INDEX, body + [update],
                           before_inner=[(f"{acc} sg_a = {where};", "")],
                           after_inner=[(f"{where} = sg_a;", "")],
-                          inner_clause=f"reduction({operator}:sg_a)" if operator else None)
+                          inner_clause=f"reduction({operator}:sg_a)" if operator else None,
+                          inner_simd=operator is not None)
         else:                                      # a row of accumulators
             row = f"sg_part[{nest.dense_offset(_INDEX, kept)}]"
             update = (f"{row} = {combine.format(row, value, T=acc)};", describe(plan.reduction))
             main = _loops(loops, _INDEX, body + [update])
+        facts = plan.reduction.opdef.reduction
         return dict(
             acc=acc, identity=literal(plan.identity, plan.accumulator), main=main,
+            empty_error=None if facts.has_identity else
+            _product([self.dims[a] for a in plan.axes]),
             kept_size=_product([loops[k].size for k in kept]),
             combine_chunks=combine.format("sg_acc[sg_o]", "sg_acc[sg_c * sg_r + sg_o]", T=acc),
             finish=self.finish(acc))
@@ -322,16 +329,26 @@ class GroupRenderer:
         return lines + ["  " + text for text in inner]
 
 
+def _attr_text(value) -> str:
+    """C text of a number or bool attr (an expression refers to it by name)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.number)):
+        return literal(value, np.asarray(value).dtype)
+    return str(value)
+
+
 def _INDEX(number) -> str:
     return f"i{number}"
 
 
 def _loops(loops, index, body, before_inner=(), after_inner=(), inner_clause=None,
-           full_first=False) -> list:
+           full_first=False, inner_simd=True) -> list:
     """``(code, comment)`` lines of the loops ``loops`` (outermost first) around ``body``.
     The outermost runs over one chunk, ``sg_lo..sg_hi`` (the whole range with
     ``full_first``); ``before_inner``/``after_inner`` go around the innermost loop, which is
-    ``omp simd`` (with ``inner_clause``)."""
+    ``omp simd`` (with ``inner_clause``) unless ``inner_simd`` is False (a loop-carried
+    accumulation without an omp reduction operator: NaN-propagating max and min, products)."""
     if not loops:
         return list(body)
     lines = []
@@ -341,7 +358,8 @@ def _loops(loops, index, body, before_inner=(), after_inner=(), inner_clause=Non
         if number == last:
             lines.extend((pad + code, note) for code, note in before_inner)
             clause = f" {inner_clause}" if inner_clause else ""
-            lines.append((f"{pad}#pragma omp simd{clause}", ""))
+            if inner_simd:
+                lines.append((f"{pad}#pragma omp simd{clause}", ""))
         i = index(number)
         start, stop = ("sg_lo", "sg_hi") if number == 0 and not full_first else ("0", loop.size)
         lines.append((f"{pad}for (int64_t {i} = {start}; {i} < {stop}; {i}++) {{", ""))

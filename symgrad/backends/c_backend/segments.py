@@ -118,8 +118,9 @@ class SegmentRenderer:
             release += [temporaries[v][0] for v in plan.op.results
                         if v in temporaries and v not in last_use]
             groups.append(dict(function=member.function.name, dims=space, pointers=pointers,
-                               allocate=allocate, release=release,
-                               note=group_heading(plan)))
+                               allocate=allocate, release=release, note=group_heading(plan),
+                               reduction=plan.combine.ufunc.__name__ if plan.reduction
+                               is not None else ""))
         return environment.get_template("c/segment.c.j2").render(
             number=self.number, count=len(args),
             args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,

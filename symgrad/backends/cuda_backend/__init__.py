@@ -6,12 +6,13 @@
 ``cupy.RawModule``, uploads the constants and runs the host module. Without CuPy (or without a
 device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` and
 ``cuda_source`` work regardless. ``cubins(archs)`` compiles the source for each architecture
-(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts.
+(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts. A
+program holding bfloat16 Values compiles (kernels store it as 16 raw bits and compute in
+float) but does not run: CuPy has no bfloat16 arrays.
 """
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -19,8 +20,11 @@ import tempfile
 from ...errors import SymgradError
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from ..numpy_backend import bind_references
 from ..numpy_backend import lowers as numpy_lowers
+from ..numpy_backend.codegen import uses_extension_dtypes
 from .host import generate
+from .lowering import LOWERINGS
 
 NAME = "cuda"
 NVRTC_OPTIONS = ("--std=c++17",)
@@ -66,6 +70,7 @@ class CudaExecutable:
         self.kernels = generated.kernels
         self.entries = generated.entries
         self.constants = generated.constants
+        self.references = generated.references
         self.path = path
         self.cu_path = cu_path
         self.options = options
@@ -75,8 +80,13 @@ class CudaExecutable:
     def load(self, cubin=None):
         """Import the host module and load its kernels (compiled by NVRTC, or from ``cubin``
         bytes built for this device); done by the first run. Returns the module."""
+        if self.stats.get("bfloat16"):
+            raise CudaUnavailableError("this program holds bfloat16 Values: its CUDA source "
+                                       "compiles, but CuPy has no bfloat16 arrays to run it "
+                                       "with (use the numpy backend, or float16/float32)")
         cupy = _import_cupy()
-        module = cache.load_module(self.path)
+        module = cache.load_module(self.path, self.source)
+        bind_references(module, self.references)
         if cubin is not None:
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as handle:
                 handle.write(cubin)
@@ -145,7 +155,8 @@ def build(program, fetches, options):
         {".py": generated.source, ".cu": generated.cuda_source}, options)
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),
              "source_lines": generated.source.count("\n"),
-             "cuda_lines": generated.cuda_source.count("\n")}
+             "cuda_lines": generated.cuda_source.count("\n"),
+             "bfloat16": uses_extension_dtypes(program)}
     return CudaExecutable(generated, paths[".py"], paths[".cu"], options, stats)
 
 
@@ -160,39 +171,37 @@ def _cubin_archs(requested):
         return []
 
 
-def _safe_stem(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "file"
-
-
-def artifact_files(executable, writer, save_options) -> dict:
-    """``cuda/host.py``, ``cuda/program.cu``, one file per kernel, and a cubin per
-    architecture (``save_options["cubin_archs"]``, default the current GPU's)."""
+def artifact_files(executable, tree, save_options) -> dict:
+    """``cuda/host.py``, ``cuda/program.cu``, one file per kernel, and (when saving with
+    ``cubin_archs``) a cubin per architecture."""
     kernels = {}
-    for name, kernel_source in executable.kernels.items():
-        kernels[name] = f"cuda/{_safe_stem(name)}.cu"
-        writer.write(kernels[name], kernel_source.encode("utf-8"))
-    writer.write("cuda/host.py", executable.source.encode("utf-8"))
-    entry = {"host": "cuda/host.py", "kernels": kernels}
-    full_source = getattr(executable, "cuda_source", None)
-    if full_source is not None:
-        entry["source"] = "cuda/program.cu"
-        writer.write(entry["source"], full_source.encode("utf-8"))
-        archs = _cubin_archs(save_options.get("cubin_archs"))
-        entry["cubins"] = {}
-        for arch, cubin in (executable.cubins(archs) if archs else {}).items():
-            entry["cubins"][arch] = f"cuda/program.{_safe_stem(arch)}.cubin"
-            writer.write(entry["cubins"][arch], cubin)
+    for number, (name, kernel_source) in enumerate(sorted(executable.kernels.items())):
+        kernels[name] = f"cuda/kernel{number}.cu"
+        tree.add(kernels[name], kernel_source.encode("utf-8"))
+    tree.add("cuda/host.py", executable.source.encode("utf-8"))
+    entry = {"host": "cuda/host.py", "kernels": kernels, "source": "cuda/program.cu",
+             "cubins": {}}
+    tree.add(entry["source"], executable.cuda_source.encode("utf-8"))
+    requested = (save_options or {}).get("cubin_archs")
+    if requested is not None:
+        archs = _cubin_archs(requested)
+        for number, (arch, cubin) in enumerate((executable.cubins(archs) if archs
+                                                else {}).items()):
+            entry["cubins"][arch] = f"cuda/program{number}.cubin"
+            tree.add(entry["cubins"][arch], cubin)
     return entry
 
 
 def lowers(opdef) -> bool:
-    """Ops with a CUDA expression run in kernels; every other op the NumPy backend lowers runs
-    on CuPy."""
-    return "cuda" in opdef.emitters or numpy_lowers(opdef)
+    """Ops with a rule in the CUDA lowering table (and fusible reductions) run in kernels;
+    every other op the NumPy backend lowers runs on CuPy."""
+    return LOWERINGS.lowers(opdef) or opdef.reduction is not None or numpy_lowers(opdef)
 
 
 def _host_arrays(results) -> list:
     return [r.get() if hasattr(r, "get") else r for r in results]
 
 
-BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files, host_arrays=_host_arrays)
+BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
+                  artifact_binaries=("cubins",), require_run=lambda: device_arch(),
+                  host_arrays=_host_arrays)

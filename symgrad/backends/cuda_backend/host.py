@@ -7,10 +7,12 @@ loader fills ``CONSTANTS`` (device arrays), ``KERNELS`` (entry-point name -> ker
 program's one ``cupy.RawModule``) and ``MAX_BLOCKS``.
 
 Statements are built by the NumPy backend's generator (naming, provenance comments, memory
-plan buffers, ``del`` after last use), with two changes: every group that has CUDA emitters
-becomes one kernel launch (:mod:`.kernels`), and the other ops (matmul through cuBLAS, conv,
-pooling, softmax, data movement) run their NumPy emitters and helpers with CuPy standing in
-for NumPy.
+plan buffers, ``del`` after last use), with two changes: every group whose ops all have CUDA
+lowerings
+becomes one kernel launch (:mod:`.kernels`; groups of the same structure, such as the steps
+of a long repetitive chain, launch one shared kernel), and the other ops (matmul through
+cuBLAS, conv, pooling, softmax, data movement) run their NumPy lowerings and helpers with CuPy
+standing in for NumPy.
 """
 from __future__ import annotations
 
@@ -21,9 +23,15 @@ from ...ops.core import SOURCE, normalize_axis
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
 from ..numpy_backend.codegen import Generator
+from ..numpy_backend.functions import _ranges
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.lowering import exact_ufunc
+from . import ctype
 from . import kernels as kernel_lowering
+
+# Render the kernel of every group that shares one anyway and check that it is the same code
+# (the test suite turns this on, so every program it compiles checks kernels.structure)
+CHECK_STRUCTURES = False
 
 
 @dataclasses.dataclass
@@ -33,15 +41,18 @@ class GeneratedProgram:
     kernels: dict            # kernel name -> its CUDA text (provenance comment first)
     entries: list            # every extern "C" entry point of cuda_source
     constants: dict          # name -> host array, for the module's CONSTANTS
+    references: dict = dataclasses.field(default_factory=dict)   # name -> HelperReference
 
 
 class HostGenerator(Generator):
-    """The NumPy generator, with kernel launches for the groups that have CUDA emitters."""
+    """The NumPy generator, with kernel launches for the groups that have CUDA lowerings."""
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
         self.views = kernel_lowering.views_of(program)
         self.kernels: list = []
+        self.by_structure: dict = {}     # kernel structure -> its Kernel
+        self.sharers: dict = {}          # kernel name -> the later ops (groups) that launch it
         self.device_scalars: dict = {}   # Value -> CONSTANTS key of a 0-d device constant
 
     def expr(self, value, consumer=None, position=0) -> str:
@@ -74,19 +85,46 @@ class HostGenerator(Generator):
                 raise AssertionError(f"no input of the group gives run-time dim {axis}")
         return out
 
+    def kernel_for(self, op, parts):
+        """``(kernel, own, shared)``: the kernel that runs group ``op`` (built, or, when
+        ``shared``, the kernel of an earlier group of the same structure) and ``own(value)``,
+        which maps the kernel's captures to ``op``'s own."""
+        structure = kernel_lowering.structure(op, self.scalars, self.views)
+        kernel = self.by_structure.get(structure)
+        if kernel is None:
+            name = f"k{len(self.kernels)}_{self.tag(op, parts)}"
+            kernel = kernel_lowering.build_kernel(name, op, parts, self.scalars, self.views,
+                                                  self.options)
+            self.kernels.append(kernel)
+            self.by_structure[structure] = kernel
+            return kernel, lambda value: value, False
+        if CHECK_STRUCTURES:
+            again = kernel_lowering.build_kernel(kernel.name, op, parts, self.scalars,
+                                                 self.views, self.options)
+            if kernel_lowering.canonical_code(again.source) != \
+                    kernel_lowering.canonical_code(kernel.source):
+                raise AssertionError(f"two groups of equal structure rendered different "
+                                     f"kernels:\n{again.source}\n---\n{kernel.source}")
+        self.sharers.setdefault(kernel.name, []).append(op)
+        position = {v: i for i, v in enumerate(kernel.captures)}
+        captures = kernel_lowering.kernel_captures(op)
+        return kernel, lambda value: captures[position[value]], True
+
     def launch(self, op, parts) -> list[str]:
-        name = f"k{len(self.kernels)}_{self.tag(op, parts)}"
-        kernel = kernel_lowering.build_kernel(name, op, parts, self.scalars, self.views,
-                                              self.options)
-        self.kernels.append(kernel)
+        kernel, own, shared = self.kernel_for(op, parts)
+        name = kernel.name
         results = ", ".join(f"%{v.id}" for v in op.results)
+        runs = f"runs kernel {name}, shared" if shared else f"kernel {name}"
         if is_fusion(op):
             size = counted(len(op.blocks[0].ops), "op")
-            head = (f"# fused group {op.attrs['group']} ({size}) -> {results}: kernel {name} "
-                    f"({kernel.style})")
+            head = f"# fused group {op.attrs['group']} ({size}) -> {results}: {runs} " \
+                   f"({kernel.style})"
         else:
-            head = f"# kernel {name} ({kernel.style})"
+            head = f"# {runs} ({kernel.style})"
         lines = [comment(head)]
+        if shared:   # the kernel's comment names another group's ops: name this group's
+            inner = op.blocks[0].ops if is_fusion(op) else [op]
+            lines += [f"#   {comment(format_op_head(o))}" for o in inner]
         shape_var = self.namer.fresh("_shape")
         lines.append(f"{shape_var} = {shape_code(self.dims(kernel.shape, op.inputs))}")
         dims = [f"{shape_var}[{d}]" for d in range(len(kernel.shape))]
@@ -104,10 +142,12 @@ class HostGenerator(Generator):
                              f"{dtype_code(outer.dtype)})")
             outputs.append(name_out)
         dense = {v: d for v, d in kernel.inputs}
-        arrays = [f"_dense({self.expr(v)})" if d else self.expr(v) for v, d in kernel.inputs]
-        strides = [f"_stride(_dense({self.expr(v)}), {k})" if dense[v]
-                   else f"_stride({self.expr(v)}, {k})" for v, k in kernel.strides]
+        arrays = [f"_dense({self.expr(own(v))})" if d else self.expr(own(v))
+                  for v, d in kernel.inputs]
+        strides = [f"_stride(_dense({self.expr(own(v))}), {k})" if dense[v]
+                   else f"_stride({self.expr(own(v))}, {k})" for v, k in kernel.strides]
         arrays += outputs
+        lines.extend(self.empty_reduction_check(parts[1], kernel.shape, dims))
         ints = "(" + "".join(f"{s}, " for s in strides) + ")"
         array_text = "(" + "".join(f"{a}, " for a in arrays) + ")"
         if kernel.style == "map":
@@ -116,6 +156,21 @@ class HostGenerator(Generator):
             lines.append(f"_reduce({name!r}, {kernel.style!r}, {shape_var}, {kernel.axes!r}, "
                          f"{ints}, {array_text}, {dtype_code(kernel.acc)})")
         return lines
+
+    @staticmethod
+    def empty_reduction_check(reduction, shape, dims) -> list[str]:
+        """Lines raising NumPy's error when a reduction without identity (max, min) reduces an
+        extent that is empty at run time (its kernel would return the accumulator's start, where
+        NumPy and the interpreter raise)."""
+        if reduction is None or reduction.opdef.reduction.has_identity:
+            return []
+        axes = normalize_axis(reduction.attrs.get("axis"), len(shape))
+        if all(shape[a] for a in axes):    # statically known and non-empty
+            return []
+        ufunc = reduction.opdef.reduction.combine.ufunc.__name__
+        message = f"zero-size array to reduction operation {ufunc} which has no identity"
+        extent = " * ".join(dims[a] for a in axes)
+        return [f"if {extent} == 0:", f"    raise ValueError({message!r})"]
 
     @staticmethod
     def reduced_dims(reduction, dims) -> list[str]:
@@ -134,7 +189,7 @@ class HostGenerator(Generator):
 
     # --- the module ------------------------------------------------------------------------------
     def lower_op(self, op):
-        """A kernel launch for a group (or single op) with CUDA emitters, the group's ops one
+        """A kernel launch for a group (or single op) with CUDA lowerings, the group's ops one
         by one on CuPy for a fused group without; else as the NumPy generator (a loop's body
         then launches its own kernels)."""
         if op.opdef.category != SOURCE:
@@ -156,13 +211,29 @@ class HostGenerator(Generator):
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
             "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,
-            kernels=[k.source for k in self.kernels],
+            kernels=[self.kernel_text(k) for k in self.kernels],
             kernel_names=[k.name for k in self.kernels])
-        return GeneratedProgram(source, cuda_source, {k.name: k.source for k in self.kernels},
-                                [e for k in self.kernels for e in k.entries], self.constants)
+        return GeneratedProgram(source, cuda_source,
+                                {k.name: self.kernel_text(k) for k in self.kernels},
+                                [e for k in self.kernels for e in k.entries], self.constants,
+                                self.references())
+
+    def kernel_text(self, kernel) -> str:
+        """The kernel's source, its first comment line followed by the groups sharing it."""
+        sharers = self.sharers.get(kernel.name)
+        if not sharers:
+            return kernel.source
+        head, _, rest = kernel.source.partition("\n")
+        groups = [op.attrs["group"] for op in sharers if is_fusion(op)]
+        named = ([f"fused group{'s' if len(groups) > 1 else ''} {_ranges(groups)}"]
+                 if groups else [])
+        named += [f"{op.name} -> %{op.results[0].id}" for op in sharers if not is_fusion(op)]
+        note = ctype.c_comment(f"also run by {', '.join(named)} (the same code on their "
+                               f"own values)")
+        return f"{head}\n//   {note}\n{rest}"
 
     def host_group(self, op) -> list[str]:
-        """A fused group without CUDA emitters for all its ops: its ops one by one on CuPy."""
+        """A fused group without CUDA lowerings for all its ops: its ops one by one on CuPy."""
         size = counted(len(op.blocks[0].ops), "op")
         lines = [comment(f"# fused group {op.attrs['group']} ({size}), on the host: some op has "
                          f"no CUDA emitter")]

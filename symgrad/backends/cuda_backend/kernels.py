@@ -16,15 +16,20 @@ are views (results of injective ops), are read through strides passed as kernel 
 as are all sizes, so a new batch size never recompiles. Each kernel exists in a 32-bit index
 variant and, when sizes may need it, a 64-bit one (suffix ``_i64``).
 
-Expressions come from each OpDef's ``emitters["cuda"]``: a C format string over ``{0}``,
-``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input type for
-comparisons, else the result's).
+Expressions come from the CUDA lowering table (:mod:`.lowering`): a C format string over
+``{0}``, ``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input
+type for comparisons, else the result's); a reduction combines partial results with the
+expression of the elementwise op its :class:`~symgrad.ops.core.Reduction` names. An op whose
+rule is ``indexed`` (random numbers) runs as a map kernel of its own over its result: its
+inputs keep their own types and the expression reads the element index ``s``; the device code
+it calls is in the prelude (:func:`.lowering.device_helpers`).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+import re
 
 import jinja2
 import numpy as np
@@ -33,8 +38,10 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
+from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from . import ctype
+from .lowering import LOWERINGS, device_helpers
 
 BLOCK = 256
 ACC_DTYPES = {"int": np.dtype("int32"), "unsigned int": np.dtype("uint32"),
@@ -42,13 +49,13 @@ ACC_DTYPES = {"int": np.dtype("int32"), "unsigned int": np.dtype("uint32"),
               "float": np.dtype("float32"), "double": np.dtype("float64")}
 WIDE = 2 ** 31 - 2 ** 24     # from this many elements on, indices need 64 bits
 
-
-
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.globals["device_helpers"] = device_helpers
+    return env
 
 
 def render(template: str, **context) -> str:
@@ -57,7 +64,14 @@ def render(template: str, **context) -> str:
 
 # --- which ops become kernels -------------------------------------------------------------------
 def has_cuda_emitter(op) -> bool:
-    return isinstance(op.opdef.emitters.get("cuda"), str)
+    """Does ``op`` have a rule in the CUDA lowering table?"""
+    return LOWERINGS.rule(op.opdef) is not None
+
+
+def _indexed(op) -> bool:
+    """Is ``op``'s rule ``indexed`` (a kernel of its own over its result)?"""
+    rule = LOWERINGS.rule(op.opdef)
+    return rule is not None and rule.indexed
 
 
 def kernel_parts(op):
@@ -66,7 +80,8 @@ def kernel_parts(op):
     if is_fusion(op):
         parts = split_body(op)
         inner = op.blocks[0].ops
-    elif op.opdef.category == ELEMENTWISE and op.inputs and len(op.results) == 1:
+    elif (op.opdef.category == ELEMENTWISE or _indexed(op)) and op.inputs \
+            and len(op.results) == 1:
         parts, inner = ([op], None, []), [op]
     elif op.opdef.category == REDUCTION and op.opdef.reduction and len(op.inputs) == 1:
         parts, inner = ([], op, []), []
@@ -128,7 +143,8 @@ class Kernel:
     per stride argument, in order; ``inputs``: (Value, dense) per input pointer (one output
     pointer per result of the group follows them, in order); ``acc``: accumulator dtype of a
     reduction (None for map); ``variants``: entry-point suffixes ("" and/or "_i64");
-    ``entries``: every entry-point name.
+    ``entries``: every entry-point name; ``captures``: the group's captures, in order (a group
+    of the same structure that shares the kernel maps them to its own by position).
     """
 
     name: str
@@ -141,6 +157,7 @@ class Kernel:
     acc: np.dtype | None
     variants: tuple
     entries: tuple
+    captures: list
 
 
 def _op_type(op) -> str:
@@ -195,11 +212,7 @@ class KernelBuilder:
         self.scalars = scalars
         self.views = views
         self.options = options
-        if is_fusion(op):
-            self.captures, self.outputs = list(op.inputs), list(op.blocks[0].yields)
-        else:
-            self.captures = list(dict.fromkeys(op.inputs))
-            self.outputs = list(op.results)
+        self.captures, self.outputs = kernel_captures(op), kernel_outputs(op)
         if self.reduction is not None:
             self.shape = tuple(self.reduction.inputs[0].shape)
             self.axes = normalize_axis(self.reduction.attrs.get("axis"), len(self.shape))
@@ -244,11 +257,11 @@ class KernelBuilder:
             args = []
             for value in op.inputs:
                 text = self.expression(value, local)
-                if ctype.compute_type(value.dtype) != T:
+                if ctype.compute_type(value.dtype) != T and not _indexed(op):
                     text = f"(({T})({text}))"
                 args.append(text)
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
-            template = op.opdef.emitters["cuda"]
+            template = LOWERINGS.rule(op.opdef).expression
             try:
                 code = template.format(*args, T=T, **attrs)
             except (KeyError, IndexError) as exc:
@@ -358,7 +371,7 @@ class KernelBuilder:
             entries += tuple(f"{self.name}_merge{suffix}" for suffix, _ in variants)
         return Kernel(self.name, style, source, self.shape, tuple(self.axes),
                       list(self.strides), list(self.inputs), acc_dtype,
-                      tuple(s for s, _ in variants), entries)
+                      tuple(s for s, _ in variants), entries, list(self.captures))
 
     def _simple_layout(self, style) -> bool:
         """Reduced axes are exactly the trailing (row) or leading (col) axes of S."""
@@ -375,7 +388,7 @@ class KernelBuilder:
         result = reduction.results[0]
         acc_dtype = facts.accumulator(result.dtype, result.dtype, self.options.accumulate_float64)
         acc = ctype.accumulator_type(acc_dtype)
-        combine = facts.combine.emitters["cuda"].format("a", "b", T=acc)
+        combine = LOWERINGS.rule(facts.combine).expression.format("a", "b", T=acc)
         divide = facts.mean
         source = reduction.inputs[0]
         reduce_input = self.expression(source, map_local)
@@ -399,8 +412,7 @@ class KernelBuilder:
                             "rest", lambda a: f"e{a}")
         finish += loads + self.op_lines(self.epilogue, local)
         finish += self.output_stores(reduced_outputs, "o", local)
-        context.update(acc=acc, identity=ctype.literal(facts.identity_value(acc_dtype),
-                                                       acc_dtype),
+        context.update(acc=acc, identity=ctype.literal(facts.identity_value(acc_dtype), acc_dtype),
                        combine=combine, finish=finish, finish_coords=coords,
                        reduce_input=reduce_input)
         return ACC_DTYPES[acc]
@@ -429,6 +441,51 @@ class KernelBuilder:
             lines.append(f"//   backward of {ctype.c_comment(format_op_head(op.forward_op))}")
         lines += [f"//   {_provenance_line(o)}" for o in inner]
         return lines
+
+
+def kernel_captures(op) -> list:
+    """The Values a group's kernel reads, in parameter order."""
+    return list(op.inputs) if is_fusion(op) else list(dict.fromkeys(op.inputs))
+
+
+def kernel_outputs(op) -> list:
+    """The Values a group's kernel writes (inner Values of a fused group), in order."""
+    return list(op.blocks[0].yields) if is_fusion(op) else list(op.results)
+
+
+def structure(op, scalars, views) -> tuple:
+    """Everything the code of ``op``'s kernel depends on, with the group's Values numbered: per
+    capture its shape, dtype and whether it may be a view (or an inlined constant's dtype and
+    bytes), per op its OpDef, attributes, operands and result types, and the outputs. Groups of
+    equal structure have the same kernel up to the names of their values and comments, so
+    they share one (see :func:`canonical_code`)."""
+    number, inputs = {}, []
+    for value in kernel_captures(op):
+        number[value] = len(number)
+        array = scalars.get(value)
+        inputs.append(("v", value.shape, value.dtype, value in views) if array is None
+                      else ("s", array.dtype, array.tobytes()))
+    ops = []
+    for inner in (op.blocks[0].ops if is_fusion(op) else [op]):
+        attrs = {k: v for k, v in inner.attrs.items() if not k.startswith("_")}
+        ops.append((inner.opdef, attrs_key(attrs), tuple([number[v] for v in inner.inputs]),
+                    tuple([(v.shape, v.dtype) for v in inner.results])))
+        for value in inner.results:
+            number[value] = len(number)
+    return tuple(inputs), tuple(ops), tuple([number[v] for v in kernel_outputs(op)])
+
+
+_COMMENT = re.compile(r"//[^\n]*")
+_LOCAL = re.compile(r"\bv\d+\b")
+
+
+def canonical_code(source: str) -> str:
+    """A kernel's code without comments and with its value names (``v<id>``) numbered in
+    order of appearance: equal for kernels that differ only in the values they are for."""
+    names: dict = {}
+    lines = (_COMMENT.sub("", line).rstrip() for line in source.split("\n"))
+    code = "\n".join(line for line in lines if line)
+    return _LOCAL.sub(lambda m: names.setdefault(m.group(0), f"v_{len(names)}"), code)
 
 
 def views_of(program) -> set:

@@ -1,55 +1,50 @@
 """The NumPy backend: one generated module per program, cached on disk and imported.
 
 ``build(program, fetches, options)`` returns a :class:`NumpyExecutable` whose ``run(feeds)``
-calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract and
-:mod:`.group` for how fused groups become chunked loops.
+calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract, :mod:`.group`
+for how fused groups become chunked loops and :mod:`.lowering` for the lowering table.
 """
 from __future__ import annotations
-
-import concurrent.futures
-import threading
 
 from ...gc_pause import gc_paused
 from ...ops.core import SOURCE
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from . import row_pool
 from .codegen import generate
 from .lowering import LOWERINGS
 
 NAME = "numpy"
+# The package a generated module is executed in: its ``from .row_pool import RowPool`` reads
+# this package's row_pool (an artifact ships a copy of that file: RUNTIME_MODULES).
+PACKAGE = __name__
+RUNTIME_MODULES = {"row_pool": row_pool}
 
 
-_shared_pool = None
-_shared_pool_lock = threading.Lock()
-
-
-def shared_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """One worker pool for every generated module of the process (its threads start only as
-    chunked loops need them), so compiling many programs never piles up idle threads."""
-    global _shared_pool
-    with _shared_pool_lock:
-        if _shared_pool is None:
-            _shared_pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=32, thread_name_prefix="symgrad")
-    return _shared_pool
+def bind_references(module, references) -> None:
+    """Give ``module`` the functions its helpers name by reference (``HelperReference``)."""
+    for name, reference in references.items():
+        setattr(module, name, reference.function)
 
 
 class NumpyExecutable:
     """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``path`` (the
-    cached file), ``kernels`` (always empty), ``stats`` (``cache_hit``...) and
-    ``numpy_module`` (``(source, constants)``: the module is NumPy-only)."""
+    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
+    (name -> ``HelperReference``: functions bound into the module rather than written in it),
+    ``path`` (the cached file), ``kernels`` (always empty), ``stats`` (``cache_hit``...) and
+    ``numpy_module`` (``(source, constants, references)``: the module is NumPy-only)."""
 
     backend = NAME
 
-    def __init__(self, module, path, source, constants, stats):
+    def __init__(self, module, path, source, constants, stats, references=None):
         self.module = module
         self.path = path
         self.source = source
         self.constants = constants
+        self.references = references or {}
         self.kernels = {}
         self.stats = stats
-        self.numpy_module = (source, constants)
+        self.numpy_module = (source, constants, self.references)
 
     def run(self, feeds):
         return self.module.run(**feeds)
@@ -58,7 +53,8 @@ class NumpyExecutable:
 def build(program, fetches, options):
     """Generate the module, then load it from the cache, keyed by the source itself (which
     renders everything it depends on: program, fetches, options, templates) and the library's
-    code, so a second compile of the same program is a cache hit."""
+    code, so a second compile of the same program is a cache hit (a cached file is used only
+    when it holds exactly the generated source)."""
     inputs, outputs = signature_literals(program, fetches)
     with gc_paused():
         generated = generate(program, fetches, options, inputs, outputs)
@@ -66,13 +62,13 @@ def build(program, fetches, options):
     _, paths, hit = cache.store_sources(NAME, cache_prefix(NAME, program, fetches),
                                        {".py": source}, options)
     path = paths[".py"]
-    module = cache.load_module(path)
+    module = cache.load_module(path, source, package=PACKAGE)
+    bind_references(module, generated.references)
     module.CONSTANTS.update(generated.constants)
-    if hasattr(module, "_POOL"):
-        module._POOL = shared_pool()
     stats = {"cache_hit": hit, "source_lines": source.count("\n"),
              "group_functions": generated.group_functions}
-    return NumpyExecutable(module, path, source, dict(generated.constants), stats)
+    return NumpyExecutable(module, path, source, dict(generated.constants), stats,
+                           generated.references)
 
 
 def lowers(opdef) -> bool:

@@ -1,6 +1,8 @@
 """Render one NumPy module per program.
 
-Module contract (the AOT artifact relies on it): the module imports only NumPy; it defines
+Module contract (the AOT artifact relies on it): the module imports only NumPy and, when it
+has chunked loops, its sibling ``row_pool`` (standard library only), so a loader executes it
+with ``__package__`` naming a package that holds ``row_pool``; it defines
 ``run(**feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
 ``CONSTANTS[name]``), the dict ``CONSTANTS`` (parameter values and non-scalar constants,
 filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
@@ -10,10 +12,12 @@ Each top-level op becomes one statement of ``run`` preceded by a provenance comm
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
 module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
 are the same code up to names (:mod:`.functions`); a control-flow op becomes Python ``if`` /
-``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked groups over many rows share
-the module's thread pool (``threads.py.j2``: made on first use, ``options.threads`` threads,
-only stdlib imports). Values are deleted after their last use; buffers planned by the memory
-pass (``program.buffer_plan``) are allocated once and reused through ``out=``.
+``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked
+groups over many rows run on the module's ``_POOL``, a :class:`.row_pool.RowPool` of
+``options.threads`` threads: the one fixed runtime helper, imported as ``from .row_pool import
+RowPool`` (so the module reads from its own program down, and the loaders make that relative
+import resolve). Values are deleted after their last use; buffers planned by the memory pass
+(``program.buffer_plan``) are allocated once and reused through ``out=``.
 """
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ import textwrap
 import jinja2
 import numpy as np
 
-from ...ir.graph import last_uses
-from ...ops.core import SOURCE
+from ...ir.graph import last_uses, walk_ops
+from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version
@@ -55,23 +59,46 @@ class GeneratedModule:
     inputs: list
     outputs: list
     group_functions: int     # distinct fused-group functions written (groups may share one)
+    references: dict = dataclasses.field(default_factory=dict)   # name -> HelperReference
 
 
-def _helpers_of(ops):
-    """The helper functions the lowerings of ``ops`` (nested ones included) need, by name."""
+def _helpers_of(ops) -> dict:
+    """``{name: helper}`` of the helpers the lowerings of ``ops`` (nested ones included) need;
+    two different helpers under one name are an error, never a silent pick of one of them."""
     found = {}
     stack = list(ops)
     while stack:
         op = stack.pop()
         rule = LOWERINGS.rule(op.opdef)
         for helper in rule.helpers if rule is not None else ():
-            found.setdefault(helper.__name__, helper)
+            name = helper.name if isinstance(helper, (HelperSource, HelperReference)) \
+                else helper.__name__
+            if found.setdefault(name, helper) is not helper and found[name] != helper:
+                raise ValueError(f"two different helpers named {name!r} are needed by one "
+                                 f"program (op {op.name!r} and an earlier op); a custom op "
+                                 f"registered again replaces its forward for new programs "
+                                 f"only, so rebuild the program")
         for block in op.blocks:
             stack.extend(block.ops)
     return found
 
 
+def _helper_text(helper) -> str:
+    """The module text of a helper (see :mod:`.lowering`)."""
+    if isinstance(helper, HelperSource):
+        return helper.source.strip()
+    if isinstance(helper, HelperReference):
+        note = comment(f"{helper.name}: {helper.reason}; symgrad binds it when it loads this "
+                       f"module, which therefore runs only in the process that compiled it.")
+        return "\n".join([*("# " + line for line in textwrap.wrap(note, 92)),
+                          f"{helper.name} = None"])
+    return textwrap.dedent(inspect.getsource(helper)).strip()
+
+
 SMALL_BUFFER = 256   # elements: a planned buffer this small gains nothing over NumPy's allocator
+# elements: a source op without a stored value (``full``) up to this size becomes a constant
+# when compiling; a bigger one is filled by its emitter each run
+MATERIALIZE_LIMIT = 1 << 16
 
 
 def _shared_slots(plan: dict) -> dict:
@@ -101,7 +128,7 @@ class Generator:
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
-        self.uses_threads = False      # does a group call the module's _over_rows?
+        self.uses_threads = False      # does a group call the module's _POOL.over_rows?
         self.hidden: set = set()       # Values the module never names (a subclass keeps them)
 
     # --- expressions ---------------------------------------------------------------------------
@@ -171,6 +198,12 @@ class Generator:
             if value in self.parameters:
                 return [f"{name} = feeds[{key}] if {key} in feeds else CONSTANTS[{key}]"]
             return [f"{name} = feeds[{key}]"]
+        rule = LOWERINGS.rule(op.opdef)
+        emitter = rule.emit if rule is not None else None
+        if "value" not in op.attrs and emitter is not None and (
+                value.size is None or value.size > MATERIALIZE_LIMIT):
+            # a big filled tensor is made when the program runs, never at compile time
+            return [f"{self.namer.value(value)} = {emitter([], visible_attrs(op))}"]
         array = op.attrs["value"] if "value" in op.attrs else op.opdef.impl(**op.attrs)
         array = np.asarray(array, dtype=value.dtype)
         if array.ndim == 0:
@@ -212,9 +245,15 @@ class Generator:
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads,
-            min_parallel_chunks=MIN_PARALLEL_CHUNKS)
+            min_parallel_chunks=MIN_PARALLEL_CHUNKS,
+            extension_dtypes=uses_extension_dtypes(self.program))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
-                               len(self.functions.entries))
+                               len(self.functions.entries), self.references())
+
+    def references(self) -> dict:
+        """``{name: HelperReference}``: the functions the module gets by reference."""
+        return {name: helper for name, helper in self.helpers.items()
+                if isinstance(helper, HelperReference)}
 
     def finish(self, body):
         """``(body, helpers)``: the lines of ``run`` ending with the return of the fetches,
@@ -225,8 +264,7 @@ class Generator:
         body.append(f"return [{outputs}]")
         for param in self.program.parameters:
             self.constants.setdefault(param.name, param.op.attrs["init"])
-        helpers = [textwrap.dedent(inspect.getsource(fn)).strip()
-                   for _, fn in sorted(self.helpers.items())]
+        helpers = [_helper_text(helper) for _, helper in sorted(self.helpers.items())]
         return body, helpers
 
     def with_deletes(self, ops, statements, reads_after=()) -> list:
@@ -257,6 +295,12 @@ class Generator:
             if names:
                 body.append(f"del {', '.join(names)}")
         return body
+
+
+def uses_extension_dtypes(program) -> bool:
+    """Does ``program`` hold a Value of a dtype from ``ml_dtypes`` (bfloat16), which the
+    generated module must import?"""
+    return any(v.dtype.kind == "V" for op in walk_ops(program.ops) for v in op.results)
 
 
 def generate(program, fetches, options, inputs, outputs) -> GeneratedModule:

@@ -17,7 +17,7 @@ input):
   are written chunk by chunk into their full-size arrays; an op that is not an exact ufunc
   binds the chunk-sized result NumPy allocates for it (``np.where`` writing into a scratch
   buffer would only add a copy). ``_groupK`` hands the rows to the
-  module's ``_over_rows`` (see ``threads.py.j2``), which splits them into contiguous ranges
+  module's ``_POOL.over_rows`` (:mod:`.row_pool`), which splits them into contiguous ranges
   run on worker threads when there are enough chunks; with ``options.threads == 1`` it calls
   ``_groupK_rows`` once, directly. A reduction over axis 0 returns one partial accumulator
   per range, combined in row order by ``_groupK``; any other reduction writes its rows of a
@@ -33,6 +33,7 @@ import math
 
 from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
+from ...ops.core import code_int
 from ...ops.fused import FUSION
 from ...passes.cse import attrs_key
 from ..common import Namer, comment
@@ -104,7 +105,9 @@ class _Lowering:
         self.shape = self.group.shape
         static = None not in self.shape
         self.plain = static and math.prod(self.shape) <= gen.options.chunk_size
-        self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain
+        # a reduction whose partial results do not combine as one pass gives runs in one pass
+        self.chunked = bool(self.shape) and self.shape[0] != 1 and not self.plain and (
+            self.reduction is None or self.reduction.opdef.reduction.splits)
         self.exported = {inner: outer for inner, outer in zip(op.blocks[0].yields, op.results)}
         self.plan = getattr(gen, "buffer_plan", {})
 
@@ -141,7 +144,7 @@ class _Lowering:
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
         self.dims, self.dim_sources = _dims(self.group, self.name_of)
-        self.name = gen.namer.fresh(f"_group{op.attrs['group']}")
+        self.name = gen.namer.fresh(f"_group{code_int(op.attrs['group'])}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
         self.scratch = []         # scratch buffer names, in allocation order
@@ -277,6 +280,17 @@ class _Lowering:
         self.local[result] = name
         return lines
 
+    def empty_reduction_check(self, axes, ufunc) -> list[str]:
+        """Lines raising NumPy's error when the reduced extent is empty at run time (the
+        chunk accumulator would otherwise return its identity, where NumPy and the
+        interpreter raise)."""
+        dims = [self.dims[a] for a in axes]
+        if all(d.isdigit() and d != "0" for d in dims):
+            return []
+        message = (f"zero-size array to reduction operation {ufunc.removeprefix('np.')} "
+                   f"which has no identity")
+        return [f"if {_product(dims)} == 0:", f"    raise ValueError({message!r})"]
+
     # --- the functions --------------------------------------------------------------------------
     def exported_map_values(self):
         """(inner value, outer value) of the exported map values, in result order."""
@@ -382,6 +396,8 @@ class _Lowering:
         after, returns = [], None
         if self.reduction is not None:
             ufunc, call, axes, accumulate, out_dims = self.reduction_parts()
+            if not self.reduction.opdef.reduction.has_identity:
+                lines.extend(self.empty_reduction_check(axes, ufunc))
             source = self.reduction.inputs[0]
             call_text = call(self.local.get(source) or self.name_of(source))
             acc = self.fresh("_acc")
@@ -422,12 +438,12 @@ class _Lowering:
         if returns is not None:
             ufunc = self.reduction_parts()[0]
             if threaded:
-                lines.append(f"_partial = _over_rows({worker}, {call_args})")
+                lines.append(f"_partial = _POOL.over_rows({worker}, {call_args})")
                 lines.append(f"{returns} = {ufunc}.reduce(_partial, axis=0)")
             else:
                 lines.append(f"{returns} = {worker}(0, {call_args})")
         else:
-            lines.append(f"_over_rows({worker}, {call_args})" if threaded
+            lines.append(f"_POOL.over_rows({worker}, {call_args})" if threaded
                          else f"{worker}(0, {call_args})")
         if threaded:
             gen.uses_threads = True

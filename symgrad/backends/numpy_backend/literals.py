@@ -11,8 +11,11 @@ from .lowering import exact_ufunc
 
 
 def dtype_code(dtype) -> str:
-    """``np.float32`` for a dtype (``np.bool_`` for bool)."""
+    """``np.float32`` for a dtype (``np.bool_`` for bool, ``ml_dtypes.bfloat16`` for
+    bfloat16: a module using it imports ``ml_dtypes``)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "V":
+        return f"ml_dtypes.{dtype.name}"
     return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
 
 

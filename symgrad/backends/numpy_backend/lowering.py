@@ -4,8 +4,12 @@ A rule is a :class:`Lowering`: ``emit(args, attrs, out=None) -> str`` gives a Nu
 over the argument expressions ``args`` (``out`` None) or a statement writing into the
 preallocated array named ``out``; ``helpers`` are pure-NumPy functions the generated module
 must contain (their source is copied in, so generated code runs with NumPy alone); a region op's
-rule has ``statements(gen, op) -> lines`` instead. Build emitters with :func:`ufunc`,
-:func:`expr` or :func:`call`, and add a rule with :func:`register_lowering` (user ops too).
+rule has ``statements(gen, op) -> lines`` instead. A helper is a function (its source is
+copied), a :class:`~symgrad.ops.core.HelperSource` (text written as is) or a
+:class:`~symgrad.ops.core.HelperReference` (bound into the module when it is loaded; such a
+module cannot be saved); two different helpers may not share a name. Build emitters with
+:func:`ufunc`, :func:`expr` or :func:`call`, and add a rule with :func:`register_lowering`
+(user ops too).
 
 An op whose reference is a NumPy ufunc (:attr:`~symgrad.ops.core.OpDef.ufunc`) lowers to that
 ufunc without a rule of its own.
@@ -18,11 +22,20 @@ from typing import Callable
 import numpy as np
 
 from ...ops import kernels
-from ...ops.activation import gelu_ref
+from ...ops.activation import gelu_ref, leaky_relu_ref
+from ...ops.contraction import _sg_einsum
+from ...ops.core import code_int
+from ...ops.cumulative import _sg_cumsum
 from ...ops.elementwise import sigmoid_ref
+from ...ops.indexing import _sg_take_along_axis_grad, _sg_take_grad
 from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
+from ...ops.random import ATTRS as RANDOM_ATTRS
+from ...ops.random import NUMPY_HELPERS as RANDOM_HELPERS
+from ...ops.random import PARAMS as RANDOM_PARAMS
+from ...ops.random import RANDOM_OPS
 from ...ops.reduction import _sg_logsumexp
 from ...ops.shape import _sg_broadcast_to, _sg_slice_scatter, _sg_split_like, index_code
+from ...ops.special import _sg_erf
 from ..lowering import LoweringTable
 
 
@@ -36,14 +49,29 @@ class Lowering:
 
 
 # --- emitter builders -------------------------------------------------------------------------
+_NON_FINITE = {"nan": "float('nan')", "inf": "float('inf')", "-inf": "-float('inf')"}
+
+
 def format_attr(value) -> str:
-    """Python source for an attr value."""
-    if isinstance(value, np.dtype):
-        return f"np.{value.name}"
+    """Python source for an attr value: a literal that evaluates back to it (``nan`` and
+    ``inf`` included, inside containers too). Attr text reaches generated code only this way
+    (or through :func:`~symgrad.ops.core.code_int`), so an attr can never inject code."""
+    if isinstance(value, np.dtype):   # bfloat16: the generated module imports ml_dtypes
+        return f"{'ml_dtypes' if value.kind == 'V' else 'np'}.{value.name}"
     if isinstance(value, np.ndarray):
-        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+        return f"np.array({format_attr(value.tolist())}, dtype={format_attr(value.dtype)})"
     if isinstance(value, np.generic):
-        return repr(value.item())
+        return format_attr(value.item())
+    if isinstance(value, float):
+        return _NON_FINITE.get(repr(value), repr(value))
+    if isinstance(value, tuple):
+        items = [format_attr(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, list):
+        return f"[{', '.join(format_attr(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{format_attr(k)}: {format_attr(v)}" for k, v in value.items()) \
+            + "}"
     return repr(value)
 
 
@@ -144,6 +172,8 @@ register_lowering("ones_like", _fill_emitter(1))
 register_lowering("relu", expr("np.maximum({0}, 0)", out_kw=True))
 register_lowering("gelu", call("gelu_ref"), (gelu_ref,))
 register_lowering("softplus", expr("np.logaddexp(0, {0})", out_kw=True))
+register_lowering("leaky_relu", call("leaky_relu_ref", ("negative_slope",)), (leaky_relu_ref,))
+register_lowering("erf", call("_sg_erf"), (_sg_erf,))
 
 
 # --- reductions -------------------------------------------------------------------------------
@@ -161,7 +191,7 @@ def _reduction_emitter(function, attr_names=("axis", "keepdims", "dtype"), out_k
 
 
 def _emit_size(args, attrs, out=None):
-    count = " * ".join([f"{args[0]}.shape[{a}]" for a in attrs["axis"]] or ["1"])
+    count = " * ".join([f"{args[0]}.shape[{code_int(a)}]" for a in attrs["axis"]] or ["1"])
     code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
     return code if out is None else f"{out}[...] = {code}"
 
@@ -174,6 +204,15 @@ register_lowering("logsumexp", _reduction_emitter("_sg_logsumexp", out_kw=False)
                   (_sg_logsumexp,))
 register_lowering("size", _emit_size)
 register_lowering("matmul", expr("np.matmul({0}, {1})", out_kw=True))
+register_lowering("einsum", call("_sg_einsum", ("subscripts",)), (_sg_einsum,))
+register_lowering("cumsum", call("_sg_cumsum", ("axis", "reverse", "dtype")), (_sg_cumsum,))
+register_lowering("cumprod", lambda args, attrs, out=None: (
+    f"np.cumprod({args[0]}, axis={code_int(attrs['axis'])}"
+    + (f", dtype={format_attr(np.dtype(attrs['dtype']))}" if "dtype" in attrs else "") + ")"))
+register_lowering("full", expr("np.full({shape}, {fill_value}, {dtype})"))
+for _op in RANDOM_OPS:
+    register_lowering(_op, call(_op.impl.__name__, RANDOM_ATTRS + RANDOM_PARAMS[_op.name]),
+                      RANDOM_HELPERS + (_op.impl,))
 
 
 # --- data movement ----------------------------------------------------------------------------
@@ -187,14 +226,15 @@ def _emit_broadcast_to(args, attrs, out=None):
 def _join_emitter(function):
     def emit(args, attrs, out=None):
         target = "" if out is None else f", out={out}"
-        return f"{function}([{', '.join(args)}], axis={attrs['axis']}{target})"
+        return f"{function}([{', '.join(args)}], axis={code_int(attrs['axis'])}{target})"
     return emit
 
 
 def _emit_split(args, attrs, out=None):
     spec = attrs["indices_or_sections"]
-    spec = spec if isinstance(spec, int) else repr(tuple(spec))
-    return f"np.split({args[0]}, {spec}, axis={attrs['axis']})"
+    spec = code_int(spec) if isinstance(spec, (int, np.integer)) else \
+        f"({''.join(code_int(i) + ', ' for i in spec)})"
+    return f"np.split({args[0]}, {spec}, axis={code_int(attrs['axis'])})"
 
 
 def _emit_slice(args, attrs, out=None):
@@ -219,10 +259,16 @@ register_lowering("concatenate", _join_emitter("np.concatenate"))
 register_lowering("stack", _join_emitter("np.stack"))
 register_lowering("split", _emit_split)
 register_lowering("split_like", lambda args, attrs, out=None:
-                  f"_sg_split_like({', '.join(args)}, axis={attrs['axis']})", (_sg_split_like,))
+                  f"_sg_split_like({', '.join(args)}, axis={code_int(attrs['axis'])})",
+                  (_sg_split_like,))
 register_lowering("pad", expr("np.pad({0}, {pad_width}, constant_values={constant_values})"))
 register_lowering("slice", _emit_slice)
 register_lowering("slice_scatter", _emit_slice_scatter, (_sg_slice_scatter,))
+register_lowering("take", expr("np.take({0}, {1}, axis={axis})"))
+register_lowering("take_grad", call("_sg_take_grad", ("shape", "axis")), (_sg_take_grad,))
+register_lowering("take_along_axis", expr("np.take_along_axis({0}, {1}, axis={axis})"))
+register_lowering("take_along_axis_grad", call("_sg_take_along_axis_grad", ("shape", "axis")),
+                  (_sg_take_along_axis_grad,))
 
 
 # --- convolution, pooling, softmax ------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Per-op text shared by the module generator and the group lowering."""
 from __future__ import annotations
 
+import functools
+
 from ...ir.printer import format_op_head
 from ..common import comment
 from .lowering import rule_of
@@ -11,8 +13,13 @@ def visible_attrs(op) -> dict:
 
 
 def numpy_emitter(op):
-    """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`)."""
-    return rule_of(op).emit
+    """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`); one that declares
+    ``wants_types`` also gets the op's result types as ``types=[(shape, dtype), ...]`` (a
+    custom op checks its forward's results)."""
+    emitter = rule_of(op).emit
+    if getattr(emitter, "wants_types", False):
+        return functools.partial(emitter, types=[(v.shape, v.dtype) for v in op.results])
+    return emitter
 
 
 class OpText:

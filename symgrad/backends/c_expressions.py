@@ -1,0 +1,69 @@
+"""C expressions of the elementwise ops, the C and CUDA backends' common ground.
+
+Each is a C expression over ``{0}``, ``{1}``... (the operands, converted to the op's compute
+type), attr names and ``{T}``: the compute type, the result's (or, for a comparison, the
+promoted type of its operands). Math functions are called by their ``double`` names; both
+backends make them type-generic (CUDA's overloads, the C prelude's ``_Generic`` macros), so
+the text is the same for ``float`` and ``double``. Each backend registers these into its own
+lowering table, beside its own rules.
+"""
+from __future__ import annotations
+
+# NaN-propagating, like np.maximum / np.minimum (a NaN in either operand gives NaN)
+MAXIMUM = "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
+MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
+
+EXPRESSIONS = {
+    "add": "(({0}) + ({1}))",
+    "subtract": "(({0}) - ({1}))",
+    "multiply": "(({0}) * ({1}))",
+    "divide": "(({T})({0}) / ({T})({1}))",
+    "negative": "(-({0}))",
+    "square": "(({0}) * ({0}))",
+    "abs": "(({0}) < ({T})0 ? -({0}) : ({0}))",
+    "sign": "(({0}) != ({0}) ? ({0}) : ({T})((({0}) > ({T})0) - (({0}) < ({T})0)))",
+    "maximum": MAXIMUM,
+    "minimum": MINIMUM,
+    "exp": "exp({0})",
+    "log": "log({0})",
+    "log1p": "log1p({0})",
+    "expm1": "expm1({0})",
+    "sqrt": "sqrt({0})",
+    "sin": "sin({0})",
+    "cos": "cos({0})",
+    "tan": "tan({0})",
+    "tanh": "tanh({0})",
+    "sinh": "sinh({0})",
+    "cosh": "cosh({0})",
+    "arcsin": "asin({0})",
+    "arccos": "acos({0})",
+    "arctan": "atan({0})",
+    "sigmoid": "(({0}) >= ({T})0 ? ({T})1 / (({T})1 + exp(-({0})))"
+               " : exp({0}) / (({T})1 + exp({0})))",
+    "floor": "floor({0})",
+    "ceil": "ceil({0})",
+    "round": "rint({0})",
+    "where": "(({0}) ? ({1}) : ({2}))",
+    "clip": MINIMUM.format(MAXIMUM, "{2}"),
+    "equal": "(({0}) == ({1}))",
+    "not_equal": "(({0}) != ({1}))",
+    "less": "(({0}) < ({1}))",
+    "less_equal": "(({0}) <= ({1}))",
+    "greater": "(({0}) > ({1}))",
+    "greater_equal": "(({0}) >= ({1}))",
+    "logical_and": "(({0}) && ({1}))",
+    "logical_or": "(({0}) || ({1}))",
+    "logical_not": "(!({0}))",
+    "cast": "(({T})({0}))",
+    "zeros_like": "(({T})0)",
+    "ones_like": "(({T})1)",
+    "relu": "((({0}) > ({T})0 || ({0}) != ({0})) ? ({0}) : ({T})0)",
+    "gelu": "(({T})0.5 * ({0}) * (({T})1 + tanh(({T})0.7978845608028654"
+            " * (({0}) + ({T})0.044715 * ({0}) * ({0}) * ({0})))))",
+    "softplus": "(((({0}) > ({T})0) ? ({0}) : ({T})0) + log1p(exp(-fabs({0}))))",
+    "leaky_relu": "(({0}) > ({T})0 ? ({0}) : ({0}) * ({T})({negative_slope}))",
+    "erf": "erf({0})",
+    "arctan2": "atan2(({T})({0}), ({T})({1}))",
+}
+# exact for float operands (NumPy's integer power is exact, C's pow of integers is not)
+POWER = "pow(({T})({0}), ({T})({1}))"

@@ -1,0 +1,173 @@
+"""map_reduce's contract on Dask's local (threaded) scheduler: every kind of ``fn``, the
+reductions and their dtypes, ``compute=False``, and a clear error for every bad call."""
+import numpy as np
+import pytest
+
+pytest.importorskip("dask")
+pytest.importorskip("distributed")
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+
+import symgrad as sg  # noqa: E402
+from symgrad.distributed import ShardingError, map_reduce  # noqa: E402
+
+from .programs import LINEAR_REDUCE, linear_data, linear_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fn():
+    return linear_model()
+
+
+@pytest.fixture(scope="module")
+def data():
+    x, y = linear_data(250, seed=2)
+    return x, y, {"x": da.from_array(x, chunks=(64, 3)), "y": da.from_array(y, chunks=64)}
+
+
+def _assert_same(got, want):
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["compiled", "directory", "zip", "loaded"])
+def test_every_kind_of_fn_gives_the_single_process_result(fn, data, kind, tmp_path):
+    x, y, sharded = data
+    target = {"compiled": lambda: fn,
+              "directory": lambda: fn.save(tmp_path / "linear"),
+              "zip": lambda: fn.save(str(tmp_path / "linear.zip")),
+              "loaded": lambda: sg.load(fn.save(tmp_path / "linear"))}[kind]()
+    _assert_same(map_reduce(target, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+
+
+def test_sum_adds_the_chunks_and_mean_weights_them_by_rows(fn, data):
+    x, y, sharded = data          # chunks of 64, 64, 64 and 58 rows
+    parts = [fn(x=x[i:i + 64], y=y[i:i + 64]) for i in range(0, 250, 64)]
+    summed = map_reduce(fn, sharded, reduce=["sum", "sum", "sum", "concat", "sum"])
+    np.testing.assert_allclose(summed[0], sum(p[0] for p in parts), rtol=1e-12)
+    np.testing.assert_allclose(summed[1], sum(p[1] for p in parts), rtol=1e-12)
+    weighted = sum(len(p[3]) * p[0] for p in parts) / 250
+    np.testing.assert_allclose(map_reduce(fn, sharded, reduce=LINEAR_REDUCE)[0], weighted,
+                               rtol=1e-12)
+
+
+def test_dtypes_are_kept():
+    fn32 = linear_model(dtype="float32")
+    x, y = linear_data(300, dtype="float32")
+    sharded = {"x": da.from_array(x, chunks=(100, 3)), "y": da.from_array(y, chunks=100)}
+    got = map_reduce(fn32, sharded, reduce=LINEAR_REDUCE)
+    want = fn32(x=x, y=y)
+    assert [g.dtype for g in got] == [np.float32] * 4 + [np.int64]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    mean_count = map_reduce(fn32, sharded, reduce=["mean"] * 3 + ["concat", "mean"])[-1]
+    assert mean_count.dtype == np.float64                  # as NumPy's mean of integers
+    np.testing.assert_allclose(mean_count, want[-1] / 3)  # three chunks of 100 rows
+
+
+def test_compute_false_returns_dask_arrays(fn, data):
+    x, y, sharded = data
+    lazy = map_reduce(fn, sharded, reduce=LINEAR_REDUCE, compute=False)
+    assert all(isinstance(a, da.Array) for a in lazy)
+    assert lazy[3].chunks[0] == (64, 64, 64, 58)
+    _assert_same(dask.compute(*lazy), fn(x=x, y=y))
+
+
+def test_the_graph_reduces_with_a_tree():
+    fn = linear_model()
+    x, y = linear_data(40)
+    sharded = {"x": da.from_array(x, chunks=(2, 3)), "y": da.from_array(y, chunks=2)}
+    loss = map_reduce(fn, sharded, reduce=LINEAR_REDUCE, compute=False)[0]
+    adds = [key for key in loss.__dask_graph__() if str(key).startswith("symgrad-add-parts")]
+    assert len(adds) == 4           # 20 chunks, fan-in 8: 3 sums of 8, 8 and 4, then 1 of 3
+    want = fn(x=x, y=y)[0]
+    np.testing.assert_allclose(loss.compute(), want, rtol=1e-12)
+
+
+# --- errors ----------------------------------------------------------------------------------
+def test_unknown_input_name(fn, data):
+    sharded = dict(data[2], z=data[2]["y"])
+    with pytest.raises(sg.FeedError, match=r"unknown input 'z' in sharded.*x, y, w, b"):
+        map_reduce(fn, sharded)
+    with pytest.raises(sg.FeedError, match="unknown input 'q' in replicated"):
+        map_reduce(fn, data[2], replicated={"q": np.ones(3)})
+
+
+def test_chunked_along_another_axis(fn, data):
+    x = da.from_array(data[0], chunks=(64, 2))
+    with pytest.raises(ShardingError, match=r"'x' is chunked along axis 1.*rechunk\(\{1: -1\}\)"):
+        map_reduce(fn, {"x": x, "y": data[2]["y"]})
+
+
+def test_misaligned_chunks(fn, data):
+    y = da.from_array(data[1], chunks=100)
+    with pytest.raises(ShardingError, match="'x' and 'y' are not chunked alike along axis 0"):
+        map_reduce(fn, {"x": data[2]["x"], "y": y})
+
+
+def test_concat_of_a_fetch_whose_leading_dim_is_not_the_batch(fn, data):
+    with pytest.raises(ShardingError, match=r"fetch 0 has shape \[\].*not the batch"):
+        map_reduce(fn, data[2], reduce="concat")
+    with pytest.raises(ShardingError, match=r"fetch 1 has shape \[3\].*not the batch"):
+        map_reduce(fn, data[2], reduce=["mean", "concat", "mean", "concat", "sum"])
+
+
+def test_concat_of_a_fetch_that_shows_a_foreign_leading_dim_only_when_run():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2], "float64")
+        z = sg.data("z", [None], "float64")
+        fetches = [sg.sum(x, axis=1), z * 2.0]
+    fn = sg.compile(prog, fetches, threads=1)
+    sharded = {"x": da.ones((10, 2), chunks=(5, 2))}
+    got = map_reduce(fn, sharded, replicated={"z": np.arange(5.0)}, reduce="concat")
+    np.testing.assert_array_equal(got[1], np.tile(np.arange(5.0) * 2, 2))   # rows by luck
+    with pytest.raises(ValueError, match=r"fetch 1 has shape \[3\] on a chunk of 5 rows"):
+        map_reduce(fn, sharded, replicated={"z": np.arange(3.0)}, reduce="concat")
+
+
+def test_per_row_fetch_needs_concat(fn, data):
+    with pytest.raises(ShardingError, match=r"fetch 3 has shape \[\?\].*need 'concat'"):
+        map_reduce(fn, data[2])
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda fn, s: map_reduce(fn, {}), ValueError, "at least one input"),
+    (lambda fn, s: map_reduce(fn, {"x": s["x"]}), sg.FeedError, "missing feed for input.*'y'"),
+    (lambda fn, s: map_reduce(fn, dict(s, x=np.ones((4, 3)))), TypeError, "must be a dask array"),
+    (lambda fn, s: map_reduce(fn, s, replicated={"y": np.ones(3)}), ValueError,
+     "both sharded and replicated"),
+    (lambda fn, s: map_reduce(fn, s, replicated={"w": s["x"][0]}), TypeError,
+     "replicated inputs are NumPy arrays"),
+    (lambda fn, s: map_reduce(fn, s, replicated={"w": np.ones(4)}), sg.FeedError, "'w'"),
+    (lambda fn, s: map_reduce(fn, dict(s, x=s["x"][:, :2])), sg.FeedError, "'x'"),
+    (lambda fn, s: map_reduce(fn, dict(s, y=s["y"] > 0)), sg.FeedTypeError, "'y'"),
+    (lambda fn, s: map_reduce(fn, s, reduce=["mean"]), ValueError, "1 reductions for 5 fetches"),
+    (lambda fn, s: map_reduce(fn, s, reduce="max"), ValueError, "unknown reduction 'max'"),
+    (lambda fn, s: map_reduce(fn, s, reduce=None), TypeError, "reduce must be"),
+    (lambda fn, s: map_reduce(fn, dict(s, x=s["x"][s["x"][:, 0] > 0], y=s["y"][s["x"][:, 0] > 0]),
+                              reduce=LINEAR_REDUCE), ShardingError, "unknown chunk sizes"),
+    (lambda fn, s: map_reduce(42, s), TypeError, "fn must be a compiled program"),
+    (lambda fn, s: map_reduce("/nonexistent/artifact", s), sg.ArtifactError, "no artifact"),
+])
+def test_bad_calls_raise_clear_errors(fn, data, call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(fn, data[2])
+
+
+def test_fixed_leading_dim_must_match_every_chunk():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 2], "float64")
+        loss = sg.mean(x * x)
+    fn = sg.compile(prog, [loss], threads=1)
+    np.testing.assert_allclose(map_reduce(fn, {"x": da.ones((8, 2), chunks=(4, 2))})[0], 1.0)
+    with pytest.raises(ShardingError, match="fixed leading dim 4"):
+        map_reduce(fn, {"x": da.ones((8, 2), chunks=(3, 2))})
+
+
+def test_mean_over_zero_rows(fn):
+    empty = {"x": da.zeros((0, 3), chunks=(1, 3)), "y": da.zeros((0,), chunks=1)}
+    with pytest.raises(ShardingError, match="zero rows"):
+        map_reduce(fn, empty, reduce=LINEAR_REDUCE)
