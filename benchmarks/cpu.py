@@ -56,6 +56,7 @@ def _row(name, ours, hand, note=""):
 # --- every contender on one workload ---------------------------------------------------------
 BACKENDS = ("numpy", "c")          # symgrad's, timed in this process with the hand-written code
 FRAMEWORKS = ("JAX", "PyTorch")    # each timed in a process of its own against it
+FRAMEWORK_TIMEOUT = 600            # seconds a framework may take (torch.compile can be slow)
 
 
 def contest(name, label, hand, build, frameworks, repeats, inputs, note=""):
@@ -97,12 +98,16 @@ def contest(name, label, hand, build, frameworks, repeats, inputs, note=""):
 def _in_own_process(name, framework, inputs, repeats):
     """Run :func:`framework_worker` in a fresh Python; its result, or None when the framework
     is not installed."""
-    result = subprocess.run([sys.executable, os.path.abspath(__file__), "--framework-worker",
-                             name, framework, json.dumps(inputs), str(repeats)],
-                            capture_output=True, text=True)
+    try:
+        result = subprocess.run([sys.executable, os.path.abspath(__file__),
+                                 "--framework-worker", name, framework, json.dumps(inputs),
+                                 str(repeats)], capture_output=True, text=True,
+                                timeout=FRAMEWORK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"label": framework, "error": f"gave up after {FRAMEWORK_TIMEOUT} s (compiling)"}
     if result.returncode != 0:
-        return {"label": framework, "error": "failed: " + result.stderr.strip()
-                .splitlines()[-1][:120]}
+        lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
+        return {"label": framework, "error": "failed: " + lines[-1][:120]}
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
