@@ -305,7 +305,7 @@ def _library_versions():
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
 
 
-def _host(array) -> np.ndarray:
+def host_array(array) -> np.ndarray:
     """A state value as a NumPy array (a device array is copied to the host)."""
     return array.get() if not isinstance(array, np.ndarray) and hasattr(array, "get") \
         else np.asarray(array)
@@ -316,7 +316,7 @@ def _round_trip(compiled, tree, store):
     in ``compiled.state``, and return the program and the user's fetches read back from it:
     every other file is generated from what :func:`load` will read."""
     with compiled.state.lock:
-        values = {name: _host(array) for name, array in compiled.state._arrays.items()}
+        values = {name: host_array(array) for name, array in compiled.state._arrays.items()}
     program, value_map = with_parameter_values(compiled.program, values)
     document = program_to_json(program, store.add,
                                 fetches=[value_map[v] for v in compiled.fetches])

@@ -78,6 +78,15 @@ class CompiledProgram:
             self._dim_check(feeds)
         return self._call(self._executable.run, feeds)
 
+    def changed_state(self) -> dict:
+        """``{name: array}`` of the state's parameters that no longer hold the program's own
+        initial value (assigned by calls, or set): what a run elsewhere from the inits has
+        to be fed. Reading them marks them seen (see ``state``)."""
+        own = self._call.own
+        with self.state.lock:
+            return {name: self.state[name] for name in own
+                    if self.state._arrays[name] is not own[name]}
+
     def save(self, path, cubin_archs=None, key=None):
         """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
         ``.zip``) and return the path. For CUDA programs ``cubin_archs`` (``["sm_90"]``...)
