@@ -1,18 +1,27 @@
-"""Neural-network front end: activations, the softmax family, losses, linear, conv, pooling.
+"""Neural-network front end: activations, the softmax family, losses, linear, conv, pooling,
+normalization, embeddings and dropout.
 
 Every function takes symgrad Values (NumPy arrays and scalars become constants) and returns a
 Value; shape and dtype errors are raised when the op is built. Layout is NCHW.
+``layer_norm``, ``embedding`` and ``dropout`` are compositions of other ops (``mean``,
+``take``, ``random.uniform`` and ``where``), so their gradients (of any order) are those ops'.
 """
-from .ops.activation import gelu, relu, softplus
+from . import dtypes
+from .errors import DTypeError, ShapeError
+from .ir.value import format_shape
+from .ops import elementwise as ew
+from .ops.activation import gelu, leaky_relu, relu, softplus
 from .ops.core import as_value, as_values, atomic_functions
+from .ops.indexing import take
 from .ops.linalg import matmul
 from .ops.nn_ops import (avg_pool2d, conv2d, log_softmax, max_pool2d, softmax,
                          softmax_cross_entropy)
-from .errors import ShapeError
-from .ir.value import format_shape
+from .ops.reduction import mean
+from .random import uniform
 
-__all__ = ["relu", "gelu", "softplus", "softmax", "log_softmax", "softmax_cross_entropy",
-           "linear", "conv2d", "max_pool2d", "avg_pool2d"]
+__all__ = ["relu", "leaky_relu", "gelu", "softplus", "softmax", "log_softmax",
+           "softmax_cross_entropy", "linear", "conv2d", "max_pool2d", "avg_pool2d",
+           "layer_norm", "embedding", "dropout"]
 
 
 def linear(x, w, b=None):
@@ -30,6 +39,64 @@ def linear(x, w, b=None):
         raise ShapeError(f"linear: bias shape {format_shape(b.shape)} does not match the "
                          f"{w.shape[1]} outputs of weight {format_shape(w.shape)}")
     return y + b
+
+
+def _check_features(name, what, v, x):
+    if v.ndim != 1 or (v.shape[0] is not None and x.shape[-1] is not None
+                       and v.shape[0] != x.shape[-1]):
+        raise ShapeError(f"{name}: {what} {v.type_str} must be 1-D with the {x.shape[-1]} "
+                         f"features of the last axis of {x.type_str}")
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last axis: ``(x - mean) / sqrt(var + eps)``, then ``* weight`` and
+    ``+ bias`` (each 1-D over the last axis, optional), as ``torch.nn.functional.layer_norm``
+    with ``normalized_shape = x.shape[-1:]``. ``x`` is floating of rank >= 1."""
+    x = as_value(x)
+    if not dtypes.is_float(x.dtype):
+        raise DTypeError(f"layer_norm: needs a floating input, got {x.type_str}")
+    if x.ndim == 0:
+        raise ShapeError(f"layer_norm: needs an input of rank >= 1, got {x.type_str}")
+    centered = x - mean(x, axis=-1, keepdims=True)
+    variance = mean(centered * centered, axis=-1, keepdims=True)
+    y = centered / ew.sqrt(variance + eps)
+    for what, v in (("weight", weight), ("bias", bias)):
+        if v is None:
+            continue
+        v = as_value(v, program=x.program)
+        _check_features("layer_norm", what, v, x)
+        y = y * v if what == "weight" else y + v
+    return y
+
+
+def embedding(ids, table):
+    """Rows of ``table`` [num_embeddings, dim] at the integer ``ids``: shape ``ids.shape +
+    [dim]`` (``take(table, ids, axis=0)``). The gradient of ``table`` scatter-adds (a repeated
+    id accumulates); ``ids`` get none."""
+    ids, table = as_values(ids, table)
+    if table.ndim != 2:
+        raise ShapeError(f"embedding: table must be 2-D [num_embeddings, dim], got "
+                         f"{table.type_str}")
+    if ids.dtype.kind not in "iu":
+        raise DTypeError(f"embedding: ids need an integer dtype, got {ids.type_str}")
+    return take(table, ids, axis=0)
+
+
+def dropout(x, p=0.5, training=True, seed=0, counter=None):
+    """Zero each element of ``x`` with probability ``p`` and scale the kept ones by
+    ``1 / (1 - p)`` (``x`` itself when not ``training`` or ``p == 0``). The mask comes from
+    ``random.uniform`` shaped like ``x`` at run time (so it changes with every call of the
+    compiled program; ``seed``, ``counter`` as there) and the gradient uses the same mask:
+    ``where(keep, g / (1 - p), 0)``."""
+    x = as_value(x)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"dropout: p must be a number in [0, 1], got {p!r}")
+    if not dtypes.is_float(x.dtype):
+        raise DTypeError(f"dropout: needs a floating input, got {x.type_str}")
+    if not training or p == 0:
+        return x
+    keep = uniform(x, dtype="float32", seed=seed, counter=counter) >= float(p)
+    return ew.where(keep, x * (1.0 / (1.0 - p) if p < 1 else 0.0), 0.0)
 
 
 # A call that raises leaves its program as it was (see symgrad.ops.core.atomic).

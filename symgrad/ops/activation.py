@@ -1,9 +1,10 @@
-"""Activation functions: ``relu``, ``gelu`` (tanh approximation) and ``softplus``.
+"""Activation functions: ``relu``, ``leaky_relu``, ``gelu`` (tanh approximation) and
+``softplus``.
 
 Elementwise ops like those of :mod:`symgrad.ops.elementwise`, published through
 :mod:`symgrad.nn` (so ``__all__`` is empty here: they are not top-level ``symgrad`` names).
-``gelu`` and ``softplus`` need a floating input; ``relu`` takes any number and gives 0 gradient
-at 0.
+``gelu``, ``softplus`` and ``leaky_relu`` need a floating input; ``relu`` takes any number and
+gives 0 gradient at 0 (``leaky_relu``: ``negative_slope`` at 0).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import DTypeError
 from .core import ELEMENTWISE, OpDef, as_values, bind, call, expr, register
 from .elementwise import same_rule, sigmoid, tanh, where
@@ -24,7 +26,7 @@ _GELU_K = 0.044715
 def float_rule(types, attrs):
     """One floating input; the result has its shape and dtype."""
     (shape, dtype), = types
-    if dtype.kind != "f":
+    if not dtypes.is_float(dtype):
         raise DTypeError(f"needs a floating input, got {dtype} (cast it first)")
     return shape, dtype
 
@@ -62,6 +64,19 @@ softplus_p = register(OpDef(
               "cuda": "(((({0}) > ({T})0) ? ({0}) : ({T})0) + log1p(exp(-fabs({0}))))"}))
 
 
+def leaky_relu_ref(x, negative_slope):
+    """``x`` where positive, else ``x * negative_slope`` (in ``x``'s dtype)."""
+    return np.where(x > 0, x, x * x.dtype.type(negative_slope))
+
+
+leaky_relu_p = register(OpDef(
+    "leaky_relu", ELEMENTWISE, float_rule, leaky_relu_ref,
+    vjp=lambda op, g: [where(op.inputs[0] > 0, g[0], g[0] * op.attrs["negative_slope"])],
+    emitters={"numpy": call("leaky_relu_ref", ("negative_slope",)),
+              "cuda": "(({0}) > ({T})0 ? ({0}) : ({0}) * ({T})({negative_slope}))"},
+    numpy_helpers=(leaky_relu_ref,)))
+
+
 def relu(x):
     """``maximum(x, 0)``; gradient 1 where x > 0, else 0 (also at 0)."""
     return bind(relu_p, as_values(x))
@@ -75,3 +90,12 @@ def gelu(x):
 def softplus(x):
     """``log(1 + exp(x))``, computed as ``logaddexp(0, x)`` (no overflow)."""
     return bind(softplus_p, as_values(x))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (floating ``x``); the gradient is 1
+    or ``negative_slope`` (also at 0)."""
+    if isinstance(negative_slope, bool) or \
+            not isinstance(negative_slope, (int, float, np.integer, np.floating)):
+        raise TypeError(f"leaky_relu: negative_slope must be a number, got {negative_slope!r}")
+    return bind(leaky_relu_p, as_values(x), {"negative_slope": float(negative_slope)})

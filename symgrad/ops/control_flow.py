@@ -37,6 +37,8 @@ The ops (inputs after the explicit operands are captures):
 """
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from ..errors import DTypeError, ProgramMismatchError, ShapeError
@@ -142,18 +144,33 @@ def _as_values(op_name, what, leaves, program, dtypes_like=None):
     return out
 
 
+_loop_depth: contextvars.ContextVar = contextvars.ContextVar("symgrad_loop_depth", default=0)
+
+
+def in_loop_body() -> bool:
+    """Is a loop's body (or while condition) function being run to build its block (in this
+    thread)? Random ops need an explicit counter there."""
+    return _loop_depth.get() > 0
+
+
 def _run_in_block(program, arg_types, function, op_name, what, expected_dtypes=None,
-                  allow_none=False):
+                  allow_none=False, repeats=False):
     """Run ``function(*args)`` with a new block as insertion point, its arguments of
     ``arg_types``; returns ``(block, args, leaves, structure)`` of what it returned. The
-    block is not attached yet (the region op will own it)."""
+    block is not attached yet (the region op will own it). ``repeats``: the block runs once
+    per loop iteration (:func:`in_loop_body` holds while it is built)."""
     block = Block(program, outer=current_block(program))
     args = [block.add_arg(shape, dtype) for shape, dtype in arg_types]
-    with insertion_point(block):
-        returned = function(*args)
-        leaves, structure = _flatten(returned, allow_none=allow_none)
-        leaves = _as_values(op_name, f"the value {what} returns", leaves, program,
-                            expected_dtypes)
+    token = _loop_depth.set(_loop_depth.get() + 1) if repeats else None
+    try:
+        with insertion_point(block):
+            returned = function(*args)
+            leaves, structure = _flatten(returned, allow_none=allow_none)
+            leaves = _as_values(op_name, f"the value {what} returns", leaves, program,
+                                expected_dtypes)
+    finally:
+        if token is not None:
+            _loop_depth.reset(token)
     return block, args, leaves, structure
 
 
@@ -315,14 +332,14 @@ def while_loop(cond_fn, body_fn, loop_vars):
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
         var_types = _types(init)
         cond_block, _, cond_leaves, cond_structure = _run_in_block(
-            program, var_types, cond_fn, "while_loop", "cond_fn")
+            program, var_types, cond_fn, "while_loop", "cond_fn", repeats=True)
         if cond_structure != _LEAF:
             raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
                             f"{_describe_structure(cond_structure)}")
         _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
         body, _, body_leaves, body_structure = _run_in_block(
             program, var_types, body_fn, "while_loop", "body_fn",
-            expected_dtypes=[d for _, d in var_types])
+            expected_dtypes=[d for _, d in var_types], repeats=True)
         if body_structure == _LEAF and len(init) == 1:
             body_structure = (list, (_LEAF,))
         if body_structure[0] not in (list, tuple) or any(
@@ -459,7 +476,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
 
         body, _, leaves, structure = _run_in_block(
             program, carry_types + slice_types, call, "scan", "f",
-            expected_dtypes=[d for _, d in carry_types], allow_none=True)
+            expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
         carry_structure, y_structure = structure[1]
         if carry_structure != init_structure:
             raise ShapeError(f"scan: f returns a carry of structure "

@@ -29,7 +29,8 @@ Contract of each field:
     expression (``out`` None) or a statement writing into the preallocated array named
     ``out``; build them with :func:`ufunc`, :func:`expr` or :func:`call`. ``"cuda"``: a C
     expression format string over ``{0}``, ``{1}``, attr names and ``{T}`` (the compute
-    type) for elementwise ops, or whatever the CUDA backend documents for other categories.
+    type) for elementwise ops; for an op of any category computed element by element over
+    its own result, a :class:`cuda_indexed` expression.
 ``numpy_helpers``
     What the generated module must define for this op: pure-NumPy functions (their source is
     copied in under their own names, so generated code runs with NumPy alone), a
@@ -583,6 +584,21 @@ def require_float(name_of_what, dtype):
         raise DTypeError(f"{name_of_what} needs a floating dtype, got {np.dtype(dtype)}")
 
 
+# --- emitter builders (CUDA) --------------------------------------------------------------------
+class cuda_indexed(str):  # noqa: N801  (an emitter builder, named like ufunc/expr/call)
+    """CUDA emitter of an op computed element by element over its own result, whatever its
+    category (random numbers): a C expression over ``{0}``, ``{1}``... (each input in its
+    own compute type, not cast to the result's), attr names, ``{T}`` and ``s``, the flat
+    index of the element in the result. The op runs as a kernel of its own. ``helpers``:
+    device code the expression calls; the CUDA prelude of every program holds the helpers
+    of all registered ops."""
+
+    def __new__(cls, template: str, helpers=()):
+        emitter = super().__new__(cls, template)
+        emitter.helpers = tuple(helpers)
+        return emitter
+
+
 # --- emitter builders (NumPy) -------------------------------------------------------------------
 _NON_FINITE = {"nan": "float('nan')", "inf": "float('inf')", "-inf": "-float('inf')"}
 
@@ -591,10 +607,10 @@ def _fmt_attr(value) -> str:
     """Python source for an attr value: a literal that evaluates back to it (``nan`` and
     ``inf`` included, inside containers too). Attr text reaches generated code only this way
     (or through :func:`code_int`), so an attr can never inject code."""
-    if isinstance(value, np.dtype):
-        return f"np.{value.name}"
+    if isinstance(value, np.dtype):   # bfloat16: the generated module imports ml_dtypes
+        return f"{'ml_dtypes' if value.kind == 'V' else 'np'}.{value.name}"
     if isinstance(value, np.ndarray):
-        return f"np.array({_fmt_attr(value.tolist())}, dtype=np.{value.dtype.name})"
+        return f"np.array({_fmt_attr(value.tolist())}, dtype={_fmt_attr(value.dtype)})"
     if isinstance(value, np.generic):
         return _fmt_attr(value.item())
     if isinstance(value, float):

@@ -598,7 +598,7 @@ def where(cond, x, y):
 
 def _no_bound(dtype, upper):
     """The bound that never clips a value of ``dtype``."""
-    if dtype.kind == "f":
+    if dtypes.is_float(dtype):
         return float("inf") if upper else float("-inf")
     if dtype.kind == "b":
         return upper

@@ -180,7 +180,7 @@ def softmax_cross_entropy_forward(logits, labels, axis):
     are integer class indices (logits' shape without ``axis``; one outside the classes is a
     ``ValueError``) or float probabilities shaped like ``logits``."""
     logp = log_softmax_forward(logits, axis)
-    if labels.dtype.kind == "f":
+    if labels.dtype.kind not in "iu":   # soft labels (float, bfloat16 included)
         return -(labels * logp).sum(axis=axis)
     check_class_indices(labels, logits.shape[axis], "softmax_cross_entropy")
     picked = np.take_along_axis(logp, np.expand_dims(labels, axis), axis=axis)

@@ -1,4 +1,5 @@
-"""Reductions (category REDUCTION): sum, mean, max, min, prod, argmax, argmin, logsumexp.
+"""Reductions (category REDUCTION): sum, mean, max, min, prod, argmax, argmin, logsumexp;
+and ``var`` and ``std``, front-end compositions of them.
 
 Attributes: ``axis`` is the sorted tuple of reduced axes (``argmax``/``argmin``: one int or
 ``None``), ``keepdims`` a bool, and ``dtype`` (a dtype name) appears only where the result's
@@ -26,7 +27,7 @@ from .core import (OPAQUE, REDUCTION, Algebra, OpDef, as_value, bind, code_int,
                    format_attrs_for_code, normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
 
-__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp"]
+__all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var", "std"]
 
 _ACCUMULATE_INT = np.dtype("int64")
 
@@ -308,3 +309,29 @@ def argmax(x, axis=None, keepdims=False):
 def argmin(x, axis=None, keepdims=False):
     """``np.argmin`` (int64; ``axis`` None or one int); carries no gradient."""
     return _arg_reduce(argmin_p, x, axis, keepdims)
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    """``np.var``: the mean squared deviation from the mean over ``axis``, divided by
+    ``count - ddof`` instead of ``count`` (``ddof=1``: the unbiased estimate); ints and bools
+    give float64. Composed of ``mean``/``sum``, so its gradients are theirs."""
+    x = as_value(x)
+    with frontend_checks("var", [x]):
+        axes = normalize_axis(axis, x.ndim)
+    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
+        raise ValueError(f"var: ddof must be a non-negative int, got {ddof!r}")
+    if not dtypes.is_float(x.dtype):
+        x = ew.cast(x, "float64")
+    centered = x - mean(x, axis=axes, keepdims=True)
+    squares = centered * centered
+    if not ddof:
+        return mean(squares, axis=axes, keepdims=keepdims)
+    count = _count(x, axes, x.dtype)
+    divisor = float(count - ddof if count > ddof else 0) if isinstance(count, int) else \
+        ew.maximum(count - ddof, 0)
+    return sum(squares, axis=axes, keepdims=keepdims) / divisor
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    """``np.std``: ``sqrt(var(x, axis, keepdims, ddof))``."""
+    return ew.sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))

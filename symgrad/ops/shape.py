@@ -736,8 +736,8 @@ def _index_items(index):
     for item in items:
         if isinstance(item, (bool, np.bool_)) or not (
                 item is None or item is Ellipsis or isinstance(item, (int, np.integer, slice))):
-            raise TypeError(f"only basic indexing is supported (ints, slices, None, ...), "
-                            f"got {type(item).__name__} {item!r}")
+            raise TypeError(f"only basic indexing (ints, slices, None, ...) and one integer "
+                            f"array are supported, got {type(item).__name__} {item!r}")
     if sum(item is Ellipsis for item in items) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     return items
@@ -754,8 +754,13 @@ def _slice_bound(value, what):
 def getitem(x, index):
     """``x[index]`` with basic indexing: ints (negative too), slices with any non-zero step,
     ``None`` (new axis) and one ``Ellipsis``. Out-of-range ints on known dims raise
-    ``IndexError`` here."""
+    ``IndexError`` here. One integer array (a Value, NumPy array or list) among the items
+    gathers with ``take`` (:func:`symgrad.ops.indexing.array_getitem`)."""
     x = as_value(x)
+    from .indexing import array_getitem, is_array_index
+
+    if any(is_array_index(item) for item in (index if isinstance(index, tuple) else (index,))):
+        return array_getitem(x, index)
     items = _index_items(index)
     consumed = sum(item is not None and item is not Ellipsis for item in items)
     if consumed > x.ndim:

@@ -73,6 +73,7 @@ class CompiledProgram:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds):
+        """Run with feeds by name or position (see the class docstring for the state)."""
         feeds = bind_feeds(self.signature, args, feeds)
         if self._dim_check is not None:
             self._dim_check(feeds)

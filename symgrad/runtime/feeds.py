@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import FeedError, FeedTypeError
 from ..ir.value import format_shape
 
@@ -60,7 +61,8 @@ def build_signature(program, needed_values):
 
 
 def _dtype_kind(dtype):
-    return "i" if dtype.kind == "u" else dtype.kind
+    kind = dtypes.kind(dtype)
+    return "i" if kind == "u" else kind
 
 
 def check_feed(spec: InputSpec, value) -> np.ndarray:

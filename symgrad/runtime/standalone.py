@@ -268,6 +268,10 @@ def load_array(data: bytes, what="array") -> np.ndarray:
         raise ArtifactIntegrityError(f"{what} is not a plain .npy array ({exc})") from None
     if not isinstance(array, np.ndarray):
         raise ArtifactIntegrityError(f"{what} is not a plain .npy array")
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        # .npy keeps no extension dtype's name: symgrad's one 2-byte extension dtype is
+        # ml_dtypes' bfloat16 (imported by the modules that use it)
+        array = array.view(np.dtype("bfloat16"))
     array.flags.writeable = False
     return array
 
@@ -330,6 +334,8 @@ def load_numpy_entry(contents, manifest, files):
 
 # --- feeds -----------------------------------------------------------------------------------
 def _kind(dtype) -> str:
+    if dtype.name == "bfloat16":   # ml_dtypes' (the module imports it when it needs it)
+        return "f"
     return "i" if dtype.kind == "u" else dtype.kind
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from tests.backends.cuda_emulation import library as emulation
+from tests.backends.cuda_emulation.device import EmulatedDevice
 from symgrad import ir_backward
 
 
@@ -129,6 +131,27 @@ def test_max_and_min_over_zero_rows_raise_as_the_interpreter_does(reduce, axis):
         with pytest.raises(ValueError, match="zero-size array") as got:
             sg.compile(prog, [y], chunk_size=8, threads=threads)(x=empty)
         assert str(got.value) == str(reference.value)
+
+
+@pytest.mark.skipif(emulation.compiler() is None, reason="g++ is not installed")
+@pytest.mark.parametrize("reduce", [sg.max, sg.min])
+def test_cuda_max_and_min_over_zero_rows_raise_as_the_interpreter_does(reduce, tmp_path):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float32")
+        y = reduce(sg.tanh(x), axis=0)
+    compiled = sg.compile(prog, [y], backend="cuda")
+    device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
+                                              cache_dir=tmp_path))
+    empty = np.ones((0, 3), "float32")
+    with pytest.raises(ValueError, match="zero-size array") as reference:
+        sg.compile(prog, [y], backend="interpreter")(x=empty)
+    with pytest.raises(ValueError, match="zero-size array") as got:
+        device.run(compiled, {"x": empty})
+    assert str(got.value) == str(reference.value)
+    filled = np.linspace(-1, 1, 12, dtype="float32").reshape(4, 3)
+    expected = np.tanh(filled).max(0) if reduce is sg.max else np.tanh(filled).min(0)
+    np.testing.assert_allclose(device.run(compiled, {"x": filled})[0], expected, rtol=1e-6)
 
 
 def test_pow_gradient_at_zero_to_the_zero():

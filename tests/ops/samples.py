@@ -26,6 +26,7 @@ class OpSample:
     id: str = ""
     rtol: float = 1e-6
     atol: float = 1e-6
+    step: int | None = None     # random ops: the step counter fed with every run (rng_step)
 
     def __post_init__(self):
         self.inputs = [np.asarray(a) for a in self.inputs]
@@ -64,8 +65,13 @@ class OpSample:
         return prog, fetches
 
     def feeds(self, dtype=None):
-        return {f"in{i}": (a.astype(dtype) if dtype is not None and a.dtype.kind == "f" else a)
-                for i, a in enumerate(self.inputs)}
+        """The inputs by name (floats cast to ``dtype``), and the random ops' step counter
+        when the sample has one, so that every run of a compiled sample draws its numbers."""
+        feeds = {f"in{i}": (a.astype(dtype) if dtype is not None and a.dtype.kind == "f" else a)
+                 for i, a in enumerate(self.inputs)}
+        if self.step is not None:
+            feeds["rng_step"] = np.int64(self.step)
+        return feeds
 
 
 def _load(area):
@@ -93,11 +99,25 @@ def interpret(build, *arrays, dynamic=()):
     return out, (result if isinstance(out, tuple) else result[0])
 
 
+def expect_build_error(build, error, match):
+    """``build(x, i)`` on data ``x`` (float32 [3, 4]) and ``i`` (int64 [2]) raises ``error``
+    matching ``match`` when the ops are built."""
+    import pytest
+
+    import symgrad as sg
+
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [3, 4])
+        i = sg.data("i", [2], "int64")
+        with pytest.raises(error, match=match):
+            build(x, i)
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 
 
-AREAS = ("elementwise", "structure", "nn", "control_flow")
+AREAS = ("elementwise", "structure", "nn", "control_flow", "indexing", "math", "random")
 
 
 def __getattr__(name):

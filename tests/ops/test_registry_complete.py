@@ -15,6 +15,13 @@ COMPOSITES = {"zeros": "full", "ones": "full"}
 
 NN_OPS = "relu gelu softplus softmax log_softmax softmax_cross_entropy conv2d max_pool2d avg_pool2d".split()
 
+# DESIGN.md's "More ops": name -> the registered op it builds (compositions name one of theirs)
+MORE_OPS = {"take": "take", "take_along_axis": "take_along_axis", "cumsum": "cumsum",
+            "cumprod": "cumprod", "erf": "erf", "arctan2": "arctan2", "einsum": "einsum",
+            "var": "mean", "std": "sqrt"}
+MORE_NN_OPS = {"layer_norm": "mean", "leaky_relu": "leaky_relu", "embedding": "take",
+               "dropout": "random_uniform"}
+
 
 @pytest.mark.parametrize("name", DESIGN_OPS)
 def test_design_op_is_registered_and_exported(name):
@@ -26,6 +33,23 @@ def test_design_op_is_registered_and_exported(name):
 def test_nn_op_is_registered_and_exported(name):
     assert callable(getattr(sg.nn, name)), f"sg.nn.{name} missing"
     assert name in REGISTRY, f"op {name} is not registered"
+
+
+@pytest.mark.parametrize("namespace,names", [(sg, MORE_OPS), (sg.nn, MORE_NN_OPS),
+                                             (sg.random, {"uniform": "random_uniform",
+                                                          "normal": "random_normal"})])
+def test_more_ops_are_exported_and_lowered_by_every_backend(namespace, names):
+    for name, op in names.items():
+        assert callable(getattr(namespace, name)), f"{namespace.__name__}.{name} missing"
+        assert set(REGISTRY[op].backends) == {"interpreter", "numpy", "cuda"}, name
+
+
+def test_show_registry_lists_the_new_ops(capsys):
+    sg.show_registry()
+    listed = capsys.readouterr().out
+    for name in ("take", "take_grad", "take_along_axis_grad", "cumprod", "einsum", "erf",
+                 "random_normal", "leaky_relu"):
+        assert name in listed
 
 
 def test_nn_linear_exists():

@@ -6,7 +6,9 @@
 ``cupy.RawModule``, uploads the constants and runs the host module. Without CuPy (or without a
 device) running raises :class:`CudaUnavailableError`; ``source``, ``kernels`` and
 ``cuda_source`` work regardless. ``cubins(archs)`` compiles the source for each architecture
-(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts.
+(with nvcc when it is on the PATH, else NVRTC through CuPy) for ahead-of-time artifacts. A
+program holding bfloat16 Values compiles (kernels store it as 16 raw bits and compute in
+float) but does not run: CuPy has no bfloat16 arrays.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import tempfile
 from ...errors import SymgradError
 from ...runtime import cache
 from ..numpy_backend import bind_references, signature_literals
+from ..numpy_backend.codegen import uses_extension_dtypes
 from ..numpy_backend.names import sanitize
 from .host import generate
 
@@ -78,6 +81,10 @@ class CudaExecutable:
     def load(self, cubin=None):
         """Import the host module and load its kernels (compiled by NVRTC, or from ``cubin``
         bytes built for this device); done by the first run. Returns the module."""
+        if self.stats.get("bfloat16"):
+            raise CudaUnavailableError("this program holds bfloat16 Values: its CUDA source "
+                                       "compiles, but CuPy has no bfloat16 arrays to run it "
+                                       "with (use the numpy backend, or float16/float32)")
         cupy = _import_cupy()
         module = cache.load_module(self.path, self.source)
         bind_references(module, self.references)
@@ -154,5 +161,6 @@ def build(program, fetches, options):
     cache.dump(prefix, key, generated.cuda_source, ".cu")
     stats = {"cache_hit": hit, "kernels": len(generated.kernels),
              "source_lines": generated.source.count("\n"),
-             "cuda_lines": generated.cuda_source.count("\n")}
+             "cuda_lines": generated.cuda_source.count("\n"),
+             "bfloat16": uses_extension_dtypes(program)}
     return CudaExecutable(generated, path, cu_path, options, stats, outputs=len(outputs))

@@ -2,7 +2,8 @@
 
 Each dtype has a *storage* type (how arrays hold it) and a *compute* type (what kernels do
 arithmetic in): float16 is stored as ``sg_half`` (16 raw bits, converted by the prelude's
-``sg_h2f``/``sg_f2h``) and computed in float; every other dtype computes in its own type.
+``sg_h2f``/``sg_f2h``) and bfloat16 as ``sg_bf16`` (``sg_bf2f``/``sg_f2bf``, rounding to
+nearest even), both computed in float; every other dtype computes in its own type.
 Reduction accumulators widen narrow integers and bools to ``int`` so warp shuffles apply.
 """
 from __future__ import annotations
@@ -17,9 +18,10 @@ STORAGE = {
     "bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
     "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int",
     "int64": "long long", "uint64": "unsigned long long", "float16": "sg_half",
-    "float32": "float", "float64": "double",
+    "bfloat16": "sg_bf16", "float32": "float", "float64": "double",
 }
-COMPUTE = dict(STORAGE, float16="float")
+COMPUTE = dict(STORAGE, float16="float", bfloat16="float")
+_CONVERT = {"float16": ("sg_h2f", "sg_f2h"), "bfloat16": ("sg_bf2f", "sg_f2bf")}
 ACCUMULATOR = dict(COMPUTE, bool="int", int8="int", int16="int", uint8="unsigned int",
                    uint16="unsigned int")
 _INT_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "u"}
@@ -46,14 +48,14 @@ def accumulator_type(dtype) -> str:
 
 def load(dtype, element: str) -> str:
     """Expression reading array element ``element`` (e.g. ``in0[s]``) as the compute type."""
-    return f"sg_h2f({element})" if _name(dtype) == "float16" else element
+    convert = _CONVERT.get(_name(dtype))
+    return f"{convert[0]}({element})" if convert else element
 
 
 def store(dtype, expression: str) -> str:
     """Expression converting a compute-type value to the storage type."""
-    if _name(dtype) == "float16":
-        return f"sg_f2h({expression})"
-    return expression
+    convert = _CONVERT.get(_name(dtype))
+    return f"{convert[1]}({expression})" if convert else expression
 
 
 def literal(value, dtype) -> str:

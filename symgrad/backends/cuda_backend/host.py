@@ -21,6 +21,7 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE, normalize_axis
 from ...ops.fused import is_fusion
 from ..numpy_backend.codegen import Generator, _version
+from ..numpy_backend.group import NO_IDENTITY, REDUCERS
 from ..numpy_backend.functions import _ranges
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.names import comment
@@ -148,6 +149,7 @@ class HostGenerator(Generator):
         strides = [f"_stride(_dense({self.expr(own(v))}), {k})" if dense[v]
                    else f"_stride({self.expr(own(v))}, {k})" for v, k in kernel.strides]
         arrays += outputs
+        lines.extend(self.empty_reduction_check(parts[1], kernel.shape, dims))
         ints = "(" + "".join(f"{s}, " for s in strides) + ")"
         array_text = "(" + "".join(f"{a}, " for a in arrays) + ")"
         if kernel.style == "map":
@@ -156,6 +158,21 @@ class HostGenerator(Generator):
             lines.append(f"_reduce({name!r}, {kernel.style!r}, {shape_var}, {kernel.axes!r}, "
                          f"{ints}, {array_text}, {dtype_code(kernel.acc)})")
         return lines
+
+    @staticmethod
+    def empty_reduction_check(reduction, shape, dims) -> list[str]:
+        """Lines raising NumPy's error when a reduction without identity (max, min) reduces an
+        extent that is empty at run time (its kernel would return the accumulator's start, where
+        NumPy and the interpreter raise)."""
+        if reduction is None or REDUCERS[reduction.opdef.reduce_kind].identity not in NO_IDENTITY:
+            return []
+        axes = normalize_axis(reduction.attrs.get("axis"), len(shape))
+        if all(shape[a] for a in axes):    # statically known and non-empty
+            return []
+        ufunc = REDUCERS[reduction.opdef.reduce_kind].ufunc.removeprefix("np.")
+        message = f"zero-size array to reduction operation {ufunc} which has no identity"
+        extent = " * ".join(dims[a] for a in axes)
+        return [f"if {extent} == 0:", f"    raise ValueError({message!r})"]
 
     @staticmethod
     def reduced_dims(reduction, dims) -> list[str]:

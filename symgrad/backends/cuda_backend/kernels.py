@@ -18,7 +18,10 @@ variant and, when sizes may need it, a 64-bit one (suffix ``_i64``).
 
 Expressions come from each OpDef's ``emitters["cuda"]``: a C format string over ``{0}``,
 ``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input type for
-comparisons, else the result's).
+comparisons, else the result's). An op whose emitter is a
+:class:`~symgrad.ops.core.cuda_indexed` expression (random numbers) runs as a map kernel of
+its own over its result: its inputs keep their own types and the expression reads the element
+index ``s``; the device code it calls is in the prelude (:func:`device_helpers`).
 """
 from __future__ import annotations
 
@@ -30,8 +33,10 @@ import re
 import jinja2
 import numpy as np
 
+from ... import dtypes
 from ...ir.printer import counted, format_op_head
-from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
+from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, REGISTRY, cuda_indexed, \
+    normalize_axis
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
 from ...passes.cse import attrs_key
@@ -56,9 +61,19 @@ REDUCERS = {
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.globals["device_helpers"] = device_helpers
+    return env
+
+
+def device_helpers() -> list[str]:
+    """The device code that registered ops' CUDA expressions call (the ``helpers`` of their
+    :class:`~symgrad.ops.core.cuda_indexed` emitters), each text once: the prelude of every
+    program holds it."""
+    return list(dict.fromkeys(text for opdef in REGISTRY.values()
+                              for text in getattr(opdef.emitters.get("cuda"), "helpers", ())))
 
 
 def render(template: str, **context) -> str:
@@ -70,13 +85,19 @@ def has_cuda_emitter(op) -> bool:
     return isinstance(op.opdef.emitters.get("cuda"), str)
 
 
+def _indexed(op) -> bool:
+    """Is ``op``'s CUDA emitter a :class:`~symgrad.ops.core.cuda_indexed` expression?"""
+    return isinstance(op.opdef.emitters.get("cuda"), cuda_indexed)
+
+
 def kernel_parts(op):
     """``(map_ops, reduction, epilogue)`` when ``op`` runs as one kernel, else None (it then
     runs on the host through CuPy)."""
     if is_fusion(op):
         parts = split_body(op)
         inner = op.blocks[0].ops
-    elif op.opdef.category == ELEMENTWISE and op.inputs and len(op.results) == 1:
+    elif (op.opdef.category == ELEMENTWISE or _indexed(op)) and op.inputs \
+            and len(op.results) == 1:
         parts, inner = ([op], None, []), [op]
     elif op.opdef.category == REDUCTION and op.opdef.reduce_kind and len(op.inputs) == 1:
         parts, inner = ([], op, []), []
@@ -252,7 +273,7 @@ class KernelBuilder:
             args = []
             for value in op.inputs:
                 text = self.expression(value, local)
-                if ctype.compute_type(value.dtype) != T:
+                if ctype.compute_type(value.dtype) != T and not _indexed(op):
                     text = f"(({T})({text}))"
                 args.append(text)
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
@@ -421,7 +442,7 @@ class KernelBuilder:
         if kind == "one":
             return ctype.literal(1, acc_dtype)
         dtype = np.dtype(result_dtype)
-        if dtype.kind == "f":
+        if dtypes.is_float(dtype):
             return ctype.literal(-np.inf if kind == "lowest" else np.inf, acc_dtype)
         if dtype.kind == "b":
             return "0" if kind == "lowest" else "1"

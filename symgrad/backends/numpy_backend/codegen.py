@@ -33,7 +33,7 @@ import textwrap
 import jinja2
 import numpy as np
 
-from ...ir.graph import last_uses
+from ...ir.graph import last_uses, walk_ops
 from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
@@ -260,7 +260,8 @@ class Generator:
             docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads,
-            min_parallel_chunks=MIN_PARALLEL_CHUNKS, buffers=BUFFERS,
+            min_parallel_chunks=MIN_PARALLEL_CHUNKS,
+            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
             in_place=ascii([slot.name for slot in self.in_place.values()]))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
@@ -310,6 +311,12 @@ class Generator:
             if names:
                 body.append(f"del {', '.join(names)}")
         return body
+
+
+def uses_extension_dtypes(program) -> bool:
+    """Does ``program`` hold a Value of a dtype from ``ml_dtypes`` (bfloat16), which the
+    generated module must import?"""
+    return any(v.dtype.kind == "V" for op in walk_ops(program.ops) for v in op.results)
 
 
 @functools.lru_cache(maxsize=None)

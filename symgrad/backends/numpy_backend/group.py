@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ... import dtypes
 from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
 from ...ops.core import code_int, normalize_axis
@@ -72,12 +73,13 @@ NO_IDENTITY = ("lowest", "highest")
 
 
 def _identity(kind_identity, dtype):
+    kind = dtypes.kind(dtype)
     if kind_identity == "lowest":
-        return "-np.inf" if dtype.kind == "f" else ("False" if dtype.kind == "b"
-                                                    else repr(int(np.iinfo(dtype).min)))
+        return "-np.inf" if kind == "f" else ("False" if kind == "b"
+                                              else repr(int(np.iinfo(dtype).min)))
     if kind_identity == "highest":
-        return "np.inf" if dtype.kind == "f" else ("True" if dtype.kind == "b"
-                                                   else repr(int(np.iinfo(dtype).max)))
+        return "np.inf" if kind == "f" else ("True" if kind == "b"
+                                             else repr(int(np.iinfo(dtype).max)))
     return repr(kind_identity)
 
 

@@ -8,15 +8,19 @@ import numpy as np
 
 
 def dtype_code(dtype) -> str:
-    """``np.float32`` for a dtype (``np.bool_`` for bool)."""
+    """``np.float32`` for a dtype (``np.bool_`` for bool, ``ml_dtypes.bfloat16`` for
+    bfloat16: a module using it imports ``ml_dtypes``)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "V":
+        return f"ml_dtypes.{dtype.name}"
     return "np.bool_" if dtype.kind == "b" else f"np.{dtype.name}"
 
 
 def python_literal(array: np.ndarray) -> str:
     """Source of a 0-d array's value as a Python literal that converts back to it exactly
     (shortest round-trip digits of its own precision; ``np.nan``/``np.inf`` when not finite)."""
-    return _literal(array.dtype.str, array.tobytes())
+    dtype = array.dtype
+    return _literal(dtype.name if dtype.kind == "V" else dtype.str, array.tobytes())
 
 
 @functools.lru_cache(maxsize=4096)

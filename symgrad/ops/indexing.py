@@ -1,0 +1,265 @@
+"""Gathers with integer indices: ``take``, ``take_along_axis`` and integer-array indexing
+(``x[idx]``), with NumPy semantics.
+
+Indices are integer Values (or NumPy/Python integer arrays, which become constants); negative
+indices count from the end; an index out of range raises ``IndexError`` when the program runs
+(NumPy's check). Gradients scatter-add: each ``take`` op's VJP is a ``take_grad`` op writing
+the cotangent into zeros shaped like the input with ``np.add.at``, so a repeated index
+accumulates. ``take_grad`` is linear in the cotangent and its VJP is ``take`` again (likewise
+``take_along_axis`` / ``take_along_axis_grad``), so derivatives of any order exist.
+
+``x[idx]`` takes exactly one integer-array index among basic items (slices, ints, ``None``,
+``...``) and follows NumPy's placement of the gathered dims: where the indexed axis was, or
+first when the advanced items (the array and any ints) are not next to each other.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..ir.value import Value, format_shape
+from .core import INJECTIVE, OPAQUE, OpDef, as_value, bind, broadcast_shapes, call, expr, \
+    normalize_axis, register
+from .shape import frontend_checks
+
+__all__ = ["take", "take_along_axis"]
+
+
+def _check_indices(dtype):
+    if np.dtype(dtype).kind not in "iu":
+        raise DTypeError(f"indices need an integer dtype, got {dtype}")
+
+
+def _axis_of(attrs, ndim):
+    axis = attrs["axis"]
+    if axis is not None and not 0 <= axis < ndim:
+        raise ShapeError(f"axis {axis} is out of range for rank {ndim}")
+    return axis
+
+
+def _like_inputs(x):
+    """The extra input of a ``*_grad`` op: ``x`` itself when its shape is known only at run
+    time (read for its shape only), else nothing (the shape is an attr)."""
+    return [x] if None in x.shape else []
+
+
+def _gather_rule(gathered_shape):
+    """Shape rule of a gather of ``(x, indices)`` whose result has the shape
+    ``gathered_shape(x shape, indices shape, axis)``, and ``x``'s dtype."""
+    def rule(types, attrs):
+        (xs, xd), (is_, idt) = types
+        _check_indices(idt)
+        return gathered_shape(xs, is_, _axis_of(attrs, len(xs))), xd
+    return rule
+
+
+def _scatter_rule(gathered_shape):
+    """Shape rule of the gradient of a gather, ``(g, indices[, like])``: the gathered
+    array's shape (the run-time shape of ``like``, else the attr), checked against ``g``."""
+    def rule(types, attrs):
+        (gs, gd), (is_, idt) = types[:2]
+        _check_indices(idt)
+        shape = tuple(types[2][0]) if len(types) > 2 else tuple(attrs["shape"])
+        expected = gathered_shape(shape, is_, _axis_of(attrs, len(shape)))
+        if len(gs) != len(expected) or any(a is not None and b is not None and a != b
+                                           for a, b in zip(gs, expected)):
+            raise ShapeError(f"cotangent {format_shape(gs)} does not match the gather "
+                             f"{format_shape(expected)} of {format_shape(shape)}")
+        return shape, gd
+    return rule
+
+
+# --- take ---------------------------------------------------------------------------------------
+def _take_shape(x_shape, i_shape, axis):
+    if axis is None:
+        return tuple(i_shape)
+    return tuple(x_shape[:axis]) + tuple(i_shape) + tuple(x_shape[axis + 1:])
+
+
+def _sg_take_grad(g, indices, *like, shape, axis):
+    """Zeros shaped like the gathered array with ``g`` added at ``indices`` along ``axis``
+    (the flattened array for ``axis=None``); repeated indices accumulate."""
+    out = np.zeros(like[0].shape if like else shape, dtype=g.dtype)
+    if axis is None:
+        np.add.at(out.reshape(-1), indices, g)
+    else:
+        np.add.at(out, (slice(None),) * axis + (indices,), g)
+    return out
+
+
+def _take_vjp(op, g):
+    x, indices = op.inputs
+    return [lambda: take_grad(g[0], indices, x, op.attrs["axis"]), None]
+
+
+def _take_grad_vjp(op, g):
+    return [take(g[0], op.inputs[1], op.attrs["axis"])] + [None] * (len(op.inputs) - 1)
+
+
+take_p = register(OpDef(
+    "take", INJECTIVE, _gather_rule(_take_shape),
+    impl=lambda x, indices, axis: np.take(x, indices, axis=axis), vjp=_take_vjp,
+    emitters={"numpy": expr("np.take({0}, {1}, axis={axis})")},
+    doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
+
+take_grad_p = register(OpDef(
+    "take_grad", OPAQUE, _scatter_rule(_take_shape), impl=_sg_take_grad, vjp=_take_grad_vjp,
+    emitters={"numpy": call("_sg_take_grad", ("shape", "axis"))},
+    numpy_helpers=(_sg_take_grad,),
+    doc="Gradient of take: the cotangent scatter-added into zeros of the input's shape (the "
+        "run-time shape of the optional third input)."))
+
+
+def take_grad(g, indices, like, axis):
+    """Internal: ``g`` scatter-added at ``indices`` into zeros shaped like Value ``like``."""
+    return bind(take_grad_p, [g, indices] + _like_inputs(like),
+                {"shape": like.shape, "axis": axis})
+
+
+# --- take_along_axis -----------------------------------------------------------------------------
+def _along_shape(x_shape, i_shape, axis):
+    if axis is None:
+        if len(i_shape) != 1:
+            raise ShapeError(f"with axis=None the indices must be 1-D, got {format_shape(i_shape)}")
+        return tuple(i_shape)
+    if len(x_shape) != len(i_shape):
+        raise ShapeError(f"indices {format_shape(i_shape)} must have the rank of "
+                         f"{format_shape(x_shape)}")
+    others = [tuple(1 if d == axis else n for d, n in enumerate(s)) for s in (x_shape, i_shape)]
+    try:
+        merged = broadcast_shapes(*others)
+    except ShapeError:
+        raise ShapeError(f"indices {format_shape(i_shape)} do not broadcast against "
+                         f"{format_shape(x_shape)} outside axis {axis}") from None
+    return merged[:axis] + (i_shape[axis],) + merged[axis + 1:]
+
+
+def _sg_take_along_axis_grad(g, indices, *like, shape, axis):
+    """Zeros shaped like the gathered array with ``g`` added where take_along_axis read it
+    (summed over the dims the gather broadcast); repeated indices accumulate."""
+    shape = like[0].shape if like else tuple(shape)
+    out = np.zeros(shape, dtype=g.dtype)
+    if axis is None:
+        np.add.at(out.reshape(-1), indices, g)
+        return out
+    index = []
+    for d in range(g.ndim):
+        if d == axis:
+            index.append(np.broadcast_to(indices, g.shape))
+        else:
+            index.append(np.arange(g.shape[d] if shape[d] != 1 else 1)
+                         .reshape([-1 if k == d else 1 for k in range(g.ndim)]))
+    np.add.at(out, tuple(index), g)
+    return out
+
+
+def _along_vjp(op, g):
+    x, indices = op.inputs
+    return [lambda: bind(take_along_axis_grad_p, [g[0], indices] + _like_inputs(x),
+                         {"shape": x.shape, "axis": op.attrs["axis"]}), None]
+
+
+def _along_grad_vjp(op, g):
+    gathered = bind(take_along_axis_p, [g[0], op.inputs[1]], {"axis": op.attrs["axis"]})
+    return [gathered] + [None] * (len(op.inputs) - 1)
+
+
+take_along_axis_p = register(OpDef(
+    "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
+    impl=lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis), vjp=_along_vjp,
+    emitters={"numpy": expr("np.take_along_axis({0}, {1}, axis={axis})")},
+    doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
+
+take_along_axis_grad_p = register(OpDef(
+    "take_along_axis_grad", OPAQUE, _scatter_rule(_along_shape), impl=_sg_take_along_axis_grad,
+    vjp=_along_grad_vjp,
+    emitters={"numpy": call("_sg_take_along_axis_grad", ("shape", "axis"))},
+    numpy_helpers=(_sg_take_along_axis_grad,),
+    doc="Gradient of take_along_axis: the cotangent scatter-added into zeros of the input's "
+        "shape (the run-time shape of the optional third input)."))
+
+
+# --- front end ---------------------------------------------------------------------------------
+def _indices_value(indices, program):
+    """``indices`` as an integer Value (NumPy/Python integer arrays become constants)."""
+    if not isinstance(indices, Value):
+        array = np.asarray(indices)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got {array.dtype} {indices!r}")
+        indices = as_value(array.astype(np.int64), program=program)
+    return indices
+
+
+def _frontend_axis(name, x, axis):
+    if axis is None:
+        return None
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
+    with frontend_checks(name, [x]):
+        if x.ndim == 0:
+            raise ShapeError("needs an input of rank >= 1 when axis is given")
+        return normalize_axis(int(axis), x.ndim)[0]
+
+
+def take(x, indices, axis=None):
+    """``np.take``: the elements of ``x`` at integer ``indices`` along ``axis`` (``None``:
+    of the flattened ``x``). The result has ``x``'s dims before ``axis``, then the dims of
+    ``indices``, then ``x``'s dims after ``axis``. Negative indices count from the end."""
+    x = as_value(x)
+    indices = _indices_value(indices, x.program)
+    return bind(take_p, [x, indices], {"axis": _frontend_axis("take", x, axis)})
+
+
+def take_along_axis(x, indices, axis):
+    """``np.take_along_axis``: ``indices`` has ``x``'s rank; ``result[..., i, ...] =
+    x[..., indices[..., i, ...], ...]`` along ``axis`` (``None``: ``x`` flattened, 1-D
+    indices), the other dims broadcast against each other."""
+    x = as_value(x)
+    indices = _indices_value(indices, x.program)
+    return bind(take_along_axis_p, [x, indices],
+                {"axis": _frontend_axis("take_along_axis", x, axis)})
+
+
+def is_array_index(item) -> bool:
+    """Is ``item`` of an index an integer array (a Value, NumPy array or list)?"""
+    return isinstance(item, (Value, np.ndarray, list))
+
+
+def array_getitem(x, index):
+    """``x[index]`` where ``index`` holds one integer array (see the module docstring):
+    the basic items first (a slice in place of the array), then a ``take`` along the axis the
+    array indexes."""
+    from .shape import getitem
+
+    items = index if isinstance(index, tuple) else (index,)
+    arrays = [i for i, item in enumerate(items) if is_array_index(item)]
+    if len(arrays) != 1:
+        raise TypeError(f"getitem: at most one integer-array index is supported, got "
+                        f"{len(arrays)} (index them one after the other)")
+    at = arrays[0]
+    indices = items[at]
+    if isinstance(indices, Value) and indices.dtype.kind == "b" or \
+            not isinstance(indices, Value) and np.asarray(indices).dtype.kind == "b":
+        raise TypeError("getitem: boolean mask indexing is not supported (the result's size "
+                        "would depend on the data); use sg.where")
+    indices = _indices_value(indices, x.program)
+    basic = items[:at] + (slice(None),) + items[at + 1:]
+    consumed = sum(item is not None and item is not Ellipsis for item in basic)
+    axis = 0
+    for item in items[:at]:
+        if item is Ellipsis:
+            axis += x.ndim - consumed
+        elif not isinstance(item, (int, np.integer)):
+            axis += 1
+    advanced = [i for i, item in enumerate(items) if i == at or (
+        isinstance(item, (int, np.integer)) and not isinstance(item, bool))]
+    trivial = all(item is Ellipsis or item == slice(None) for item in basic)
+    result = take(x if trivial else getitem(x, basic), indices, axis)
+    if advanced != list(range(advanced[0], advanced[-1] + 1)) and axis:
+        # NumPy: advanced items that are not next to each other put the gathered dims first
+        from .shape import transpose
+
+        gathered = list(range(axis, axis + indices.ndim))
+        rest = [d for d in range(result.ndim) if d not in gathered]
+        result = transpose(result, gathered + rest)
+    return result

@@ -1,0 +1,390 @@
+"""Counter-based random numbers: the ops ``random_uniform`` and ``random_normal``.
+
+Every number is a pure function of ``(seed, stream, step, counter, element index)`` computed
+with Philox-4x32-10 (Salmon et al., SC'11; the generator of cuRAND and JAX), implemented
+identically three times: the NumPy helpers below (the interpreter's reference and the
+generated NumPy code), and the CUDA device functions :data:`CUDA_RANDOM` (in the prelude of
+every CUDA program; each element of a kernel computes its own number). The float math after Philox uses only IEEE-754 operations
+that round the same way everywhere (``+ - * /`` and ``sqrt`` in float64, with CUDA's
+``__d*_rn`` intrinsics so that nvcc contracts nothing into an FMA; ``log`` and ``cos``/``sin``
+are evaluated by the same short series in every backend), so the interpreter, the NumPy
+backend and CUDA give bit-identical numbers.
+
+Philox's key is the 64-bit ``seed``; its 128-bit counter is ``(block, stream, step mod 2^32,
+counter mod 2^32)``:
+
+* ``block``: the element index divided by the numbers per block (4 for 32-bit dtypes, 2 for
+  float64); element ``i`` uses word ``i % 4`` (or words ``2(i % 2), 2(i % 2) + 1``);
+* ``stream``: the op's number among the random ops of its program (attr ``stream``), so two
+  random ops never share numbers;
+* ``step``: the program's ``rng_step`` parameter (an int64 scalar, an input of every random
+  op), which the program advances by one with every call (an ``assign``: program state);
+  feeding it sets the step of that call;
+* ``counter``: an int scalar input, 0 unless given: inside a loop body pass the iteration
+  (``fori_loop``'s ``i`` or a carried counter) so that each iteration draws new numbers.
+
+Uniform numbers take the dtype's significand width of random bits (53, 24, 11 or 8), giving
+``u`` in ``[0, 1)`` exactly; then ``low + (high - low) * u`` in float64. Normal numbers come
+from Box-Muller on two uniforms ``u1`` in ``(0, 1]`` and ``u2`` in ``[0, 1)`` of one block
+(two 32-bit words each for float64): ``r = sqrt(-2 log u1)``, then ``r cos(2 pi u2)`` for
+even elements and ``r sin(2 pi u2)`` for odd ones, then ``mean + std * z``. The float64
+result is rounded to the dtype (float16 and bfloat16 through float32, as CUDA computes them).
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DTypeError, ShapeError
+from ..ir.graph import walk_ops
+from ..ir.program import insertion_point, program_guard
+from ..ir.value import Value, format_shape
+from .core import OPAQUE, OpDef, as_value, bind, call, cuda_indexed, program_of, \
+    register
+
+__all__: list = []
+
+RNG_STEP = "rng_step"       # the parameter holding a program's step counter
+_STREAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # program -> next stream
+
+
+# --- the generator in NumPy (the generated module's helpers: self-contained functions) -----------
+def _sg_philox(block, stream, step, counter, seed):
+    """Philox-4x32-10 of the counters ``(block, stream, step, counter)`` (each taken mod
+    2^32; ``block`` an array) under the 64-bit key ``seed``: four uint64 arrays holding the
+    32-bit output words."""
+    mask = np.uint64(0xFFFFFFFF)
+    c0 = np.asarray(block, dtype=np.uint64) & mask
+    c1 = np.full_like(c0, int(stream) & 0xFFFFFFFF)
+    c2 = np.full_like(c0, int(step) & 0xFFFFFFFF)
+    c3 = np.full_like(c0, int(counter) & 0xFFFFFFFF)
+    k0, k1 = int(seed) & 0xFFFFFFFF, (int(seed) >> 32) & 0xFFFFFFFF
+    for _ in range(10):
+        p0 = c0 * np.uint64(0xD2511F53)
+        p1 = c2 * np.uint64(0xCD9E8D57)
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & mask,
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & mask)
+        k0 = (k0 + 0x9E3779B9) & 0xFFFFFFFF
+        k1 = (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def _sg_log(x):
+    """Natural log of float64 ``x`` in ``(0, 1]``: ``x = m 2^e`` with ``m`` in
+    ``[sqrt(1/2), sqrt(2))``, ``log m = 2 atanh(s)``, ``s = (m - 1) / (m + 1)``, summed to
+    ``s^21`` by Horner's rule (identical in every backend)."""
+    m, e = np.frexp(x)
+    low = m < 0.7071067811865476
+    m = np.where(low, m * 2.0, m)
+    e = np.where(low, e - 1, e).astype(np.float64)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    z = s * s
+    p = np.full_like(z, 2.0 / 21.0)
+    for k in range(9, -1, -1):
+        p = p * z + 2.0 / (2 * k + 1)
+    return e * 0.6931471805599453 + s * p
+
+
+def _sg_cos_sin_2pi(u):
+    """``(cos(2 pi u), sin(2 pi u))`` of float64 ``u`` in ``[0, 1)``: the quadrant from
+    ``4u``, then series of ``cos`` and ``sin`` on ``[0, pi/2)`` in nested form (identical in
+    every backend)."""
+    t = u * 4.0
+    q = np.floor(t)
+    theta = (t - q) * 1.5707963267948966
+    z = theta * theta
+    s = np.ones_like(z)
+    c = np.ones_like(z)
+    for k in range(12, 0, -1):
+        s = 1.0 - z * s / ((2 * k) * (2 * k + 1))
+        c = 1.0 - z * c / ((2 * k - 1) * (2 * k))
+    s = theta * s
+    cos = np.where(q == 0, c, np.where(q == 1, -s, np.where(q == 2, -c, s)))
+    sin = np.where(q == 0, s, np.where(q == 1, c, np.where(q == 2, -s, -c)))
+    return cos, sin
+
+
+def _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, wide, numbers):
+    """The random numbers of a result of ``shape`` (``like``'s when given) as ``dtype``:
+    ``numbers(words)`` turns the Philox words of some blocks (an array of shape (blocks, 4))
+    into the float64 numbers of their elements (blocks, per block). Blocks go in chunks, so
+    the temporaries stay small; 16-bit dtypes are rounded through float32, as the CUDA
+    kernels compute them."""
+    if like:
+        shape = like[0].shape
+    shape = tuple(shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    per_block = 2 if wide else 4
+    count = -(-size // per_block)
+    values = np.empty(count * per_block)
+    for start in range(0, count, 16384):
+        blocks = np.arange(start, min(start + 16384, count), dtype=np.uint64)
+        words = np.stack(_sg_philox(blocks, stream, step, counter, seed), axis=-1)
+        values[start * per_block:(start + len(blocks)) * per_block] = numbers(words).reshape(-1)
+    values = values[:size]
+    dtype = np.dtype(dtype)
+    if dtype.itemsize < 4:
+        values = values.astype(np.float32)
+    return values.astype(dtype).reshape(shape)
+
+
+def _sg_random_uniform(step, counter, *like, shape, dtype, seed, stream, bits, low, high):
+    """Uniform numbers in ``[low, high)`` (see :mod:`symgrad.ops.random`)."""
+    def numbers(words):
+        if bits > 32:
+            pairs = words.reshape(-1, 2)
+            drawn = ((pairs[:, 1] << np.uint64(32)) | pairs[:, 0]) >> np.uint64(64 - bits)
+        else:
+            drawn = words >> np.uint64(32 - bits)
+        return low + (high - low) * (drawn.astype(np.float64) * 2.0 ** -bits)
+    return _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, bits > 32,
+                              numbers)
+
+
+def _sg_random_normal(step, counter, *like, shape, dtype, seed, stream, bits, mean, std):
+    """Normal numbers of ``mean`` and ``std`` (see :mod:`symgrad.ops.random`)."""
+    def numbers(words):
+        if bits > 32:
+            first = ((words[:, 1:2] << np.uint64(32)) | words[:, 0:1]) >> np.uint64(11)
+            second = ((words[:, 3:4] << np.uint64(32)) | words[:, 2:3]) >> np.uint64(11)
+            u1 = (first + np.uint64(1)).astype(np.float64) * 2.0 ** -53
+            u2 = second.astype(np.float64) * 2.0 ** -53
+        else:
+            u1 = (words[:, 0::2] + np.uint64(1)).astype(np.float64) * 2.0 ** -32
+            u2 = words[:, 1::2].astype(np.float64) * 2.0 ** -32
+        radius = np.sqrt(-2.0 * _sg_log(u1))
+        cos, sin = _sg_cos_sin_2pi(u2)
+        return mean + std * np.stack([radius * cos, radius * sin], axis=-1)
+    return _sg_random_numbers(step, counter, like, shape, dtype, seed, stream, bits > 32,
+                              numbers)
+
+
+_NUMPY_HELPERS = (_sg_philox, _sg_log, _sg_cos_sin_2pi, _sg_random_numbers)
+
+# --- the generator in CUDA (device code in the prelude of every CUDA program) ---------------------
+CUDA_RANDOM = r"""// symgrad random numbers: Philox-4x32-10 and float64 math rounded exactly as the
+// NumPy backend rounds it (the _rn intrinsics keep nvcc from contracting into FMAs).
+#ifdef __CUDA_ARCH__
+#define SG_DADD(a, b) __dadd_rn((a), (b))
+#define SG_DSUB(a, b) __dsub_rn((a), (b))
+#define SG_DMUL(a, b) __dmul_rn((a), (b))
+#define SG_DDIV(a, b) __ddiv_rn((a), (b))
+#define SG_DSQRT(a) __dsqrt_rn(a)
+#else
+#define SG_DADD(a, b) ((a) + (b))
+#define SG_DSUB(a, b) ((a) - (b))
+#define SG_DMUL(a, b) ((a) * (b))
+#define SG_DDIV(a, b) ((a) / (b))
+#define SG_DSQRT(a) sqrt(a)
+#endif
+
+// The four 32-bit words of Philox-4x32-10 for counter (block, stream, step, counter), key seed.
+__device__ __forceinline__ void sg_philox(unsigned long long block, long long stream,
+                                          long long step, long long counter,
+                                          unsigned long long seed, unsigned int w[4]) {
+  unsigned int c0 = (unsigned int)block, c1 = (unsigned int)stream;
+  unsigned int c2 = (unsigned int)step, c3 = (unsigned int)counter;
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const unsigned long long p0 = (unsigned long long)c0 * 0xD2511F53ull;
+    const unsigned long long p1 = (unsigned long long)c2 * 0xCD9E8D57ull;
+    c0 = (unsigned int)(p1 >> 32) ^ c1 ^ k0;
+    c1 = (unsigned int)p1;
+    c2 = (unsigned int)(p0 >> 32) ^ c3 ^ k1;
+    c3 = (unsigned int)p0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = c0; w[1] = c1; w[2] = c2; w[3] = c3;
+}
+
+// log(x) for x in (0, 1], as _sg_log of the NumPy backend.
+__device__ __forceinline__ double sg_random_log(double x) {
+  int e;
+  double m = frexp(x, &e);
+  if (m < 0.7071067811865476) { m = SG_DMUL(m, 2.0); e -= 1; }
+  const double f = SG_DSUB(m, 1.0);
+  const double s = SG_DDIV(f, SG_DADD(2.0, f));
+  const double z = SG_DMUL(s, s);
+  double p = SG_DDIV(2.0, 21.0);
+  for (int k = 9; k >= 0; --k) p = SG_DADD(SG_DMUL(p, z), SG_DDIV(2.0, (double)(2 * k + 1)));
+  return SG_DADD(SG_DMUL((double)e, 0.6931471805599453), SG_DMUL(s, p));
+}
+
+// cos(2 pi u) (or sin with want_sin) for u in [0, 1), as _sg_cos_sin_2pi.
+__device__ __forceinline__ double sg_random_cos_sin_2pi(double u, bool want_sin) {
+  const double t = SG_DMUL(u, 4.0);
+  const double q = floor(t);
+  const double theta = SG_DMUL(SG_DSUB(t, q), 1.5707963267948966);
+  const double z = SG_DMUL(theta, theta);
+  double s = 1.0, c = 1.0;
+  for (int k = 12; k >= 1; --k) {
+    s = SG_DSUB(1.0, SG_DDIV(SG_DMUL(z, s), (double)((2 * k) * (2 * k + 1))));
+    c = SG_DSUB(1.0, SG_DDIV(SG_DMUL(z, c), (double)((2 * k - 1) * (2 * k))));
+  }
+  s = SG_DMUL(theta, s);
+  const int quadrant = (int)q;
+  const double cosine = quadrant == 0 ? c : quadrant == 1 ? -s : quadrant == 2 ? -c : s;
+  const double sine = quadrant == 0 ? s : quadrant == 1 ? c : quadrant == 2 ? -s : -c;
+  return want_sin ? sine : cosine;
+}
+
+// Element i of random_uniform: low + (high - low) * u, u with `bits` random bits in [0, 1).
+__device__ __forceinline__ double sg_random_uniform(unsigned long long i, long long step,
+                                                    long long counter, unsigned long long seed,
+                                                    long long stream, long long bits,
+                                                    double low, double high) {
+  unsigned int w[4];
+  double u;
+  if (bits > 32) {
+    sg_philox(i >> 1, stream, step, counter, seed, w);
+    const int j = 2 * (int)(i & 1);
+    const unsigned long long word = ((unsigned long long)w[j + 1] << 32) | w[j];
+    u = ldexp((double)(word >> (64 - bits)), -(int)bits);
+  } else {
+    sg_philox(i >> 2, stream, step, counter, seed, w);
+    u = ldexp((double)(w[i & 3] >> (32 - bits)), -(int)bits);
+  }
+  return SG_DADD(low, SG_DMUL(SG_DSUB(high, low), u));
+}
+
+// Element i of random_normal: mean + std * z, z from Box-Muller on one block's uniforms.
+__device__ __forceinline__ double sg_random_normal(unsigned long long i, long long step,
+                                                   long long counter, unsigned long long seed,
+                                                   long long stream, long long bits,
+                                                   double mean, double std) {
+  unsigned int w[4];
+  double u1, u2;
+  if (bits > 32) {
+    sg_philox(i >> 1, stream, step, counter, seed, w);
+    const unsigned long long a = (((unsigned long long)w[1] << 32) | w[0]) >> 11;
+    const unsigned long long b = (((unsigned long long)w[3] << 32) | w[2]) >> 11;
+    u1 = ldexp((double)(a + 1), -53);
+    u2 = ldexp((double)b, -53);
+  } else {
+    sg_philox(i >> 2, stream, step, counter, seed, w);
+    const int j = 2 * (int)((i >> 1) & 1);
+    u1 = ldexp((double)w[j] + 1.0, -32);
+    u2 = ldexp((double)w[j + 1], -32);
+  }
+  const double radius = SG_DSQRT(SG_DMUL(-2.0, sg_random_log(u1)));
+  const double z = SG_DMUL(radius, sg_random_cos_sin_2pi(u2, (i & 1) != 0));
+  return SG_DADD(mean, SG_DMUL(std, z));
+}"""
+
+# --- the ops --------------------------------------------------------------------------------------
+def _random_rule(types, attrs):
+    (step_shape, step_dtype), (counter_shape, counter_dtype) = types[:2]
+    if tuple(step_shape) != () or np.dtype(step_dtype) != np.int64:
+        raise DTypeError(f"the step must be an int64 scalar, got "
+                         f"{np.dtype(step_dtype)}{format_shape(step_shape)}")
+    if tuple(counter_shape) != () or np.dtype(counter_dtype).kind not in "iu":
+        raise DTypeError(f"the counter must be an int scalar, got "
+                         f"{np.dtype(counter_dtype)}{format_shape(counter_shape)}")
+    shape = tuple(types[2][0]) if len(types) > 2 else tuple(attrs["shape"])
+    return shape, dtypes.as_dtype(attrs["dtype"])
+
+
+def _random_op(name, helper, params, what):
+    """Register the random op ``name``: NumPy ``helper`` (also the reference), CUDA device
+    function ``sg_<name>``; ``params`` are its distribution's two attrs."""
+    attrs = ("shape", "dtype", "seed", "stream", "bits") + params
+    cuda_call = (f"sg_{name}((unsigned long long)(s), {{0}}, {{1}}, {{seed}}, {{stream}}, "
+                 f"{{bits}}, {{{params[0]}}}, {{{params[1]}}})")
+    return register(OpDef(
+        name, OPAQUE, _random_rule, impl=helper,
+        emitters={"numpy": call(helper.__name__, attrs),
+                  "cuda": cuda_indexed(cuda_call, helpers=(CUDA_RANDOM,))},
+        numpy_helpers=_NUMPY_HELPERS + (helper,),
+        doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
+            f"the run-time shape); no gradient."))
+
+
+random_uniform_p = _random_op("random_uniform", _sg_random_uniform, ("low", "high"),
+                              "Uniform numbers in [low, high)")
+random_normal_p = _random_op("random_normal", _sg_random_normal, ("mean", "std"),
+                             "Normal numbers (Box-Muller)")
+RANDOM_OPS = (random_uniform_p, random_normal_p)
+
+
+# --- building random ops --------------------------------------------------------------------------
+def rng_step(program):
+    """The program's step counter: the int64 scalar parameter ``rng_step`` (initially 0),
+    made in the global block on first use, with the ``assign`` that advances it by one
+    with every call (program state, see :mod:`symgrad.ops.state`)."""
+    for value in program.parameters:
+        if value.name == RNG_STEP:
+            return value
+    from .source import parameter
+    from .state import assign
+
+    with program_guard(program), insertion_point(program.global_block()):
+        step = parameter(RNG_STEP, [], "int64", init=0, stop_gradient=True)
+        assign(step + 1, step)
+    return step
+
+
+def _next_stream(program) -> int:
+    """A stream number no random op of ``program`` has (the count of random ops built so far,
+    found by a walk when the program was made elsewhere: a clone, a loaded artifact)."""
+    stream = _STREAMS.get(program)
+    if stream is None:
+        taken = [op.attrs["stream"] for op in walk_ops(program.ops)
+                 if op.opdef in RANDOM_OPS]
+        stream = max(taken, default=-1) + 1
+    _STREAMS[program] = stream + 1
+    return stream
+
+
+def _check_scalar(name, value, what):
+    if isinstance(value, Value) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or isinstance(value, bool):
+        raise TypeError(f"{name}: {what} must be a Python number, got {value!r}")
+    return float(value)
+
+
+def _resolve_shape(name, shape, program):
+    """``(static shape attr, extra inputs)``: a sequence of ints, or a Value whose run-time
+    shape the result takes (an input read for its shape only)."""
+    if isinstance(shape, Value):
+        return shape.shape, ([shape] if None in shape.shape else [])
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (list, tuple)) or any(
+            isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        raise ShapeError(f"{name}: shape must be a sequence of non-negative ints or a Value "
+                         f"(whose run-time shape the result takes), got {shape!r}")
+    return tuple(int(d) for d in shape), []
+
+
+def draw(opdef, shape, dtype, seed, counter, params, in_loop_body):
+    """Build one random op (the front end of :mod:`symgrad.random`): ``params`` are its
+    distribution's attrs; ``in_loop_body`` says whether the op is being built in a loop body,
+    where a ``counter`` is required."""
+    name = f"random.{opdef.name.partition('_')[2]}"
+    dtype = dtypes.as_dtype(dtype)
+    if not dtypes.is_float(dtype):
+        raise DTypeError(f"{name}: dtype must be a floating dtype, got {dtype}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
+            not 0 <= int(seed) < 2 ** 64:
+        raise ValueError(f"{name}: seed must be an int in [0, 2**64), got {seed!r}")
+    values = [v for v in (shape, counter) if isinstance(v, Value)]
+    program = program_of(values, name)
+    if counter is None:
+        if in_loop_body:
+            raise ValueError(f"{name}: inside a loop body, pass counter= (the iteration: "
+                             f"fori_loop's i, or an int carried by the loop) so that each "
+                             f"iteration draws new numbers")
+        counter = 0
+    if not isinstance(counter, Value):
+        number = np.int64(counter)
+        counter = program.cached_scalar_constant(
+            (number.dtype, int, int(number)), lambda: as_value(number, program=program))
+    static, like = _resolve_shape(name, shape, program)
+    attrs = {"shape": static, "dtype": dtype.name, "seed": int(seed),
+             "stream": _next_stream(program), "bits": dtypes.significand_bits(dtype),
+             **{k: _check_scalar(name, v, k) for k, v in params.items()}}
+    return bind(opdef, [rng_step(program), counter] + like, attrs, program=program)
