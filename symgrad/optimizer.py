@@ -17,6 +17,9 @@ and saves them in artifacts. The update formulas are PyTorch's (``torch.optim.SG
 step in float64, shared by all the parameters; each parameter's elementwise update is
 computed from its gradient in one fused loop.
 
+``opt.apply_gradients([(param, grad)])`` appends the updates alone, for gradients computed
+elsewhere (a ``data`` input fed with the mean gradient of a data-parallel run, say).
+
 Several ``minimize`` calls on one program (two optimizers, or one optimizer twice) are
 allowed: gradients are always those at the parameters' values when the call starts, and an
 update applies to the latest value the program assigns to its parameter so far, so two
@@ -37,7 +40,7 @@ from .ir.value import Value
 from .ops import elementwise as ew
 from .ops.core import as_value
 from .ops.source import parameter
-from .ops.state import assign, assign_p, assignments
+from .ops.state import assign, assign_p, assignments, is_parameter
 
 __all__ = ["Adam", "Optimizer", "SGD"]
 
@@ -86,20 +89,40 @@ class Optimizer:
         if loss.ndim != 0 or not dtypes.is_float(loss.dtype):
             raise ValueError(f"minimize: loss must be a float scalar, got {loss.type_str}")
         program = loss.program
-        if isinstance(self.learning_rate, Value) and self.learning_rate.program is not program:
-            raise ValueError("minimize: the learning rate Value belongs to another program")
         if parameter_list is None:
             parameter_list = [p for p in program.parameters if not p.stop_gradient]
         with program.transaction(), program_guard(program):
             pairs = append_backward(loss, parameter_list, no_grad_set)
-            updated = [(p, g) for p, g in pairs if g is not None]
-            if updated:
-                latest = assignments(program)
-                self._begin(program, updated)
-                for param, grad in updated:
-                    assign(self._update(param, grad, _value_of(latest.get(param, param))),
-                           param)
+            self.apply_gradients(pairs)
         return pairs
+
+    def apply_gradients(self, params_grads):
+        """Append the update of each ``(param, grad)`` pair (pairs whose grad is None are
+        skipped): ``grad`` is a Value of the parameter's type, a gradient the program computes
+        or one computed elsewhere and fed (a ``data`` input), as Paddle's
+        ``Optimizer.apply_gradients``. Returns ``params_grads`` as a list. A failed call leaves
+        the program unchanged."""
+        pairs = [(p, g) for p, g in params_grads if g is not None]
+        if not pairs:
+            return list(params_grads)
+        program = pairs[0][0].program
+        for param, grad in pairs:
+            if not is_parameter(param) or not isinstance(grad, Value):
+                raise TypeError(f"apply_gradients: expected (parameter, gradient Value) pairs, "
+                                f"got ({type(param).__name__}, {type(grad).__name__})")
+            if param.program is not program or grad.program is not program:
+                raise ValueError("apply_gradients: the pairs belong to different programs")
+            if grad.shape != param.shape or grad.dtype != param.dtype:
+                raise ValueError(f"apply_gradients: the gradient {grad.type_str} of "
+                                 f"{param.name!r} must have its type {param.type_str}")
+        if isinstance(self.learning_rate, Value) and self.learning_rate.program is not program:
+            raise ValueError("the learning rate Value belongs to another program")
+        with program.transaction(), program_guard(program):
+            latest = assignments(program)
+            self._begin(program, pairs)
+            for param, grad in pairs:
+                assign(self._update(param, grad, _value_of(latest.get(param, param))), param)
+        return list(params_grads)
 
     # --- what subclasses define -----------------------------------------------------------
     def _begin(self, program, updated) -> None:

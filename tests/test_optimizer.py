@@ -230,3 +230,25 @@ def test_two_updates_of_one_parameter_compose_with_the_gradients_of_the_call():
         two.step(params, dict(zip(names, values[3:])))       # both gradients at the old p
         for name in names:
             np.testing.assert_allclose(fn.state[name], params[name], rtol=1e-12)
+
+
+def test_apply_gradients_updates_from_fed_gradients():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        w = sg.parameter("w", [3], "float64", init=np.ones(3))
+        b = sg.parameter("b", [], "float64", init=0.0)
+        gw, gb = sg.data("gw", [3], "float64"), sg.data("gb", [], "float64")
+        pairs = sg.optimizer.Adam(0.1).apply_gradients([(w, gw), (b, gb), (b, None)])
+        assert len(pairs) == 3
+        with pytest.raises(ValueError, match="gradient float64\\[2\\] of 'w'"):
+            sg.optimizer.SGD(0.1).apply_gradients([(w, sg.zeros([2], "float64"))])
+        with pytest.raises(TypeError, match="expected \\(parameter, gradient Value\\)"):
+            sg.optimizer.SGD(0.1).apply_gradients([(gw, gw)])
+    update = sg.compile(prog, [])
+    reference, params = ReferenceAdam(0.1), {"w": np.ones(3), "b": np.zeros(())}
+    for step in range(3):
+        grads = {"w": RNG.standard_normal(3), "b": RNG.standard_normal(())}
+        update(gw=grads["w"], gb=grads["b"])
+        reference.step(params, grads)
+        for name in params:
+            np.testing.assert_allclose(update.state[name], params[name], rtol=1e-12)
