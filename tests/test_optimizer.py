@@ -252,3 +252,33 @@ def test_apply_gradients_updates_from_fed_gradients():
         reference.step(params, grads)
         for name in params:
             np.testing.assert_allclose(update.state[name], params[name], rtol=1e-12)
+
+
+def test_training_saved_and_loaded_midway_goes_on_as_if_never_stopped(tmp_path):
+    import runpy
+
+    def dropout_mlp():
+        prog, _, _ = mlp()
+        with sg.program_guard(prog):
+            x, y = prog.find("x"), prog.find("y")
+            w1, b1, w2 = (prog.find(name) for name in ("w1", "b1", "w2"))
+            hidden = sg.nn.dropout(sg.tanh(sg.nn.linear(x, w1, b1)), 0.3)
+            loss = sg.nn.softmax_cross_entropy(sg.nn.linear(hidden, w2), y)
+            sg.optimizer.Adam(0.05).minimize(loss)
+        return sg.compile(prog, [loss])
+
+    steps = [{"x": X[k], "y": Y[k]} for k in range(6)]
+    straight, stopped = dropout_mlp(), dropout_mlp()
+    want = [straight(**feeds)[0] for feeds in steps]
+    got = [stopped(**feeds)[0] for feeds in steps[:3]]
+    path = stopped.save(str(tmp_path / "checkpoint"))
+    resumed = sg.load(path)
+    runner = runpy.run_path(str(tmp_path / "checkpoint" / "numpy" / "standalone.py"))["load"](path)
+    got += [resumed(**feeds)[0] for feeds in steps[3:]]
+    standalone = [runner(**feeds)[0] for feeds in steps[3:]]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(standalone, want[3:])
+    assert set(resumed.state) == set(straight.state) and resumed.state["rng_step"] == 6
+    for name in straight.state:
+        np.testing.assert_array_equal(resumed.state[name], straight.state[name], err_msg=name)
+        np.testing.assert_array_equal(runner.state[name], straight.state[name], err_msg=name)
