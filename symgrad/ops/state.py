@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DTypeError, ScopeError, ShapeError
 from ..ir.program import Program, current_block
 from ..ir.value import Value, format_shape
-from .core import OPAQUE, OpDef, as_value, bind, expr, register
+from .core import OPAQUE, OpDef, as_value, bind, dtypes_shape, expr, register
 from .source import parameter_p
 
 __all__ = ["assign"]
@@ -31,14 +31,12 @@ COMMIT = "commit"   # attr set by sg.compile on the assign ops of the program it
 
 def _assign_rule(types, attrs):
     (value_shape, value_dtype), (target_shape, target_dtype) = types
+    value, target = dtypes_shape(types[0]), dtypes_shape(types[1])
     if tuple(value_shape) != tuple(target_shape):
-        raise ShapeError(f"the value {np.dtype(value_dtype)}{format_shape(value_shape)} must "
-                         f"have the shape of the parameter "
-                         f"{np.dtype(target_dtype)}{format_shape(target_shape)} exactly")
+        raise ShapeError(f"the value {value} must have the shape of the parameter {target}")
     if np.dtype(value_dtype) != np.dtype(target_dtype):
-        raise DTypeError(f"the value {np.dtype(value_dtype)}{format_shape(value_shape)} must "
-                         f"have the dtype of the parameter "
-                         f"{np.dtype(target_dtype)}{format_shape(target_shape)} (cast it)")
+        raise DTypeError(f"the value {value} must have the dtype of the parameter {target} "
+                         f"(cast it)")
     return tuple(target_shape), target_dtype
 
 

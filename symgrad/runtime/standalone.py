@@ -413,7 +413,9 @@ class ProgramState(Mapping):
 
     def __getitem__(self, name):
         array = self._arrays[name]
-        self._private.discard(name)   # seen outside: never written again
+        if name in self._private:     # seen outside from now on: never written again
+            self._private.discard(name)
+            array.flags.writeable = False
         return array
 
     def __iter__(self):
@@ -461,34 +463,37 @@ class ProgramState(Mapping):
         output buffers it was given. A new value is private only if it is the buffer given
         for its name and nothing else reaches it; one that is (a view of) a fed array is
         copied. An old private value no longer reachable becomes its name's spare buffer."""
-        reachable = {id(_owner(a)) for a in outputs}
-        fed = {id(_owner(a)) for a in feeds.values()}
         owners = [id(_owner(v)) for v in values]
-        shared = collections.Counter(owners)
-        still_held = reachable.union(owners)
-        used = {id(v) for v in values}
+        used = set(owners)
+        reachable = {id(_owner(a)) for a in outputs}
+        still_held = reachable | used
+        shared = collections.Counter(owners) if len(used) < len(owners) else None
+        fed = None
         self.give_back({n: b for n, b in buffers.items() if id(b) not in used})
         for name, value, owner in zip(names, values, owners):
-            private = value is buffers.get(name) and shared[owner] == 1 and owner not in reachable
-            if not private and owner in fed:   # never keep a reference to the caller's array
-                value, private = value.copy(), isinstance(value, np.ndarray)
-            old = self._arrays[name]
-            self._replace(name, value, private, retire=id(old) not in still_held)
+            private = value is buffers.get(name) and owner not in reachable and (
+                shared is None or shared[owner] == 1)
+            if not private:
+                if fed is None:
+                    fed = {id(_owner(a)) for a in feeds.values()}
+                if owner in fed:   # never keep a reference to the caller's array
+                    value, private = value.copy(), isinstance(value, np.ndarray)
+            self._replace(name, value, private, retire=id(self._arrays[name]) not in still_held)
 
     def _replace(self, name, array, private, retire=True) -> None:
         """Hold ``array`` for ``name``; the old array becomes the spare buffer when it was
-        private and ``retire`` (nothing reaches it any more)."""
+        private and ``retire`` (nothing reaches it any more). An array others may hold is
+        made read-only (a private one is seen by no one: it stays writable for reuse)."""
         old = self._arrays[name]
-        if name in self._private and retire and old is not array:
-            old.flags.writeable = True
+        if retire and name in self._private and old is not array:
             self._spares.setdefault(name, old)
-        if isinstance(array, np.ndarray) and array.flags.writeable:
-            array.flags.writeable = False
         self._arrays[name] = array
         if private:
             self._private.add(name)
         else:
             self._private.discard(name)
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
 
 
 class StatefulCall:

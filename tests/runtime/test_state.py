@@ -141,11 +141,13 @@ def test_parameters_assigned_from_each_other_stay_consistent():
         sg.assign(new_a, a)
         sg.assign(a, b)          # b: the old a
         sg.assign(new_a, c)      # c: the new a, the same array as a's
+        d = sg.parameter("d", [20, 20], "float64", init=np.zeros((20, 20)))
+        sg.assign(sg.reshape(new_a, [20, 20]), d)   # a view of a's new array
     fn = sg.compile(prog, [new_a])
     for call in range(1, 6):
         fn()
         assert (fn.state["a"] == call).all() and (fn.state["b"] == call - 1).all()
-        assert (fn.state["c"] == call).all()
+        assert (fn.state["c"] == call).all() and (fn.state["d"] == call).all()
 
 
 def test_executor_state_is_shared_by_name_across_fetch_lists_and_programs():
