@@ -511,13 +511,17 @@ class StatefulCall:
         self.in_place = dict(in_place)
         self.outputs = outputs
 
-    def __call__(self, run, feeds) -> list:
+    def __call__(self, run, feeds, commit=True) -> list:
         """``run(feeds, buffers)`` with the state's parameters fed (those not in ``feeds``);
-        returns the fetches and, when it succeeds, updates the state. A call that raises
-        leaves the state as it was."""
+        returns the fetches and, when it succeeds, updates the state (with ``commit``). A call
+        that raises leaves the state as it was. Calls that update the state hold its lock;
+        other calls take it only to read the state, and mark what they read as seen, so no
+        update ever writes into an array a call still reads."""
         state = self.state
-        if not self.assigned:
-            return list(run(self._feeds(feeds), None))
+        if not (commit and self.assigned):
+            with state.lock:
+                full = self._feeds(feeds, seen=True)
+            return list(run(full, None))[:self.outputs]
         with state.lock:
             buffers = state.buffers(self.in_place)
             try:
@@ -529,12 +533,14 @@ class StatefulCall:
             state.commit(self.assigned, results[self.outputs:], outputs, feeds, buffers)
             return outputs
 
-    def _feeds(self, feeds) -> dict:
+    def _feeds(self, feeds, seen=False) -> dict:
+        """``feeds`` and the state's arrays of the parameters they do not give (where the
+        program's own value would not do); ``seen``: read them as ``state[name]`` does."""
         arrays, own = self.state._arrays, self.own
         full = dict(feeds)
         for name in self.reads:
             if name not in feeds:
-                array = arrays[name]
+                array = self.state[name] if seen else arrays[name]
                 if array is not own.get(name):
                     full[name] = array
         return full
@@ -574,6 +580,11 @@ class Runner:
     def __call__(self, *args, **feeds) -> list:
         return self._call(self._run, check_feeds(self.inputs, args, feeds))
 
+    def evaluate(self, *args, **feeds) -> list:
+        """The fetches, as a call gives them, leaving the state as it is (the program's
+        assigns are computed and dropped); calls of it run concurrently."""
+        return self._call(self._run, check_feeds(self.inputs, args, feeds), commit=False)
+
 
 def load(root, key=None) -> Runner:
     """Verify the artifact directory ``root`` (its signature too, with ``key``) and return
@@ -584,11 +595,22 @@ def load(root, key=None) -> Runner:
 _runner = None
 
 
-def run(*args, **feeds) -> list:
-    """Run the artifact this file belongs to; returns one array per fetch. With
+def _own_runner() -> Runner:
+    """The runner of the artifact this file belongs to (made on first use). With
     ``$SYMGRAD_ARTIFACT_KEY`` set, the artifact must be signed with that key."""
     global _runner
     if _runner is None:
         key = os.environ.get(KEY_VARIABLE) or None
         _runner = Runner(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), key)
-    return _runner(*args, **feeds)
+    return _runner
+
+
+def run(*args, **feeds) -> list:
+    """Run the artifact this file belongs to; returns one array per fetch. A program with
+    state goes on from the previous call (see :class:`Runner`)."""
+    return _own_runner()(*args, **feeds)
+
+
+def evaluate(*args, **feeds) -> list:
+    """As :func:`run`, leaving the artifact's state as it is (see :meth:`Runner.evaluate`)."""
+    return _own_runner().evaluate(*args, **feeds)

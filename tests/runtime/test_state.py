@@ -204,6 +204,9 @@ def test_an_artifact_saves_the_state_and_every_runner_continues_from_it(tmp_path
         assert runner(x=np.ones(4))[0] == 4 * 7.0 * 2.0
         np.testing.assert_array_equal(runner.state["w"], 15.0, err_msg=name)
         assert runner.state["steps"] == 3
+    standalone = runners["standalone"]
+    assert standalone.evaluate(x=np.ones(4))[0] == 4 * 15.0 * 2.0     # leaves the state alone
+    assert standalone.state["steps"] == 3
     loaded = runners["numpy"]
     again = sg.load(loaded.save(str(tmp_path / "b.zip")))
     assert again(x=np.ones(4))[0] == 4 * 15.0 * 2.0 and again.state["steps"] == 4
