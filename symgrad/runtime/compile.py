@@ -53,6 +53,9 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     ``fn.state``; parameters are matched by name) instead of starting from the inits."""
     if not isinstance(program, Program):
         raise TypeError(f"compile expects a symgrad.Program, got {type(program).__name__}")
+    if state is not None and not isinstance(state, ProgramState):
+        raise TypeError(f"compile: state must be the state of a compiled program (fn.state) "
+                        f"or an Executor, got {type(state).__name__}")
     options = options or CompileOptions()
     if "passes" in option_changes and option_changes["passes"] is not None:
         option_changes["passes"] = tuple(option_changes["passes"])

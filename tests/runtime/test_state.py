@@ -67,6 +67,8 @@ def test_compile_without_updates_reads_but_never_changes_a_shared_state():
     evaluate(x=np.ones(4))
     np.testing.assert_array_equal(train.state["w"], 3.0)
     assert train.state["steps"] == 1
+    with pytest.raises(TypeError, match="state must be the state of a compiled program"):
+        sg.compile(prog, [total], state={"w": np.ones(4)})
 
 
 def test_setting_the_state_checks_and_copies():
