@@ -20,6 +20,12 @@ W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.sca
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
     1,000) and run time against hand-written NumPy backpropagation through time; the same
     program unrolled by a Python loop (T = 100 and 1,000); JAX ``lax.scan`` when installed.
+W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimizer.Adam``
+    compiled with the parameters and Adam's moments as the program's state) against the same
+    step in hand-written NumPy (W1's backward, then each parameter's moments and value updated
+    in place); PyTorch (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and
+    of the optimizer step) when installed, each timed in a process of its own against the
+    hand-written step.
 """
 from __future__ import annotations
 
@@ -38,8 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
-from workloads import (mlp_init, mlp_program, rnn_by_hand, rnn_init, rnn_program,  # noqa: E402
-                       w2_program)
+from workloads import (ADAM, mlp_adam_program, mlp_init, mlp_program, rnn_by_hand,  # noqa: E402
+                       rnn_init, rnn_program, w2_program)
 from common import (format_seconds, median_time, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -51,42 +57,48 @@ def _row(name, ours, hand, note=""):
 
 
 # --- W1 ---------------------------------------------------------------------------------------
+def mlp_by_hand(layers, x, labels):
+    """Hand-written NumPy forward and backward of the W1 MLP (``layers``: [(w, b), ...]);
+    returns ``(loss, [gw0, gb0, gw1, gb1, ...])``."""
+    acts = [x]
+    for i, (w, b) in enumerate(layers):
+        z = acts[-1] @ w + b
+        acts.append(np.tanh(z) if i < len(layers) - 1 else z)
+    logits = acts[-1]
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    p = e / e.sum(axis=1, keepdims=True)
+    n = logits.shape[0]
+    loss = -np.mean(np.log(p[np.arange(n), labels]))
+    g = p
+    g[np.arange(n), labels] -= 1
+    g /= n
+    grads = [None] * (2 * len(layers))
+    for i in reversed(range(len(layers))):
+        w, _ = layers[i]
+        grads[2 * i + 1] = g.sum(axis=0)
+        grads[2 * i] = acts[i].T @ g
+        if i:
+            g = (g @ w.T) * (1 - acts[i] * acts[i])
+    return loss, grads
+
+
+def mlp_data(rows=256, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, 784)).astype("float32"), rng.integers(0, 10, rows)
+
+
 def w1(repeats):
     init = mlp_init()
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((256, 784)).astype("float32")
-    labels = rng.integers(0, 10, 256)
+    x, labels = mlp_data()
     prog, fetches = mlp_program(init)
     fn = sg.compile(prog, fetches, backend="numpy")
-
-    def hand():
-        acts = [x]
-        for i, (w, b) in enumerate(init):
-            z = acts[-1] @ w + b
-            acts.append(np.tanh(z) if i < len(init) - 1 else z)
-        logits = acts[-1]
-        m = logits.max(axis=1, keepdims=True)
-        e = np.exp(logits - m)
-        p = e / e.sum(axis=1, keepdims=True)
-        n = logits.shape[0]
-        out_loss = -np.mean(np.log(p[np.arange(n), labels]))
-        g = p
-        g[np.arange(n), labels] -= 1
-        g /= n
-        gs = []
-        for i in reversed(range(len(init))):
-            w, _ = init[i]
-            gs.append(g.sum(axis=0))
-            gs.append(acts[i].T @ g)
-            if i:
-                g = (g @ w.T) * (1 - acts[i] * acts[i])
-        return out_loss, gs
-
     got = fn(x=x, labels=labels)
-    ref_loss, ref_grads = hand()
+    ref_loss, ref_grads = mlp_by_hand(init, x, labels)
     assert np.allclose(got[0], ref_loss, rtol=1e-4)
     assert all(g.dtype == np.float32 for g in ref_grads)  # a fair, all-float32 baseline
-    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels), hand], repeats * 5)
+    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels),
+                                        lambda: mlp_by_hand(init, x, labels)], repeats * 5)
     return _row("W1 MLP grad (256x784, 784-512-512-10)", ours, theirs,
                 f"{fn.stats['fused_groups']} fused groups")
 
@@ -122,7 +134,7 @@ def w2(repeats, n):
                  f"peak {mem_ours / 2**20:.0f} MiB vs {mem_hand / 2**20:.0f} MiB; "
                  f"{fn.stats['fused_groups']} fused group(s)")]
     for name in W2_FRAMEWORKS:
-        result = _in_own_process(name, n, repeats)
+        result = _in_own_process("W2", name, n, repeats)
         if result is None:
             rows.append({"workload": f"W2 {name}", "note": "not installed, skipped"})
             continue
@@ -166,30 +178,29 @@ W2_FRAMEWORKS = {"JAX": _w2_jax, "PyTorch": _w2_torch, "autograd": lambda x: Non
                  "pytensor": lambda x: None}   # the last two: listed when absent
 
 
-def _in_own_process(name, n, repeats):
-    """Run :func:`framework_worker` for ``name`` in a fresh Python; its result, or None when
-    the framework is not installed."""
+def _in_own_process(workload, name, n, repeats):
+    """Run the framework worker of ``workload`` (:data:`FRAMEWORK_WORKERS`) for ``name`` in a
+    fresh Python; its result, or None when the framework is not installed."""
     if name in ("autograd", "pytensor") and optional_import(name) is not None:
         return None
     result = subprocess.run([sys.executable, os.path.abspath(__file__), "--framework-worker",
-                             name, str(n), str(repeats)], capture_output=True, text=True,
-                            check=True)
+                             workload, name, str(n), str(repeats)], capture_output=True,
+                            text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def framework_worker(name, n, repeats):
-    """Print (as JSON) the paired median times of framework ``name`` and of hand-written
-    NumPy on W2, after checking the framework's gradient."""
+def w2_framework_worker(name, n, repeats):
+    """The paired median times of framework ``name`` and of hand-written NumPy on W2, after
+    checking the framework's gradient (None when it is not installed)."""
     x = w2_input(n)
     found = W2_FRAMEWORKS[name](x)
     if found is None:
-        print("null")
-        return
+        return None
     label, version, run = found
     np.testing.assert_allclose(np.asarray(run()), w2_hand(x), rtol=1e-3, atol=1e-4,
                                err_msg=label)
     seconds, hand = paired_median_times([run, lambda: w2_hand(x)], repeats)
-    print(json.dumps({"label": label, "version": version, "seconds": seconds, "hand": hand}))
+    return {"label": label, "version": version, "seconds": seconds, "hand": hand}
 
 
 # --- W2b --------------------------------------------------------------------------------------
@@ -377,6 +388,127 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
     return rows
 
 
+# --- W7 ---------------------------------------------------------------------------------------
+class AdamByHand:
+    """Hand-written NumPy Adam with PyTorch's formulas over float32 arrays: the moments and
+    the parameters are updated in place."""
+
+    def __init__(self, params, learning_rate, beta1, beta2, epsilon):
+        self.lr, self.beta1, self.beta2, self.eps, self.t = (learning_rate, beta1, beta2,
+                                                             epsilon, 0)
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+
+    def step(self, params, grads):
+        self.t += 1
+        step_size = np.float32(self.lr / (1 - self.beta1 ** self.t))
+        root = np.float32(np.sqrt(1 - self.beta2 ** self.t))
+        for p, g, m, v in zip(params, grads, self.m, self.v):
+            m += (g - m) * np.float32(1 - self.beta1)
+            v *= np.float32(self.beta2)
+            v += g * g * np.float32(1 - self.beta2)
+            p -= step_size * (m / (np.sqrt(v) / root + np.float32(self.eps)))
+
+
+def w7_by_hand(init):
+    """W7's training step in hand-written NumPy over copies of ``init``: ``(step(x, labels)
+    -> loss, the parameters [w0, b0, w1, ...])``."""
+    params = [a.copy() for pair in init for a in pair]
+    adam = AdamByHand(params, **ADAM)
+
+    def step(x, labels):
+        loss, grads = mlp_by_hand(list(zip(params[::2], params[1::2])), x, labels)
+        adam.step(params, grads)
+        return loss
+    return step, params
+
+
+def _check_w7(losses, params, hand_losses, hand_params, label):
+    """Steps from the same init give the same losses and parameters (Adam's update of an
+    element whose gradient is about 0 is about +-lr either way in float32: the parameters
+    agree on average, and each within the steps' reach)."""
+    np.testing.assert_allclose(losses, hand_losses, rtol=1e-4, err_msg=label)
+    reach = 2 * ADAM["learning_rate"] * len(losses)
+    for got, want in zip(params, hand_params):
+        difference = np.abs(np.asarray(got, np.float64) - want)
+        assert difference.max() <= reach and difference.mean() < 1e-6, label
+
+
+def w7(repeats):
+    """symgrad against hand-written NumPy, timed in alternation; then PyTorch (eager, and
+    compiled) against hand-written NumPy in a process of its own."""
+    init = mlp_init()
+    x, labels = mlp_data()
+    prog, fetches = mlp_adam_program(init)
+    fn = sg.compile(prog, fetches, backend="numpy")
+    hand, hand_params = w7_by_hand(init)
+    losses = [float(fn(x=x, labels=labels)[0]) for _ in range(3)]
+    names = [f"{kind}{i}" for i in range(len(init)) for kind in "wb"]
+    _check_w7(losses, [fn.state[name] for name in names], [hand(x, labels) for _ in range(3)],
+              hand_params, "symgrad")
+    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels), lambda: hand(x, labels)],
+                                       repeats * 5)
+    rows = [_row("W7 Adam training step of W1", ours, theirs,
+                 f"{fn.stats['fused_groups']} fused groups; the update in place in the program")]
+    results = _in_own_process("W7", "PyTorch", 0, repeats)
+    if results is None:
+        rows.append({"workload": "W7 PyTorch", "note": "not installed, skipped"})
+    for result in results or ():
+        row = _row(f"W7 {result['label']}", result["seconds"], result["hand"])
+        relative = (ours / theirs) / (result["seconds"] / result["hand"])
+        row["note"] = f"{result['version']}; symgrad's time is {relative:.2f}x this"
+        rows.append(row)
+    return rows
+
+
+def w7_framework_worker(name, n, repeats):
+    """PyTorch's W7 step (``torch.optim.Adam``), eager and compiled (``torch.compile`` of the
+    forward and of the optimizer step), each checked against and timed in alternation with
+    the hand-written step; None when PyTorch is not installed."""
+    torch = optional_import("torch")
+    if torch is None:
+        return None
+    init = mlp_init()
+    x, labels = mlp_data()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(labels)
+    rows = []
+    for label, compiled in (("PyTorch (eager)", False), ("PyTorch (torch.compile)", True)):
+        tensors = [torch.tensor(a, requires_grad=True) for pair in init for a in pair]
+        optimizer = torch.optim.Adam(tensors, lr=ADAM["learning_rate"],
+                                     betas=(ADAM["beta1"], ADAM["beta2"]), eps=ADAM["epsilon"])
+
+        def loss_of():
+            h = xt
+            for i in range(len(init)):
+                h = h @ tensors[2 * i] + tensors[2 * i + 1]
+                if i < len(init) - 1:
+                    h = torch.tanh(h)
+            return torch.nn.functional.cross_entropy(h, yt)
+
+        forward = torch.compile(loss_of) if compiled else loss_of
+        update = torch.compile(optimizer.step) if compiled else optimizer.step
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = forward()
+            loss.backward()
+            update()
+            return loss
+
+        hand, hand_params = w7_by_hand(init)
+        losses = [float(step()) for _ in range(3)]
+        _check_w7(losses, [t.detach().numpy() for t in tensors],
+                  [hand(x, labels) for _ in range(3)], hand_params, label)
+        seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
+                                                    repeats * 5)
+        rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
+                     "seconds": seconds, "hand": hand_seconds})
+    return rows
+
+
+FRAMEWORK_WORKERS = {"W2": w2_framework_worker, "W7": w7_framework_worker}
+
+
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W1": lambda repeats, quick: [w1(repeats)],
     "W2": lambda repeats, quick: w2(repeats, 400_000 if quick else 4_000_000),
@@ -386,6 +518,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W5": lambda repeats, quick: w5(repeats, 100_000 if quick else 1_000_000),
     "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
                                     (100,) if quick else (100, 1000)),
+    "W7": lambda repeats, quick: w7(repeats),
 }
 
 
@@ -394,12 +527,13 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     parser.add_argument("--only", nargs="+", choices=sorted(WORKLOADS), metavar="W",
                         help=f"run only these workloads ({', '.join(WORKLOADS)})")
-    parser.add_argument("--framework-worker", nargs=3, metavar=("NAME", "N", "REPEATS"),
-                        help=argparse.SUPPRESS)   # W2 of one framework (see w2)
+    parser.add_argument("--framework-worker", nargs=4,
+                        metavar=("WORKLOAD", "NAME", "N", "REPEATS"),
+                        help=argparse.SUPPRESS)   # one framework's W2 or W7 (see w2, w7)
     args = parser.parse_args(argv)
     if args.framework_worker:
-        name, n, repeats = args.framework_worker
-        framework_worker(name, int(n), int(repeats))
+        workload, name, n, repeats = args.framework_worker
+        print(json.dumps(FRAMEWORK_WORKERS[workload](name, int(n), int(repeats))))
         return
     os.environ.setdefault("SYMGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="symgrad-bench-"))
     repeats = 3 if args.quick else 7

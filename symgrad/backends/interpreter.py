@@ -64,7 +64,8 @@ def execute(ops, fetches, feeds):
 
 
 class InterpreterExecutable:
-    """Backend executable: ``run(feeds_by_name) -> list of arrays``."""
+    """Backend executable: ``run(feeds_by_name, buffers=None) -> list of arrays`` (it writes
+    nothing in place: ``buffers`` is ignored)."""
 
     backend = "interpreter"
 
@@ -75,8 +76,9 @@ class InterpreterExecutable:
         self.source = str(program)
         self.kernels = {}
         self.stats = {"ops": len(self.ops)}
+        self.in_place = ()
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
         by_value = {}
         for op in self.ops:
             if op.opdef.feedable and op.attrs["name"] in feeds:

@@ -309,8 +309,9 @@ TAMPERING = {
     "missing file": (lambda p: os.remove(os.path.join(p, "constants", "1.npy")), "missing"),
     "missing manifest": (lambda p: os.remove(os.path.join(p, "manifest.json")),
                          "manifest.json is missing"),
-    "newer format": (lambda p: _rewrite_manifest(p, lambda m: m.update(format_version=3)),
-                     "format version 3 is newer"),
+    "newer format": (lambda p: _rewrite_manifest(
+        p, lambda m: m.update(format_version=standalone.FORMAT_VERSION + 1)),
+        f"format version {standalone.FORMAT_VERSION + 1} is newer"),
     "dotdot path": (lambda p: _rewrite_manifest(
         p, lambda m: m["files"].__setitem__("../model.py", "0" * 64)), "malformed|leaves"),
     "absolute path": (lambda p: _rewrite_manifest(p, lambda m: (

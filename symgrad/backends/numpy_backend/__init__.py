@@ -7,6 +7,7 @@ calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract
 from __future__ import annotations
 
 from ...gc_pause import gc_paused
+from ...ops.state import split_state_fetches
 from ...runtime import cache
 from . import row_pool
 from .codegen import generate
@@ -20,7 +21,9 @@ RUNTIME_MODULES = {"row_pool": row_pool}
 
 
 def signature_literals(program, fetches):
-    """The ``INPUTS``/``OUTPUTS`` literals of the module."""
+    """The ``INPUTS``/``OUTPUTS`` literals of the module (the outputs: the fetches before the
+    state outputs)."""
+    fetches = split_state_fetches(program, fetches)[0]
     inputs = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype.name, "kind": kind}
               for kind, values in (("data", program.inputs), ("parameter", program.parameters))
               for v in values]
@@ -35,10 +38,13 @@ def bind_references(module, references) -> None:
 
 
 class NumpyExecutable:
-    """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
-    (name -> ``HelperReference``: functions bound into the module rather than written in it),
-    ``path`` (the cached file), ``kernels`` (always empty) and ``stats`` (``cache_hit``...)."""
+    """A loaded generated module: ``run(feeds_by_name, buffers=None) -> list of arrays`` (the
+    fetches, then the state outputs; ``buffers``: output buffers of the ``in_place``
+    parameters); ``source``, ``module``, ``constants`` (name -> array, the module's
+    ``CONSTANTS``), ``references`` (name -> ``HelperReference``: functions bound into the
+    module rather than written in it), ``path`` (the cached file), ``kernels`` (always empty),
+    ``in_place`` (the parameters whose new values it writes into given buffers) and ``stats``
+    (``cache_hit``...)."""
 
     backend = BACKEND
 
@@ -50,8 +56,12 @@ class NumpyExecutable:
         self.references = references or {}
         self.kernels = {}
         self.stats = stats
+        self.stateful = hasattr(module, "STATE")
+        self.in_place = tuple(getattr(module, "IN_PLACE", ()))
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
+        if self.stateful:
+            return self.module.run(buffers, **feeds)
         return self.module.run(**feeds)
 
 
