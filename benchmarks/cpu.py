@@ -23,6 +23,12 @@ W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.sca
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
     1,000) and run time against hand-written NumPy backpropagation through time; the same
     program unrolled by a Python loop (T = 100 and 1,000).
+W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimizer.Adam``
+    compiled with the parameters and Adam's moments as the program's state) against the same
+    step in hand-written NumPy (W1's backward, then each parameter's moments and value updated
+    in place); PyTorch (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and
+    of the optimizer step) when installed, each timed in a process of its own against the
+    hand-written step.
 """
 from __future__ import annotations
 
@@ -41,8 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
-from workloads import (mlp_init, mlp_program, rnn_by_hand, rnn_init, rnn_program,  # noqa: E402
-                       w2_program)
+from workloads import (ADAM, mlp_adam_program, mlp_init, mlp_program, rnn_by_hand,  # noqa: E402
+                       rnn_init, rnn_program, w2_program)
 from common import (format_seconds, median_time, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -114,6 +120,9 @@ def _in_own_process(name, framework, inputs, repeats):
 def framework_worker(name, framework, inputs, repeats):
     """Print (as JSON) the paired median times of ``framework`` and of the hand-written NumPy
     code of workload ``name`` (after checking the framework's result), and its first call."""
+    if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7)
+        print(json.dumps(OWN_WORKERS[name](framework, inputs, repeats)))
+        return
     workload = FRAMEWORK_WORKLOADS[name](**inputs)
     make = workload["frameworks"].get(framework)
     found = make() if make is not None else None
@@ -151,34 +160,43 @@ def _torch():
 
 
 # --- W1 ---------------------------------------------------------------------------------------
+def mlp_by_hand(layers, x, labels):
+    """Hand-written NumPy forward and backward of the W1 MLP (``layers``: [(w, b), ...]);
+    returns ``(loss, [gw0, gb0, gw1, gb1, ...])``."""
+    acts = [x]
+    for i, (w, b) in enumerate(layers):
+        z = acts[-1] @ w + b
+        acts.append(np.tanh(z) if i < len(layers) - 1 else z)
+    logits = acts[-1]
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    p = e / e.sum(axis=1, keepdims=True)
+    n = logits.shape[0]
+    loss = -np.mean(np.log(p[np.arange(n), labels]))
+    g = p
+    g[np.arange(n), labels] -= 1
+    g /= n
+    grads = [None] * (2 * len(layers))
+    for i in reversed(range(len(layers))):
+        w, _ = layers[i]
+        grads[2 * i + 1] = g.sum(axis=0)
+        grads[2 * i] = acts[i].T @ g
+        if i:
+            g = (g @ w.T) * (1 - acts[i] * acts[i])
+    return loss, grads
+
+
+def mlp_data(rows=256, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, 784)).astype("float32"), rng.integers(0, 10, rows)
+
+
 def w1_workload():
     init = mlp_init()
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((256, 784)).astype("float32")
-    labels = rng.integers(0, 10, 256)
+    x, labels = mlp_data()
 
     def hand():
-        acts = [x]
-        for i, (w, b) in enumerate(init):
-            z = acts[-1] @ w + b
-            acts.append(np.tanh(z) if i < len(init) - 1 else z)
-        logits = acts[-1]
-        m = logits.max(axis=1, keepdims=True)
-        e = np.exp(logits - m)
-        p = e / e.sum(axis=1, keepdims=True)
-        n = logits.shape[0]
-        out_loss = -np.mean(np.log(p[np.arange(n), labels]))
-        g = p
-        g[np.arange(n), labels] -= 1
-        g /= n
-        gs = []
-        for i in reversed(range(len(init))):
-            w, _ = init[i]
-            gs.append(g.sum(axis=0))
-            gs.append(acts[i].T @ g)
-            if i:
-                g = (g @ w.T) * (1 - acts[i] * acts[i])
-        return out_loss, gs
+        return mlp_by_hand(init, x, labels)
 
     ref_loss, ref_grads = hand()
     assert all(g.dtype == np.float32 for g in ref_grads)  # a fair, all-float32 baseline
@@ -656,6 +674,127 @@ FRAMEWORK_WORKLOADS = {"W1": w1_workload, "W2": w2_workload, "W2b": w2b_workload
                        "W3": w3_workload, "W5": w5_workload, "W6": w6_workload}
 
 
+# --- W7 ---------------------------------------------------------------------------------------
+class AdamByHand:
+    """Hand-written NumPy Adam with PyTorch's formulas over float32 arrays: the moments and
+    the parameters are updated in place."""
+
+    def __init__(self, params, learning_rate, beta1, beta2, epsilon):
+        self.lr, self.beta1, self.beta2, self.eps, self.t = (learning_rate, beta1, beta2,
+                                                             epsilon, 0)
+        self.m = [np.zeros_like(p) for p in params]
+        self.v = [np.zeros_like(p) for p in params]
+
+    def step(self, params, grads):
+        self.t += 1
+        step_size = np.float32(self.lr / (1 - self.beta1 ** self.t))
+        root = np.float32(np.sqrt(1 - self.beta2 ** self.t))
+        for p, g, m, v in zip(params, grads, self.m, self.v):
+            m += (g - m) * np.float32(1 - self.beta1)
+            v *= np.float32(self.beta2)
+            v += g * g * np.float32(1 - self.beta2)
+            p -= step_size * (m / (np.sqrt(v) / root + np.float32(self.eps)))
+
+
+def w7_by_hand(init):
+    """W7's training step in hand-written NumPy over copies of ``init``: ``(step(x, labels)
+    -> loss, the parameters [w0, b0, w1, ...])``."""
+    params = [a.copy() for pair in init for a in pair]
+    adam = AdamByHand(params, **ADAM)
+
+    def step(x, labels):
+        loss, grads = mlp_by_hand(list(zip(params[::2], params[1::2])), x, labels)
+        adam.step(params, grads)
+        return loss
+    return step, params
+
+
+def _check_w7(losses, params, hand_losses, hand_params, label):
+    """Steps from the same init give the same losses and parameters (Adam's update of an
+    element whose gradient is about 0 is about +-lr either way in float32: the parameters
+    agree on average, and each within the steps' reach)."""
+    np.testing.assert_allclose(losses, hand_losses, rtol=1e-4, err_msg=label)
+    reach = 2 * ADAM["learning_rate"] * len(losses)
+    for got, want in zip(params, hand_params):
+        difference = np.abs(np.asarray(got, np.float64) - want)
+        assert difference.max() <= reach and difference.mean() < 1e-6, label
+
+
+def w7(repeats):
+    """symgrad against hand-written NumPy, timed in alternation; then PyTorch (eager, and
+    compiled) against hand-written NumPy in a process of its own."""
+    init = mlp_init()
+    x, labels = mlp_data()
+    prog, fetches = mlp_adam_program(init)
+    fn = sg.compile(prog, fetches, backend="numpy")
+    hand, hand_params = w7_by_hand(init)
+    losses = [float(fn(x=x, labels=labels)[0]) for _ in range(3)]
+    names = [f"{kind}{i}" for i in range(len(init)) for kind in "wb"]
+    _check_w7(losses, [fn.state[name] for name in names], [hand(x, labels) for _ in range(3)],
+              hand_params, "symgrad")
+    ours, theirs = paired_median_times([lambda: fn(x=x, labels=labels), lambda: hand(x, labels)],
+                                       repeats * 5)
+    rows = [_row("W7 Adam training step of W1", ours, theirs,
+                 f"{fn.stats['fused_groups']} fused groups; the update in place in the program")]
+    results = _in_own_process("W7", "PyTorch", {}, repeats)
+    if results is None:
+        rows.append({"workload": "W7 PyTorch", "note": "not installed, skipped"})
+    for result in results or ():
+        row = _row(f"W7 {result['label']}", result["seconds"], result["hand"])
+        relative = (ours / theirs) / (result["seconds"] / result["hand"])
+        row["note"] = f"{result['version']}; symgrad's time is {relative:.2f}x this"
+        rows.append(row)
+    return rows
+
+
+def w7_framework_worker(name, n, repeats):
+    """PyTorch's W7 step (``torch.optim.Adam``), eager and compiled (``torch.compile`` of the
+    forward and of the optimizer step), each checked against and timed in alternation with
+    the hand-written step; None when PyTorch is not installed."""
+    torch = optional_import("torch")
+    if torch is None:
+        return None
+    init = mlp_init()
+    x, labels = mlp_data()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(labels)
+    rows = []
+    for label, compiled in (("PyTorch (eager)", False), ("PyTorch (torch.compile)", True)):
+        tensors = [torch.tensor(a, requires_grad=True) for pair in init for a in pair]
+        optimizer = torch.optim.Adam(tensors, lr=ADAM["learning_rate"],
+                                     betas=(ADAM["beta1"], ADAM["beta2"]), eps=ADAM["epsilon"])
+
+        def loss_of():
+            h = xt
+            for i in range(len(init)):
+                h = h @ tensors[2 * i] + tensors[2 * i + 1]
+                if i < len(init) - 1:
+                    h = torch.tanh(h)
+            return torch.nn.functional.cross_entropy(h, yt)
+
+        forward = torch.compile(loss_of) if compiled else loss_of
+        update = torch.compile(optimizer.step) if compiled else optimizer.step
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = forward()
+            loss.backward()
+            update()
+            return loss
+
+        hand, hand_params = w7_by_hand(init)
+        losses = [float(step()) for _ in range(3)]
+        _check_w7(losses, [t.detach().numpy() for t in tensors],
+                  [hand(x, labels) for _ in range(3)], hand_params, label)
+        seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
+                                                    repeats * 5)
+        rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
+                     "seconds": seconds, "hand": hand_seconds})
+    return rows
+
+
+OWN_WORKERS = {"W7": w7_framework_worker}   # (framework, inputs, repeats) -> results
+
+
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W1": lambda repeats, quick: w1(repeats),
     "W2": lambda repeats, quick: w2(repeats, 400_000 if quick else 4_000_000),
@@ -665,6 +804,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W5": lambda repeats, quick: w5(repeats, 100_000 if quick else 1_000_000),
     "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
                                     (100,) if quick else (100, 1000)),
+    "W7": lambda repeats, quick: w7(repeats),
 }
 
 

@@ -16,9 +16,8 @@ def mlp_init(seed=0):
             for a, b in zip(MLP_SIZES, MLP_SIZES[1:])]
 
 
-def mlp_program(init):
-    """W1: dense layers with tanh, softmax cross-entropy on integer labels; fetches the loss
-    and the gradients of every weight and bias."""
+def _mlp(init):
+    """The W1 MLP's forward and loss: ``(program, params, loss)``."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, MLP_SIZES[0]], "float32")
@@ -32,8 +31,27 @@ def mlp_program(init):
             if i < len(init) - 1:
                 h = sg.tanh(h)
         loss = sg.nn.softmax_cross_entropy(h, labels)
+    return prog, params, loss
+
+
+def mlp_program(init):
+    """W1: dense layers with tanh, softmax cross-entropy on integer labels; fetches the loss
+    and the gradients of every weight and bias."""
+    prog, params, loss = _mlp(init)
+    with sg.program_guard(prog):
         grads = ir_backward.grad(loss, params)
     return prog, [loss] + list(grads)
+
+
+ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}
+
+
+def mlp_adam_program(init):
+    """W7: the W1 MLP with ``sg.optimizer.Adam(**ADAM).minimize(loss)``: one call is one
+    training step (forward, backward, update of the state); fetches the loss."""
+    prog, _, loss = _mlp(init)
+    sg.optimizer.Adam(**ADAM).minimize(loss)
+    return prog, [loss]
 
 
 def w2_program(n=None):

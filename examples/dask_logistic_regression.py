@@ -4,10 +4,10 @@ The loss, its gradient and an accuracy count form one compiled symgrad program.
 ``symgrad.distributed.map_reduce`` runs it on every 250,000-row chunk of a Dask array on a
 cluster of worker processes and reduces the chunks' results: the loss and the gradients
 averaged by rows, the correct predictions summed. The workers run the program's NumPy-only
-artifact, which is sent to each of them once. The parameters' current values go to the
-workers as replicated inputs with every step, and the Adam update runs here, on the driver, in
-NumPy (``sg.optimizer`` will later run it inside the program). Dask's progress bar shows
-each step's tasks.
+artifact, which is sent to each of them once. The Adam update is a second, small program on the
+driver (``sg.optimizer.Adam(...).apply_gradients`` on the averaged gradients, fed as inputs);
+the two programs share their state (the parameters), so ``map_reduce`` sends the parameters'
+current values to the workers with every step. Dask's progress bar shows each step's tasks.
 
 The data is made on the workers: 20 standard normal features and labels drawn from a
 logistic model with known weights. Asserts that the loss falls, that the learned weights
@@ -30,23 +30,37 @@ FEATURES = 20
 STEPS = 15 if QUICK else 40
 
 
-def build_program():
-    """The training program: fetches the mean loss, its gradients and the correct count."""
+def build_programs():
+    """``(gradients, update)``: the first fetches the mean loss, its gradients and the
+    correct count; the second applies Adam to gradients fed as inputs. They share their state,
+    the parameters ``w`` and ``b``."""
     import symgrad as sg
     from symgrad import ir_backward, nn
+
+    def parameters():
+        return (sg.parameter("w", [FEATURES], "float32", init=0.0),
+                sg.parameter("b", [], "float32", init=0.0))
+
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        w, b = parameters()
+        grad_w = sg.data("grad_w", [FEATURES], "float32")
+        grad_b = sg.data("grad_b", [], "float32")
+        sg.optimizer.Adam(learning_rate=0.1).apply_gradients([(w, grad_w), (b, grad_b)])
+    update = sg.compile(prog, [])
 
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, FEATURES], "float32")
         y = sg.data("y", [None], "float32")                  # labels 0 or 1
-        w = sg.parameter("w", [FEATURES], "float32", init=np.zeros(FEATURES, "float32"))
-        b = sg.parameter("b", [], "float32", init=np.zeros((), "float32"))
+        w, b = parameters()
         z = x @ w + b
         loss = sg.mean(nn.softplus(z) - y * z)               # binary cross-entropy on logits
         grad_w, grad_b = ir_backward.grad(loss, [w, b])
         correct = sg.sum(sg.cast(sg.equal(sg.cast(z > 0, "float32"), y), "int64"))
     # One thread per program: each Dask worker is one core's worth of work.
-    return sg.compile(prog, [loss, grad_w, grad_b, correct], threads=1)
+    gradients = sg.compile(prog, [loss, grad_w, grad_b, correct], threads=1, state=update.state)
+    return gradients, update
 
 
 def make_data(seed=0):
@@ -63,26 +77,7 @@ def make_data(seed=0):
     return x, y, true_w, true_b
 
 
-class Adam:
-    """Adam in NumPy on the driver (PyTorch's formula) over a dict of parameter arrays."""
-
-    def __init__(self, params, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8):
-        self.lr, self.beta1, self.beta2, self.eps, self.t = lr, beta1, beta2, eps, 0
-        self.m = {name: np.zeros_like(value) for name, value in params.items()}
-        self.v = {name: np.zeros_like(value) for name, value in params.items()}
-
-    def step(self, params, grads):
-        self.t += 1
-        for name, g in grads.items():
-            self.m[name] = self.beta1 * self.m[name] + (1 - self.beta1) * g
-            self.v[name] = self.beta2 * self.v[name] + (1 - self.beta2) * g * g
-            m_hat = self.m[name] / (1 - self.beta1 ** self.t)
-            v_hat = self.v[name] / (1 - self.beta2 ** self.t)
-            update = self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
-            params[name] = (params[name] - update).astype(params[name].dtype)
-
-
-def train(client, fn):
+def train(client, gradients, update):
     from distributed import progress, wait
 
     from symgrad.distributed import map_reduce
@@ -95,17 +90,15 @@ def train(client, fn):
     wait([x, y])
     print()
 
-    params = {"w": np.zeros(FEATURES, "float32"), "b": np.zeros((), "float32")}
-    optimizer = Adam(params)
     history = []
     start = time.perf_counter()
     for step in range(1, STEPS + 1):
-        lazy = map_reduce(fn, {"x": x, "y": y}, replicated=params,
+        lazy = map_reduce(gradients, {"x": x, "y": y},   # with the current w and b
                           reduce=["mean", "mean", "mean", "sum"], compute=False)
         futures = client.compute(lazy)
         progress(futures)
         loss, grad_w, grad_b, correct = client.gather(futures)
-        optimizer.step(params, {"w": grad_w, "b": grad_b})
+        update(grad_w=grad_w, grad_b=grad_b)
         history.append((float(loss), int(correct) / ROWS))
         print(f"  step {step:2d}/{STEPS}  loss {loss:.4f}  accuracy {history[-1][1]:.2%}")
     elapsed = time.perf_counter() - start
@@ -113,25 +106,26 @@ def train(client, fn):
 
     # The model that generated the labels, for comparison.
     best_loss, _, _, best_correct = map_reduce(
-        fn, {"x": x, "y": y}, replicated={"w": true_w, "b": true_b},
+        gradients, {"x": x, "y": y}, replicated={"w": true_w, "b": true_b},
         reduce=["mean", "mean", "mean", "sum"])
-    return history, params, true_w, float(best_loss), int(best_correct) / ROWS
+    return history, np.array(update.state["w"]), true_w, float(best_loss), \
+        int(best_correct) / ROWS
 
 
 def main(argv):
     from distributed import Client, LocalCluster
 
-    fn = build_program()
+    programs = build_programs()
     if len(argv) > 1:                                    # a scheduler address
         with Client(argv[1]) as client:
-            result = train(client, fn)
+            result = train(client, *programs)
     else:
         with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            result = train(client, fn)
-    history, params, true_w, best_loss, best_accuracy = result
+            result = train(client, *programs)
+    history, w, true_w, best_loss, best_accuracy = result
 
-    cosine = float(params["w"] @ true_w / np.linalg.norm(params["w"]) / np.linalg.norm(true_w))
+    cosine = float(w @ true_w / np.linalg.norm(w) / np.linalg.norm(true_w))
     print(f"final loss {history[-1][0]:.4f} (true model {best_loss:.4f}), accuracy "
           f"{history[-1][1]:.2%} (true model {best_accuracy:.2%}), cosine(w, true w) "
           f"{cosine:.3f}")

@@ -4,8 +4,9 @@ The recurrence ``h_t = tanh(h_{t-1} W + x_t U + b)`` is the body of one ``sg.sca
 sequence; each step also emits a prediction ``h_t V + c`` of the next input, which the scan
 stacks into ``[T, batch, 1]``. ``ir_backward.grad`` appends backpropagation through time as a
 reverse scan, so the program stays the same size whatever the sequence length, and the
-generated NumPy runs both loops as plain Python ``for`` loops (printed below). Adam updates
-the weights in NumPy.
+generated NumPy runs both loops as plain Python ``for`` loops (printed below).
+``sg.optimizer.Adam(...).minimize(loss)`` appends that backward and Adam's update, so each
+call of the compiled training step updates the weights kept in the program's state.
 
 Asserts: the gradient matches central finite differences; the NumPy backend matches the
 interpreter; training cuts the prediction error at least fourfold.
@@ -45,7 +46,8 @@ def init_params(rng):
 
 
 def build(params):
-    """The training program: returns (program, loss, {name: gradient Value})."""
+    """The training program: returns (program, loss, {name: gradient Value}); Adam's update
+    of every weight is part of it."""
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [T, None, 1], "float64")         # inputs x_0 .. x_{T-1}
@@ -60,26 +62,8 @@ def build(params):
 
         _, predictions = sg.scan(cell, h0, xs)
         loss = sg.mean((predictions - targets) ** 2)
-        grads = ir_backward.grad(loss, list(p.values()))
-    return prog, loss, dict(zip(p, grads))
-
-
-class Adam:
-    """Plain NumPy Adam over a dict of arrays."""
-
-    def __init__(self, params, lr=1e-2, b1=0.9, b2=0.999, eps=1e-8):
-        self.lr, self.b1, self.b2, self.eps, self.t = lr, b1, b2, eps, 0
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
-
-    def step(self, params, grads):
-        self.t += 1
-        for k, g in grads.items():
-            self.m[k] = self.b1 * self.m[k] + (1 - self.b1) * g
-            self.v[k] = self.b2 * self.v[k] + (1 - self.b2) * g * g
-            m_hat = self.m[k] / (1 - self.b1 ** self.t)
-            v_hat = self.v[k] / (1 - self.b2 ** self.t)
-            params[k] = params[k] - self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        grads = dict(sg.optimizer.Adam(learning_rate=1e-2).minimize(loss))
+    return prog, loss, {name: grads[value] for name, value in p.items()}
 
 
 def forward_loop(source) -> str:
@@ -100,42 +84,43 @@ def main():
     prog, loss, grads = build(params)
     names = list(grads)
     start = time.perf_counter()
-    step = sg.compile(prog, [loss] + [grads[n] for n in names], backend="numpy")
+    train = sg.compile(prog, [loss], backend="numpy")
     print(f"grad + compile: {time.perf_counter() - start:.2f} s; the forward loop it runs:")
-    print(forward_loop(step.source))
+    print(forward_loop(train.source))
 
     series = waves(rng, BATCH)
     feeds = {"xs": series[:-1], "targets": series[1:]}
     # the gradient agrees with central differences of the loss, and with the interpreter
-    loss_fn = sg.compile(prog, [loss], backend="numpy")
-    _, g_w, *_ = step(**feeds, **params)
+    # (programs that leave the training state alone: updates=False)
+    gradients = sg.compile(prog, [loss] + [grads[n] for n in names], updates=False)
+    loss_fn = sg.compile(prog, [loss], updates=False, state=train.state)
+    _, g_w, *_ = gradients(**feeds)
     numeric = np.zeros_like(params["W"])
     eps = 1e-6
     for index in [(0, 0), (3, 5), (HIDDEN - 1, 2)]:
         bump = np.zeros_like(params["W"])
         bump[index] = eps
-        up = loss_fn(**feeds, **dict(params, W=params["W"] + bump))[0]
-        down = loss_fn(**feeds, **dict(params, W=params["W"] - bump))[0]
+        up = loss_fn(**feeds, W=params["W"] + bump)[0]       # a fed W: for this call only
+        down = loss_fn(**feeds, W=params["W"] - bump)[0]
         numeric[index] = (up - down) / (2 * eps)
         np.testing.assert_allclose(g_w[index], numeric[index], rtol=1e-5, atol=1e-9)
-    reference = sg.compile(prog, [loss] + [grads[n] for n in names], backend="interpreter")
-    for got, want in zip(step(**feeds, **params), reference(**feeds, **params)):
+    reference = sg.compile(prog, [loss] + [grads[n] for n in names], backend="interpreter",
+                           updates=False)
+    for got, want in zip(gradients(**feeds), reference(**feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     print("gradient matches finite differences and the interpreter")
 
-    optimizer = Adam(params)
     first = None
     start = time.perf_counter()
     for it in range(1, STEPS + 1):
         series = waves(rng, BATCH)
-        value, *gs = step(xs=series[:-1], targets=series[1:], **params)
-        optimizer.step(params, dict(zip(names, gs)))
+        (value,) = train(xs=series[:-1], targets=series[1:])
         first = float(value) if first is None else first
         if it % 50 == 0 or it == 1:
             print(f"step {it:4d}: mean squared error {float(value):.4f}")
     elapsed = time.perf_counter() - start
     series = waves(np.random.default_rng(1), 256)
-    final = float(loss_fn(xs=series[:-1], targets=series[1:], **params)[0])
+    final = float(loss_fn(xs=series[:-1], targets=series[1:])[0])
     print(f"{STEPS} steps in {elapsed:.1f} s; error on new waves: {first:.4f} -> {final:.4f}")
     assert final < first / 4, "training did not cut the error fourfold"
     print("prediction error cut at least fourfold: OK")

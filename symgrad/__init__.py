@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 from . import random  # noqa: E402
 from . import nn  # noqa: E402
+from . import optimizer  # noqa: E402
 from . import autodiff  # noqa: E402
 from .autodiff import ir_backward  # noqa: E402
 from .registry import custom_op, register_vjp, show_registry  # noqa: E402
@@ -40,6 +41,6 @@ __all__ = [
     "Program", "ProgramMismatchError", "PromotionWarning", "REGISTRY", "ScopeError", "ShapeError",
     "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
-    "initializers", "ir_backward", "load", "nn", "program_guard", "random", "register_vjp",
-    "show_registry",
+    "initializers", "ir_backward", "load", "nn", "optimizer", "program_guard", "random",
+    "register_vjp", "show_registry",
 ]

@@ -250,6 +250,12 @@ def cmd_run(args, parser):
         print(f"symgrad: warning: {printable(warning.message)}", file=sys.stderr)
     keys = output_keys(program.outputs, args.names)
     results = program(**feeds)
+    if program.assigned:
+        print(printable(f"symgrad: note: the program updates its state "
+                        f"({', '.join(program.assigned)}); this run started from the values "
+                        f"saved in the artifact and did not write the updated values back "
+                        f"(load it with symgrad.load, call it and save it to keep them)"),
+              file=sys.stderr)
     if args.output:
         with open(args.output, "wb") as handle:
             np.savez(handle, **dict(zip(keys, [np.asarray(r) for r in results])))
@@ -290,6 +296,9 @@ def cmd_inspect(args):
     print("outputs:")
     for index, spec in enumerate(manifest["outputs"]):
         print(f"  {index}. {_format_spec(spec) if isinstance(spec, dict) else printable(spec)}")
+    state = manifest.get("state")
+    if isinstance(state, list) and state:
+        print(printable(f"state (parameters each call updates): {', '.join(map(str, state))}"))
     standalone = _table(manifest, "standalone")
     print(printable(f"standalone entry: {standalone.get('module')}:"
                     f"{standalone.get('function')}"))

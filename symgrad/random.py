@@ -5,9 +5,10 @@ function of the ``seed``, the op's stream (its number among the program's random
 program's step counter and the element's index, so every backend gives bit-identical numbers
 for the same seed and step (:mod:`symgrad.ops.random` describes the layout).
 
-The step counter is the program's int64 parameter ``rng_step``: compiled programs feed it
-themselves, starting at 0 and advancing by one after every call, so each call draws new
-numbers; feeding ``rng_step=k`` replays call ``k`` (and does not advance the counter).
+The step counter is the program's int64 parameter ``rng_step``, program state like any
+assigned parameter: it starts at 0 and the program advances it by one with every call (an
+``assign``), so each call draws new numbers; feeding ``rng_step=k`` replays call ``k``, and the
+calls after it continue from ``k + 1``.
 
 Inside a loop body (``scan``, ``while_loop``, ``fori_loop``) pass ``counter=`` an int scalar
 Value that changes every iteration (``fori_loop``'s ``i``, or an int carried by the loop): it

@@ -254,6 +254,24 @@ def test_run_says_when_a_cuda_artifact_runs_on_numpy(tmp_path):
         assert proc.returncode == 1 and "CuPy" in proc.stderr
 
 
+def test_run_and_inspect_say_what_happens_to_the_state(tmp_path, capsys):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float32")
+        w = sg.parameter("w", [2], "float32", init=1.0)
+        y = x * w
+        sg.assign(w + 1.0, w)
+    path = sg.compile(prog, [y]).save(str(tmp_path / "a"))
+    np.save(tmp_path / "x.npy", np.ones(2, "float32"))
+    for _ in range(2):   # the artifact is not changed by a run
+        assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}"]) == 0
+        out, err = capsys.readouterr()
+        assert "[1., 1.]" in out
+        assert "updates its state (w)" in err and "did not write the updated values back" in err
+    assert main(["inspect", path]) == 0
+    assert "state (parameters each call updates): w" in capsys.readouterr().out
+
+
 def test_signing_from_the_command_line(model_py, tmp_path):
     key = tmp_path / "key"
     key.write_bytes(b"s3cret\n")

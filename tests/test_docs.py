@@ -5,6 +5,7 @@ of one page run in order as one script (a page reads like one session), in a fre
 process (so a page's custom ops and VJP changes stay there) and a temporary working directory,
 with ``backend="numpy"`` as written. Unmarked blocks are only checked by the mkdocs build.
 """
+import fcntl
 import html
 import os
 import re
@@ -45,15 +46,22 @@ def test_runnable_blocks(page, tmp_path):
                                     f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory):
-    """The site, built once for this module's tests with ``mkdocs build --strict``."""
-    target = tmp_path_factory.mktemp("docs") / "site"
-    env = dict(os.environ, MPLBACKEND="Agg", NO_MKDOCS_2_WARNING="1")
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    """The site, built once per test run with ``mkdocs build --strict`` (pytest-xdist workers
+    share the run's temporary root: the first builds under a lock, the others reuse it)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # gw0, gw1...: the run's root is the parent
+        shared = shared.parent
+    target = shared / "docs-site"
+    with open(shared / "docs-site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "index.html").exists():
+            env = dict(os.environ, MPLBACKEND="Agg", NO_MKDOCS_2_WARNING="1")
+            result = subprocess.run(
+                [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                 str(target)], cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return target
 
 

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from ..ops.state import split_state_fetches
+
 MAX_LENGTH = 40
 # names generated modules define (the C backend's host module: also its ctypes binding)
 MODULE_NAMES = {"np", "feeds", "run", "CONSTANTS", "INPUTS", "OUTPUTS", "RowPool", "ml_dtypes",
@@ -101,7 +103,9 @@ def _number_text(dtype: str, data: bytes) -> str | None:
 # --- the program ------------------------------------------------------------------------------
 def signature_literals(program, fetches):
     """``(inputs, outputs)``: the signature generated code states (name, shape with None for
-    run-time dims, dtype, and for inputs ``"data"`` or ``"parameter"``)."""
+    run-time dims, dtype, and for inputs ``"data"`` or ``"parameter"``); the outputs are the
+    fetches before the state outputs (the new values of assigned parameters)."""
+    fetches = split_state_fetches(program, fetches)[0]
     inputs = [{"name": v.name, "shape": list(v.shape), "dtype": v.dtype.name, "kind": kind}
               for kind, values in (("data", program.inputs), ("parameter", program.parameters))
               for v in values]

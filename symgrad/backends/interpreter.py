@@ -65,7 +65,8 @@ def execute(ops, fetches, feeds):
 
 
 class InterpreterExecutable:
-    """Backend executable: ``run(feeds_by_name) -> list of arrays``."""
+    """Backend executable: ``run(feeds_by_name, buffers=None) -> list of arrays`` (it writes
+    nothing in place: ``buffers`` is ignored)."""
 
     backend = "interpreter"
 
@@ -77,8 +78,9 @@ class InterpreterExecutable:
         self.kernels = {}
         self.stats = {"ops": len(self.ops)}
         self.numpy_module = None
+        self.in_place = ()
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
         by_value = {}
         for op in self.ops:
             if op.opdef.feedable and op.attrs["name"] in feeds:

@@ -19,6 +19,8 @@ import dask.array as da
 import numpy as np
 
 from ..errors import FeedError, SymgradError
+from ..runtime.artifact import LoadedProgram, host_array
+from ..runtime.compiled import CompiledProgram
 from ..runtime.feeds import check_feed
 from . import worker
 from .shipping import ByValue, active_client, artifact_payload, ship, ship_artifact
@@ -94,6 +96,16 @@ def _checked_sharded(sharded, specs) -> tuple[dict, tuple]:
                 f"{_shown_chunks(array.chunks[0])}; rechunk one like the other, e.g. "
                 f"{name}.rechunk({{0: {first}.chunks[0]}})")
     return dict(sharded), rows
+
+
+def _current_parameters(fn, specs, sharded) -> dict:
+    """The parameters of a compiled program (or a loaded artifact) whose state no longer holds
+    their initial values: their current values, which its artifact does not hold."""
+    compiled = fn.compiled if isinstance(fn, LoadedProgram) else fn
+    if not isinstance(compiled, CompiledProgram):
+        return {}
+    return {name: host_array(array) for name, array in compiled.changed_state().items()
+            if name in specs and name not in sharded}
 
 
 def _checked_replicated(replicated, specs, sharded) -> dict:
@@ -229,7 +241,9 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     name -> Dask array chunked along axis 0 only, with the same chunks for every name (each
     chunk of rows is one task). ``replicated``: input name -> NumPy array that every chunk
     shares (sent to each worker once per call); parameters not given take their value from
-    the artifact, so a parameter's current value travels here. ``reduce``: ``"sum"``,
+    the artifact. A compiled program or loaded artifact runs with the current values of its
+    state (``fn.state``: each parameter its calls have updated travels as a replicated input
+    unless given here); ``map_reduce`` never changes that state. ``reduce``: ``"sum"``,
     ``"mean"`` (each chunk's output weighted by its rows: the mean over all rows of a program
     that takes a mean over its batch) or ``"concat"`` (per-row outputs joined along axis 0),
     or a list with one per fetch. Floating fetches keep their dtype (parts are summed in at
@@ -253,6 +267,10 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     shipped = artifact_payload(fn)
     specs = {spec.name: spec for spec in shipped.inputs}
     sharded, rows = _checked_sharded(sharded, specs)
+    if isinstance(replicated, Mapping):
+        replicated = {**_current_parameters(fn, specs, sharded), **replicated}
+    elif replicated is None:
+        replicated = _current_parameters(fn, specs, sharded)
     replicated = _checked_replicated(replicated, specs, sharded)
     fetches = _fetches(shipped.outputs, _reduce_modes(reduce, len(shipped.outputs)), rows)
     if "mean" in (fetch.mode for fetch in fetches) and sum(rows) == 0:

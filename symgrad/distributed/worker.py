@@ -83,8 +83,10 @@ def uninstall(digest):
 
 
 def entry_function(artifact):
-    """The standalone entry function (``run``) of ``artifact``: a full payload (installed
-    here if need be) or ``{"digest", "entry"}`` of one :class:`ArtifactPlugin` installed."""
+    """The function a task runs of ``artifact`` (a full payload, installed here if need be,
+    or ``{"digest", "entry"}`` of one :class:`ArtifactPlugin` installed): the standalone
+    module's ``evaluate``, which leaves the artifact's state alone (tasks share it and never
+    update it), or, in a module without one, its entry function (``run``)."""
     module = sys.modules.get(MODULE_PREFIX + artifact["digest"])
     if module is None:
         if "files" not in artifact:
@@ -92,7 +94,7 @@ def entry_function(artifact):
                 f"symgrad artifact {artifact['digest']} is not installed on this worker (its "
                 f"ArtifactPlugin was unregistered, or the worker left the cluster's plugins)")
         module = install(artifact)
-    return getattr(module, artifact["entry"]["function"])
+    return getattr(module, "evaluate", None) or getattr(module, artifact["entry"]["function"])
 
 
 class ArtifactPlugin(WorkerPlugin):

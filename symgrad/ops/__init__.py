@@ -7,7 +7,7 @@ re-exports them.
 import sys
 
 from . import (activation, contraction, control_flow, cumulative, elementwise, fused, indexing,
-               linalg, nn_ops, operators, random, reduction, shape, special)
+               linalg, nn_ops, operators, random, reduction, shape, special, state)
 from .contraction import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
 from .cumulative import *  # noqa: F401,F403
@@ -23,11 +23,12 @@ from .reduction import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
 from .source import constant, data, full, ones, parameter, zeros
+from .state import assign
 
 __all__ = ["constant", "data", "full", "ones", "parameter", "zeros",
            *elementwise.__all__, *activation.__all__, *reduction.__all__, *shape.__all__,
            *linalg.__all__, *nn_ops.__all__, *control_flow.__all__, *indexing.__all__,
-           *cumulative.__all__, *special.__all__, *contraction.__all__]
+           *cumulative.__all__, *special.__all__, *contraction.__all__, *state.__all__]
 
 # A front-end call that raises leaves its program as it was (no constant made from a NumPy
 # operand, no half of a multi-op function stays behind).

@@ -18,7 +18,8 @@ counter mod 2^32)``:
 * ``stream``: the op's number among the random ops of its program (attr ``stream``), so two
   random ops never share numbers;
 * ``step``: the program's ``rng_step`` parameter (an int64 scalar, an input of every random
-  op), which compiled programs advance after each call; feeding it replays a call;
+  op), which the program advances by one with every call (an ``assign``: program state);
+  feeding it sets the step of that call;
 * ``counter``: an int scalar input, 0 unless given: inside a loop body pass the iteration
   (``fori_loop``'s ``i`` or a carried counter) so that each iteration draws new numbers.
 
@@ -199,14 +200,18 @@ RANDOM_OPS = (random_uniform_p, random_normal_p)
 # --- building random ops --------------------------------------------------------------------------
 def rng_step(program):
     """The program's step counter: the int64 scalar parameter ``rng_step`` (initially 0),
-    made in the global block on first use."""
+    made in the global block on first use, with the ``assign`` that advances it by one
+    with every call (program state, see :mod:`symgrad.ops.state`)."""
     for value in program.parameters:
         if value.name == RNG_STEP:
             return value
     from .source import parameter
+    from .state import assign
 
     with program_guard(program), insertion_point(program.global_block()):
-        return parameter(RNG_STEP, [], "int64", init=0, stop_gradient=True)
+        step = parameter(RNG_STEP, [], "int64", init=0, stop_gradient=True)
+        assign(step + 1, step)
+    return step
 
 
 def _next_stream(program) -> int:

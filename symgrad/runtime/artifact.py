@@ -68,6 +68,7 @@ from ..errors import ArtifactError, SymgradError, VerificationError
 from ..ir.graph import ancestors_of
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
+from ..ops.state import split_state_fetches, with_parameter_values
 from . import standalone
 from .compiled import output_specs
 from .feeds import InputSpec, OutputSpec, build_signature
@@ -289,15 +290,26 @@ def _library_versions():
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
 
 
+def host_array(array) -> np.ndarray:
+    """A state value as a NumPy array (a device array is copied to the host)."""
+    return array.get() if not isinstance(array, np.ndarray) and hasattr(array, "get") \
+        else np.asarray(array)
+
+
 def _round_trip(compiled, tree, store):
-    """Write program.json for ``compiled`` and return the program and fetches read back from
-    it: every other file is generated from what :func:`load` will read."""
-    document = program_to_json(compiled.program, store.add, fetches=compiled.fetches)
+    """Write program.json for ``compiled``, its parameters starting from their current values
+    in ``compiled.state``, and return the program and the user's fetches read back from it:
+    every other file is generated from what :func:`load` will read."""
+    with compiled.state.lock:
+        values = {name: host_array(array) for name, array in compiled.state._arrays.items()}
+    program, value_map = with_parameter_values(compiled.program, values)
+    document = program_to_json(program, store.add,
+                                fetches=[value_map[v] for v in compiled.fetches])
     text = _dump_json(document, indent=None)
     tree.add(PROGRAM_FILE, text.encode("utf-8"))
     document = json.loads(text)
     program = program_from_json(document, store.arrays.__getitem__, op_table())
-    return program, fetches_from_json(document, program)
+    return program, split_state_fetches(program, fetches_from_json(document, program))[0]
 
 
 def _write_tree(compiled, root, cubin_archs=None, key=None):
@@ -311,7 +323,7 @@ def _write_tree(compiled, root, cubin_archs=None, key=None):
                                                {"cubin_archs": cubin_archs})
     manifest = {
         "format": standalone.FORMAT_NAME,
-        "format_version": standalone.FORMAT_VERSION,
+        "format_version": standalone.STATE_FORMAT_VERSION if compiled.assigned else 2,
         "versions": _library_versions(),
         "generator": library_fingerprint(),
         "backend": compiled.backend,
@@ -319,6 +331,7 @@ def _write_tree(compiled, root, cubin_archs=None, key=None):
         "standalone": entry_points["standalone"],
         "inputs": [spec.to_json() for spec in compiled.signature],
         "outputs": [spec.to_json() for spec in compiled.outputs],
+        "state": list(compiled.assigned),
         "constants": constants,
         "options": _options_to_json(options),
         "stats": compiled.stats,
@@ -550,7 +563,9 @@ class LoadedProgram:
     checked against the signature; returns a list with one array per fetch).
 
     Attributes: ``program`` (the program of program.json: the optimized program), ``fetches``
-    (its fetched Values), ``signature``/``outputs`` (input/output specs), ``backend`` (what runs it:
+    (its fetched Values), ``signature``/``outputs`` (input/output specs), ``state`` (the
+    parameters, starting from the values saved in the artifact, updated by every call of a
+    program that assigns parameters) and ``assigned``, ``backend`` (what runs it:
     ``"numpy"``, ``"cuda"`` or ``"interpreter"``), ``source`` (the module symgrad generated
     from program.json and runs), ``kernels`` (CUDA sources by name, if any), ``compiled``
     (the :class:`~symgrad.runtime.compiled.CompiledProgram` that runs), ``checked_files``
@@ -576,8 +591,21 @@ class LoadedProgram:
         return self.compiled.source
 
     @property
+    def state(self):
+        return self.compiled.state
+
+    @property
+    def assigned(self) -> list:
+        return self.compiled.assigned
+
+    @property
     def input_names(self) -> list[str]:
         return [s.name for s in self.signature if s.kind == "data"]
+
+    def save(self, path, cubin_archs=None, key=None):
+        """Save the program again, with its current state, as an artifact at ``path`` (see
+        :meth:`~symgrad.runtime.compiled.CompiledProgram.save`)."""
+        return self.compiled.save(path, cubin_archs, key)
 
     def __call__(self, *args, **feeds) -> list:
         from .feeds import bind_feeds
@@ -612,7 +640,10 @@ def _parse_program(contents, path):
         raise ArtifactError(f"artifact {path!r}: program.json does not verify: {exc}") from None
     except RecursionError:
         raise ArtifactError(f"artifact {path!r}: program.json is nested too deeply") from None
-    return program, fetches
+    try:
+        return program, split_state_fetches(program, fetches)[0]
+    except ValueError as exc:
+        raise ArtifactError(f"artifact {path!r}: program.json: {exc}") from None
 
 
 def _specs(manifest, path):
@@ -749,6 +780,9 @@ def load(path, backend=None, key=None) -> LoadedProgram:
     except Exception as exc:   # whatever program.json holds, generating code from it fails cleanly
         raise ArtifactError(f"artifact {path!r}: its program cannot be compiled "
                             f"({type(exc).__name__}: {exc})") from None
+    if manifest.get("state", []) != generated.numpy.assigned:
+        raise ArtifactError(f"artifact {path!r}: manifest.json's state (the assigned "
+                            f"parameters) differs from program.json's")
     same_generator = manifest.get("generator") == library_fingerprint()
     if same_generator:
         _compare_with_regenerated(path, manifest, contents, generated)

@@ -7,10 +7,12 @@ from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
 from ..ops.core import default_program_hint
+from ..ops.state import assignments, mark_commits
 from .compiled import CompiledProgram, output_specs
 from .dims import DimCheck
 from .feeds import build_signature
 from .options import CompileOptions
+from .standalone import ProgramState
 
 
 def normalize_fetch_list(program, fetch_list) -> list[Value]:
@@ -34,19 +36,33 @@ def normalize_fetch_list(program, fetch_list) -> list[Value]:
     return fetches
 
 
-def compile(program, fetch_list, backend="numpy", options=None, **option_changes):
+def compile(program, fetch_list, backend="numpy", options=None, *, updates=True, state=None,
+            **option_changes):
     """Compile ``program`` to compute ``fetch_list`` with ``backend`` ("numpy", "c", "cuda"
     or "interpreter"). Options are a :class:`CompileOptions` and/or its fields as keywords
     (``passes=[...]``, ``fusion=False``...). The program is copied: appending more ops to it
-    later does not change the compiled callable."""
+    later does not change the compiled callable.
+
+    State: the compiled program's ``state`` holds the parameters it reads; every call reads
+    the ones not fed from it and, when ``updates`` (default), the program's assignments
+    (``sg.assign``, optimizer updates) run with every call, whatever ``fetch_list`` asks for,
+    and update it. ``updates=False`` compiles the fetches alone (an evaluation program that
+    leaves the state as it is). ``state``: share the state of another compiled program (its
+    ``fn.state``; parameters are matched by name) instead of starting from the inits."""
     if not isinstance(program, Program):
         raise TypeError(f"compile expects a symgrad.Program, got {type(program).__name__}")
+    if state is not None and not isinstance(state, ProgramState):
+        raise TypeError(f"compile: state must be the state of a compiled program (fn.state) "
+                        f"or an Executor, got {type(state).__name__}")
     options = options or CompileOptions()
     if "passes" in option_changes and option_changes["passes"] is not None:
         option_changes["passes"] = tuple(option_changes["passes"])
     options = options.replace(**option_changes) if option_changes else options
     chosen = get_backend(backend)
     fetches = normalize_fetch_list(program, fetch_list)
+    assigned = assignments(program) if updates else {}
+    count = len(fetches)
+    fetches += assigned.values()   # the state outputs, after the user's fetches
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
@@ -54,6 +70,8 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]
+    mark_commits(copy, fetches[count:])
+    parameters = list(copy.parameters)
     stats = {"ops_before": sum(1 for _ in walk_ops(op for op in program.ops if op in needed))}
     passes = options.passes if options.passes is not None else chosen.default_passes
     ir = None
@@ -65,25 +83,31 @@ def compile(program, fetch_list, backend="numpy", options=None, **option_changes
         ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
     executable = chosen.build(copy, fetches, options)
     stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
-    return CompiledProgram(executable, signature, output_specs(fetches), copy, options,
-                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check)
+    return CompiledProgram(executable, signature, output_specs(fetches[:count]), copy, options,
+                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check,
+                           parameters=parameters, assigned=[p.name for p in assigned],
+                           state=state)
 
 
 class Executor:
     """Paddle-style runner: ``Executor("numpy").run(prog, feed={...}, fetch_list=[...])``.
-    Compiled programs are cached per (program state, fetch list)."""
+    Compiled programs are cached per (program state, fetch list). ``state`` holds the
+    parameters of every program the executor runs, by name (Paddle's scope): programs that
+    name a parameter alike share it, and each run updates it with the program's assigns."""
 
     def __init__(self, backend="numpy", **options):
         self.backend = backend
         self.options = options
         self._cache: dict = {}
+        self.state = ProgramState()
 
     def run(self, program, feed=None, fetch_list=None, return_numpy=True):
         fetches = normalize_fetch_list(program, fetch_list or [])
         key = (program.uid, program.num_ops, program._next_id, tuple(id(v) for v in fetches))
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = compile(program, fetches, backend=self.backend, **self.options)
+            compiled = compile(program, fetches, backend=self.backend, state=self.state,
+                               **self.options)
             self._cache[key] = compiled
         results = compiled(**(feed or {}))
         return get_backend(self.backend).host_arrays(results) if return_numpy else results

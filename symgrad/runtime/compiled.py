@@ -1,7 +1,9 @@
 """``CompiledProgram``: the callable that :func:`symgrad.compile` returns."""
 from __future__ import annotations
 
-from .feeds import OutputSpec, StepCounter, bind_feeds
+from ..errors import FeedError
+from .feeds import InputSpec, OutputSpec, bind_feeds, check_feed
+from .standalone import ProgramState, StatefulCall
 
 
 class CompiledProgram:
@@ -13,11 +15,20 @@ class CompiledProgram:
     fusion groups marked), ``stats`` (op counts before/after passes, ``fused_groups`` and
     ``single_op_groups``, ``group_functions`` written by the NumPy backend, planned peak bytes,
     ``cache_hit``), ``signature`` and ``outputs`` (input/output specs), ``program`` (the optimized
-    program), ``fetches`` (the fetched Values of ``program``) and ``backend``.
+    program), ``fetches`` (the fetched Values of ``program``: the user's, then the state
+    outputs), ``backend``, ``state`` and ``assigned``.
+
+    ``state`` (a :class:`~symgrad.runtime.standalone.ProgramState`, a mapping) holds the
+    parameters the program reads, by name, starting from their inits: a call reads every
+    parameter it is not fed from it, and after each successful call it holds the new values
+    of the ``assigned`` parameters (``sg.assign``, optimizer updates). A fed parameter
+    overrides the state for that call only; when the program assigns it, the state then holds
+    the update computed from the fed value. A call that raises leaves the state unchanged.
+    ``state[name] = array`` sets a value (a checked copy).
     """
 
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
-                 fetches=(), dim_check=None):
+                 fetches=(), dim_check=None, parameters=None, assigned=(), state=None):
         self._executable = executable
         self._dim_check = dim_check   # runtime.dims.DimCheck, or None: no unknown dims
         self.fetches = list(fetches)
@@ -29,7 +40,17 @@ class CompiledProgram:
         self.stats = dict(stats or {})
         self.stats.update(getattr(executable, "stats", {}))
         self._ir = ir
-        self._steps = StepCounter(signature)
+        self.assigned = list(assigned)
+        parameters = program.parameters if parameters is None else parameters
+        self.state = ProgramState() if state is None else state
+        own = {p.name: p.op.attrs["init"] for p in parameters}
+        for param in parameters:
+            _hold(self.state, param)
+        types = {p.name: (p.shape, p.dtype) for p in parameters}
+        self._call = StatefulCall(self.state, [p.name for p in program.parameters], own,
+                                  self.assigned,
+                                  {name: types[name] for name in executable.in_place},
+                                  len(outputs))
 
     @property
     def ir(self) -> str:
@@ -58,12 +79,20 @@ class CompiledProgram:
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds):
-        """Run with feeds by name or position; the random ops' ``rng_step`` advances after
-        each call that does not feed it (:class:`~.feeds.StepCounter`)."""
+        """Run with feeds by name or position (see the class docstring for the state)."""
         feeds = bind_feeds(self.signature, args, feeds)
         if self._dim_check is not None:
             self._dim_check(feeds)
-        return self._steps.run(self._executable.run, feeds)
+        return self._call(self._executable.run, feeds)
+
+    def changed_state(self) -> dict:
+        """``{name: array}`` of the state's parameters that no longer hold the program's own
+        initial value (assigned by calls, or set): what a run elsewhere from the inits has
+        to be fed. Reading them marks them seen (see ``state``)."""
+        own = self._call.own
+        with self.state.lock:
+            return {name: self.state[name] for name in own
+                    if self.state._arrays[name] is not own[name]}
 
     def save(self, path, cubin_archs=None, key=None):
         """Write an AOT artifact at ``path`` (a directory, or a zip if the path ends in
@@ -79,6 +108,21 @@ class CompiledProgram:
         names = ", ".join(self.input_names)
         return (f"<CompiledProgram backend={self.backend} inputs=({names}) "
                 f"outputs={len(self.outputs)}>")
+
+
+def _hold(state, param) -> None:
+    """Make ``state`` hold ``param``, starting from its init; a state shared with other
+    programs may hold it already, with the same type."""
+    spec = InputSpec(param.name, param.shape, param.dtype, "parameter", False)
+    if param.name not in state:
+        state.add(param.name, param.op.attrs["init"], lambda value: check_feed(spec, value))
+        return
+    held = state._arrays[param.name]
+    if tuple(held.shape) != param.shape or held.dtype != param.dtype:
+        raise FeedError(f"the shared state holds parameter {param.name!r} as "
+                        f"{held.dtype}{list(held.shape)}, but this program's {param.name!r} is "
+                        f"{param.type_str}; give the programs different parameter names or "
+                        f"separate states")
 
 
 def output_specs(fetches):

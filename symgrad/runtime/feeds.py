@@ -14,7 +14,6 @@ import numpy as np
 from .. import dtypes
 from ..errors import FeedError, FeedTypeError
 from ..ir.value import format_shape
-from ..ops.random import RNG_STEP
 
 _KIND_NAMES = {"f": "floating", "i": "integer", "u": "integer", "b": "bool"}
 
@@ -144,21 +143,3 @@ def bind_feeds(signature, args, kwargs) -> dict:
         raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
                         + ", ".join(repr(m) for m in missing))
     return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
-
-
-class StepCounter:
-    """The step counter of a program's random ops (its int64 parameter ``rng_step``, see
-    :mod:`symgrad.random`): a call that does not feed it gets the count of earlier successful
-    calls, starting at 0. (A stand-in until programs own their parameters' state.)"""
-
-    def __init__(self, signature):
-        self.active = any(s.kind == "parameter" and s.name == RNG_STEP for s in signature)
-        self.count = 0
-
-    def run(self, function, feeds):
-        """``function(feeds)`` with the step fed, advancing it when the call succeeds."""
-        if not self.active or RNG_STEP in feeds:
-            return function(feeds)
-        results = function({**feeds, RNG_STEP: np.asarray(self.count, dtype=np.int64)})
-        self.count += 1
-        return results

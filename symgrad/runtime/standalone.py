@@ -32,6 +32,7 @@ the standalone runner enforce the same rules.
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import io
@@ -40,12 +41,15 @@ import linecache
 import os
 import sys
 import tempfile
+import threading
 import types
+from collections.abc import Mapping
 
 import numpy as np
 
 FORMAT_NAME = "symgrad-artifact"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3            # the newest format this runner reads
+STATE_FORMAT_VERSION = 3      # artifacts of programs with state (module STATE, manifest "state")
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.hmac"          # hex HMAC-SHA256 of manifest.json's bytes, when signed
 MAX_MANIFEST_BYTES = 64 << 20
@@ -408,9 +412,184 @@ def check_feeds(inputs, args, feeds) -> dict:
     return {name: check_feed(by_name[name], value) for name, value in named.items()}
 
 
+# --- program state ---------------------------------------------------------------------------
+def _owner(array):
+    """The array that owns ``array``'s memory (its ``.base`` chain followed to the end)."""
+    while True:
+        base = getattr(array, "base", None)
+        if base is None:
+            return array
+        array = base
+
+
+class ProgramState(Mapping):
+    """The values of a program's parameters between calls: a mapping from parameter name to
+    array (``fn.state``), which the program reads for every parameter not fed and which its
+    assigns update after each successful call.
+
+    ``state[name]`` returns the current array (read-only: the state changes by calls and by
+    ``state[name] = value``, which stores a checked copy, or :meth:`update`). Arrays that a
+    call writes in place are private buffers of the state: a buffer becomes the next call's
+    output buffer again only while no one outside has seen it, so an array the caller was
+    given (by ``state[name]``, or as a fetch) never changes afterwards.
+    """
+
+    def __init__(self):
+        self._arrays = {}      # name -> current value
+        self._checks = {}      # name -> check(value) -> array of the parameter's type
+        self._private = set()  # names whose array is a buffer of ours that no one else holds
+        self._spares = {}      # name -> a private buffer the next call may write into
+        self.lock = threading.RLock()
+
+    def add(self, name, value, check):
+        """Hold parameter ``name`` starting from ``value`` (kept as it is: a read-only array);
+        ``check(value)`` turns what ``state[name] = value`` is given into an array of the
+        parameter's type, or raises."""
+        self._arrays[name] = value
+        self._checks[name] = check
+
+    def __getitem__(self, name):
+        array = self._arrays[name]
+        if name in self._private:     # seen outside from now on: never written again
+            self._private.discard(name)
+            array.flags.writeable = False
+        return array
+
+    def __iter__(self):
+        return iter(self._arrays)
+
+    def __len__(self):
+        return len(self._arrays)
+
+    def __contains__(self, name):
+        return name in self._arrays
+
+    def __setitem__(self, name, value):
+        if name not in self._checks:
+            raise KeyError(f"the state has no parameter {name!r}; it holds: "
+                           f"{', '.join(self._arrays) or 'none'}")
+        array = self._checks[name](value).copy()
+        with self.lock:
+            self._replace(name, array, private=isinstance(array, np.ndarray))
+
+    def update(self, values=(), **more):
+        """Set several parameters (``state[name] = value`` for each)."""
+        for name, value in dict(values, **more).items():
+            self[name] = value
+
+    def __repr__(self):
+        shown = ", ".join(f"{name}: {getattr(a, 'dtype', '?')}{list(getattr(a, 'shape', ()))}"
+                          for name, a in self._arrays.items())
+        return f"<ProgramState {{{shown}}}>"
+
+    # --- what a call uses ---------------------------------------------------------------------
+    def buffers(self, shapes, empty=np.empty) -> dict:
+        """An output buffer for each name of ``shapes`` (name -> (shape, dtype)): a spare
+        private buffer, else a new one."""
+        return {name: self._spares.pop(name, None) if name in self._spares
+                else empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
+
+    def give_back(self, buffers) -> None:
+        """Keep the output buffers of a call that failed (their contents do not matter)."""
+        for name, buffer in buffers.items():
+            self._spares.setdefault(name, buffer)
+
+    def commit(self, names, values, outputs, feeds, buffers) -> None:
+        """After a successful call: parameter ``names[i]`` now holds ``values[i]``.
+        ``outputs`` are the arrays the caller gets, ``feeds`` what it fed, ``buffers`` the
+        output buffers it was given. A new value is private only if it is the buffer given
+        for its name and nothing else reaches it; one that is (a view of) a fed array is
+        copied. An old private value no longer reachable becomes its name's spare buffer."""
+        owners = [id(_owner(v)) for v in values]
+        used = set(owners)
+        reachable = {id(_owner(a)) for a in outputs}
+        still_held = reachable | used
+        shared = collections.Counter(owners) if len(used) < len(owners) else None
+        fed = None
+        self.give_back({n: b for n, b in buffers.items() if id(b) not in used})
+        for name, value, owner in zip(names, values, owners):
+            private = value is buffers.get(name) and owner not in reachable and (
+                shared is None or shared[owner] == 1)
+            if not private:
+                if fed is None:
+                    fed = {id(_owner(a)) for a in feeds.values()}
+                if owner in fed:   # never keep a reference to the caller's array
+                    value, private = value.copy(), isinstance(value, np.ndarray)
+            self._replace(name, value, private, retire=id(self._arrays[name]) not in still_held)
+
+    def _replace(self, name, array, private, retire=True) -> None:
+        """Hold ``array`` for ``name``; the old array becomes the spare buffer when it was
+        private and ``retire`` (nothing reaches it any more). An array others may hold is
+        made read-only (a private one is seen by no one: it stays writable for reuse)."""
+        old = self._arrays[name]
+        if retire and name in self._private and old is not array:
+            self._spares.setdefault(name, old)
+        self._arrays[name] = array
+        if private:
+            self._private.add(name)
+        else:
+            self._private.discard(name)
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
+
+
+class StatefulCall:
+    """One program run against a :class:`ProgramState`. ``reads``: the parameters the program
+    reads; ``own``: name -> the program's own value of a parameter (not fed while the state
+    holds exactly it); ``assigned``: the parameters whose new values the program returns after
+    its ``outputs`` fetches, in order; ``in_place``: name -> (shape, dtype) of those it writes
+    into an output buffer it is given."""
+
+    def __init__(self, state, reads, own, assigned, in_place, outputs):
+        self.state = state
+        self.reads = list(reads)
+        self.own = dict(own)
+        self.assigned = list(assigned)
+        self.in_place = dict(in_place)
+        self.outputs = outputs
+
+    def __call__(self, run, feeds, commit=True) -> list:
+        """``run(feeds, buffers)`` with the state's parameters fed (those not in ``feeds``);
+        returns the fetches and, when it succeeds, updates the state (with ``commit``). A call
+        that raises leaves the state as it was. Calls that update the state hold its lock;
+        other calls take it only to read the state, and mark what they read as seen, so no
+        update ever writes into an array a call still reads."""
+        state = self.state
+        if not (commit and self.assigned):
+            with state.lock:
+                full = self._feeds(feeds, seen=True)
+            return list(run(full, None))[:self.outputs]
+        with state.lock:
+            buffers = state.buffers(self.in_place)
+            try:
+                results = list(run(self._feeds(feeds), buffers or None))
+            except BaseException:
+                state.give_back(buffers)
+                raise
+            outputs = results[:self.outputs]
+            state.commit(self.assigned, results[self.outputs:], outputs, feeds, buffers)
+            return outputs
+
+    def _feeds(self, feeds, seen=False) -> dict:
+        """``feeds`` and the state's arrays of the parameters they do not give (where the
+        program's own value would not do); ``seen``: read them as ``state[name]`` does."""
+        arrays, own = self.state._arrays, self.own
+        full = dict(feeds)
+        for name in self.reads:
+            if name not in feeds:
+                array = self.state[name] if seen else arrays[name]
+                if array is not own.get(name):
+                    full[name] = array
+        return full
+
+
 # --- the entry points ------------------------------------------------------------------------
 class Runner:
-    """The artifact at ``root``, verified and ready: ``runner(*inputs, **feeds) -> list``."""
+    """The artifact at ``root``, verified and ready: ``runner(*inputs, **feeds) -> list``.
+
+    ``state`` (a :class:`ProgramState`) holds the parameters, starting from the values saved
+    in the artifact; a program that assigns parameters (its module's ``STATE``) updates it
+    after every successful call, so calls continue where the previous one stopped."""
 
     def __init__(self, root, key=None):
         files = DirectoryFiles(root)
@@ -419,9 +598,29 @@ class Runner:
         contents = verify_files(files, self.manifest)
         self.inputs = self.manifest["inputs"]
         self.module, self._entry = load_entry(contents, self.manifest, files)
+        specs = {spec["name"]: spec for spec in self.inputs if spec.get("kind") == "parameter"}
+        own = {name: self.module.CONSTANTS[name] for name in specs
+               if name in self.module.CONSTANTS}
+        self.state = ProgramState()
+        for name, value in own.items():
+            self.state.add(name, value, lambda value, spec=specs[name]: check_feed(spec, value))
+        in_place = {name: (tuple(specs[name]["shape"]), np.dtype(specs[name]["dtype"]))
+                    for name in getattr(self.module, "IN_PLACE", ())}
+        self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
+                                  in_place, len(self.manifest["outputs"]))
+
+    def _run(self, feeds, buffers):
+        if self._call.assigned:
+            return self._entry(buffers, **feeds)
+        return self._entry(**feeds)
 
     def __call__(self, *args, **feeds) -> list:
-        return list(self._entry(**check_feeds(self.inputs, args, feeds)))
+        return self._call(self._run, check_feeds(self.inputs, args, feeds))
+
+    def evaluate(self, *args, **feeds) -> list:
+        """The fetches, as a call gives them, leaving the state as it is (the program's
+        assigns are computed and dropped); calls of it run concurrently."""
+        return self._call(self._run, check_feeds(self.inputs, args, feeds), commit=False)
 
 
 def load(root, key=None) -> Runner:
@@ -433,11 +632,22 @@ def load(root, key=None) -> Runner:
 _runner = None
 
 
-def run(*args, **feeds) -> list:
-    """Run the artifact this file belongs to; returns one array per fetch. With
+def _own_runner() -> Runner:
+    """The runner of the artifact this file belongs to (made on first use). With
     ``$SYMGRAD_ARTIFACT_KEY`` set, the artifact must be signed with that key."""
     global _runner
     if _runner is None:
         key = os.environ.get(KEY_VARIABLE) or None
         _runner = Runner(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), key)
-    return _runner(*args, **feeds)
+    return _runner
+
+
+def run(*args, **feeds) -> list:
+    """Run the artifact this file belongs to; returns one array per fetch. A program with
+    state goes on from the previous call (see :class:`Runner`)."""
+    return _own_runner()(*args, **feeds)
+
+
+def evaluate(*args, **feeds) -> list:
+    """As :func:`run`, leaving the artifact's state as it is (see :meth:`Runner.evaluate`)."""
+    return _own_runner().evaluate(*args, **feeds)

@@ -94,7 +94,8 @@ def test_cuda_kernels_store_bfloat16_and_compile(tmp_path, monkeypatch):
         if sample.id.startswith(names):
             prog, fetches = sample.program("bfloat16", with_grad=sample.grad)
             compiled.append(sg.compile(prog, fetches, backend="cuda"))
-    texts = {text for c in compiled for text in c.kernels.values()}
+    texts = {text for c in compiled for text in c.kernels.values()
+             if "add(%rng_step" not in text}   # the int64 step counter's advance
     assert all("sg_bf16" in text for text in texts)
     kernels = [text.replace("k0_", f"u{i}_").replace("k1_", f"v{i}_")
                for i, text in enumerate(sorted(texts))]

@@ -1,14 +1,14 @@
 """The emulated CUDA programs under AddressSanitizer (marker ``asan``; part of the default run).
 
-Every op-sample and launch-path program of test_cuda_emulated.py runs again, with 1 and 3
-SMs, in a child Python with libasan preloaded: an out-of-bounds access by a kernel fails the
+Every op sample (once, in float32 with gradients) and every launch-path program of
+test_cuda_emulated.py runs again, with 1 and 3 SMs, in a child Python with libasan preloaded: an out-of-bounds access by a kernel fails the
 test with ASan's report, which names the kernel and the line of its ``.cu``. The planted
 memory bugs of :mod:`tests.backends.cuda_emulation.mutations` show that it does.
 """
 import pytest
 
 from tests.backends.cuda_emulation import asan, library as emulation, mutations
-from tests.backends.cuda_emulation.cases import layout_cases, sample_cases
+from tests.backends.cuda_emulation.cases import layout_cases, memory_cases
 
 pytestmark = [pytest.mark.asan,
               pytest.mark.skipif(asan.runtime() is None, reason="no g++ with libasan")]
@@ -24,7 +24,7 @@ def _report(done) -> str:
 
 
 def test_every_program_is_memory_safe(cache_dir):
-    cases = sample_cases() + layout_cases()
+    cases = memory_cases()
     emulation.Library([c.source for c in cases], cache_dir=cache_dir, sanitize=True)
     done = asan.run_child(cache_dir, ["forward"], [1, 3])
     assert done.returncode == 0, _report(done)

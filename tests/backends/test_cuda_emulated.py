@@ -91,6 +91,23 @@ def test_layout_cases_reach_every_launch_path(layouts, library):
     assert any(x.scalars.get("P", 0) > 32 for x in launches[3])   # merge lanes loop over P
 
 
+def test_a_program_with_state_updates_it_from_the_arrays_the_host_module_returns(cache_dir):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [1000], "float32")
+        w = sg.parameter("w", [1000], "float32", init=np.linspace(-1, 1, 1000))
+        loss = sg.sum(sg.tanh(x * w))
+        sg.assign(w * 0.5 + x, w)
+    fn = sg.compile(prog, [loss], backend="cuda")
+    reference = sg.compile(prog, [loss], backend="interpreter")
+    device = EmulatedDevice(emulation.Library([fn._executable.cuda_source], cache_dir=cache_dir))
+    feeds = {"x": np.random.default_rng(0).uniform(-1, 1, 1000).astype("float32")}
+    for _ in range(3):
+        got, = device.run(fn, feeds)
+        np.testing.assert_allclose(got, reference(**feeds)[0], rtol=1e-5)
+        np.testing.assert_allclose(fn.state["w"], reference.state["w"], rtol=1e-6)
+
+
 def test_schedules_are_deterministic_and_different(cache_dir):
     source = r"""
 extern "C" __global__ void order(int* out, int* counter) {

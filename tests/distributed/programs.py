@@ -27,6 +27,27 @@ def linear_model(features=3, dtype="float64"):
     return sg.compile(prog, [loss, gw, gb, pred, positive], threads=1)
 
 
+def trained_linear_model(steps=3, rows=200):
+    """The least-squares model trained ``steps`` SGD steps with its state in the program:
+    ``(train, evaluate)``, compiled programs fetching the loss and the predictions;
+    ``evaluate`` shares ``train``'s state and leaves it alone."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float64")
+        y = sg.data("y", [None], "float64")
+        w = sg.parameter("w", [3], "float64", init=np.zeros(3))
+        b = sg.parameter("b", [], "float64", init=np.asarray(0.0))
+        pred = x @ w + b
+        loss = sg.mean((pred - y) ** 2)
+        sg.optimizer.SGD(0.1, momentum=0.5).minimize(loss)
+    train = sg.compile(prog, [loss, pred], threads=1)
+    evaluate = sg.compile(prog, [loss, pred], threads=1, updates=False, state=train.state)
+    x_train, y_train = linear_data(rows, seed=5)
+    for _ in range(steps):
+        train(x=x_train, y=y_train)
+    return train, evaluate
+
+
 # How map_reduce reduces each fetch of linear_model (the last two: per-row, a count).
 LINEAR_REDUCE = ["mean", "mean", "mean", "concat", "sum"]
 

@@ -17,7 +17,8 @@ import dask.array as da  # noqa: E402
 from symgrad.distributed import map_reduce  # noqa: E402
 from symgrad.distributed import shipping, worker  # noqa: E402
 
-from .programs import LINEAR_REDUCE, linear_data, linear_model, mlp_data, w1_mlp  # noqa: E402
+from .programs import (LINEAR_REDUCE, linear_data, linear_model, mlp_data,  # noqa: E402
+                       trained_linear_model, w1_mlp)
 
 # The probes below run on workers, which cannot import this test package: ship them by value.
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -88,6 +89,22 @@ def test_replicated_parameters_equal_fed_parameters(client):
                      replicated=params, reduce=LINEAR_REDUCE)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
+
+
+def test_a_program_with_state_runs_with_its_current_values(client):
+    train, evaluate = trained_linear_model()
+    x, y = linear_data(600, seed=3)
+    sharded = {"x": da.from_array(x, chunks=(200, 3)), "y": da.from_array(y, chunks=200)}
+    before = {name: np.array(value) for name, value in train.state.items()}
+    for _ in range(2):   # the second call ships the cached artifact, with the values trained since
+        want = evaluate(x=x, y=y)
+        got = map_reduce(train, sharded, reduce=["mean", "concat"])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=0)
+        for name, value in before.items():   # map_reduce never changes the state
+            np.testing.assert_array_equal(train.state[name], value)
+        train(x=x[:100], y=y[:100])
+        before = {name: np.array(value) for name, value in train.state.items()}
 
 
 def test_w1_mlp_float32_equals_single_process(client):

@@ -11,7 +11,8 @@ import dask.array as da  # noqa: E402
 import symgrad as sg  # noqa: E402
 from symgrad.distributed import ShardingError, map_reduce  # noqa: E402
 
-from .programs import LINEAR_REDUCE, linear_data, linear_model  # noqa: E402
+from .programs import (LINEAR_REDUCE, linear_data, linear_model,  # noqa: E402
+                       trained_linear_model)
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,17 @@ def test_every_kind_of_fn_gives_the_single_process_result(fn, data, kind, tmp_pa
               "zip": lambda: fn.save(str(tmp_path / "linear.zip")),
               "loaded": lambda: sg.load(fn.save(tmp_path / "linear"))}[kind]()
     _assert_same(map_reduce(target, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+
+
+def test_a_loaded_artifact_with_state_runs_with_its_current_values(data, tmp_path):
+    x, y, sharded = data
+    train, _ = trained_linear_model()
+    loaded = sg.load(train.save(tmp_path / "trained"))
+    loaded(x=x, y=y)                       # one more step: the artifact on disk is behind
+    evaluate = sg.compile(loaded.program, [loaded.fetches[0]], updates=False,
+                          state=loaded.state)
+    got, = map_reduce(loaded, sharded, reduce=["mean", "concat"])[:1]
+    np.testing.assert_allclose(got, evaluate(x=x, y=y)[0], rtol=1e-12, atol=0)
 
 
 def test_sum_adds_the_chunks_and_mean_weights_them_by_rows(fn, data):

@@ -149,3 +149,13 @@ SAMPLES += [
     OpSample("size", lambda x: bind(reduction.size_p, [x], {"axis": (0, 1), "dtype": "float64"}),
              [_u(3, 2, 2)], lambda x: np.float64(6), grad=False, grad2=False, dynamic=(0,)),
 ]
+
+
+def _assign_tanh(x):
+    """``assign(tanh(x), p)`` to a parameter of ``x``'s type: the parameter's next value."""
+    return sg.assign(sg.tanh(x), sg.parameter("p", list(x.shape), x.dtype, init=0.0))
+
+
+SAMPLES += [
+    OpSample("assign", _assign_tanh, [_u(3, 4)], np.tanh),
+]

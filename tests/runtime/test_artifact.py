@@ -184,9 +184,8 @@ def test_long_parameter_names_do_not_reach_file_names(tmp_path):
 
 
 # --- the standalone runner -----------------------------------------------------------------------
-# Runs argv[1] (a copy of the runner) where symgrad must not be importable; argv[2] is the
-# artifact, argv[3] the key (or ""), argv[4] an .npy input, argv[5] where outputs go.
-STANDALONE_SCRIPT = r'''
+# The start of a script run where symgrad must not be importable (NumPy only).
+NUMPY_ONLY = r'''
 import runpy, sys
 import numpy as np
 try:
@@ -195,6 +194,10 @@ except ImportError:
     pass
 else:
     raise SystemExit("symgrad is importable")
+'''
+# Runs argv[1] (a copy of the runner); argv[2] is the artifact, argv[3] the key (or ""),
+# argv[4] an .npy input, argv[5] where outputs go.
+STANDALONE_SCRIPT = NUMPY_ONLY + r'''
 runner = runpy.run_path(sys.argv[1])
 model = runner["load"](sys.argv[2], key=sys.argv[3] or None)
 x = np.load(sys.argv[4], allow_pickle=False)
@@ -306,8 +309,9 @@ TAMPERING = {
     "missing file": (lambda p: os.remove(os.path.join(p, "constants", "1.npy")), "missing"),
     "missing manifest": (lambda p: os.remove(os.path.join(p, "manifest.json")),
                          "manifest.json is missing"),
-    "newer format": (lambda p: _rewrite_manifest(p, lambda m: m.update(format_version=3)),
-                     "format version 3 is newer"),
+    "newer format": (lambda p: _rewrite_manifest(
+        p, lambda m: m.update(format_version=standalone.FORMAT_VERSION + 1)),
+        f"format version {standalone.FORMAT_VERSION + 1} is newer"),
     "dotdot path": (lambda p: _rewrite_manifest(
         p, lambda m: m["files"].__setitem__("../model.py", "0" * 64)), "malformed|leaves"),
     "absolute path": (lambda p: _rewrite_manifest(p, lambda m: (

@@ -37,6 +37,7 @@ class CExecutable:
 
     backend = NAME
     numpy_module = None
+    in_place = ()   # new parameter values are new arrays
 
     def __init__(self, generated, path, library, resolve, stats):
         self.source = generated.c_source
@@ -53,11 +54,14 @@ class CExecutable:
         self.module.CONSTANTS.update(generated.constants)
         if library is not None:
             self.module.bind_library(library)
+        self.stateful = hasattr(self.module, "STATE")
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
         if self.library is None:
             self.library = self._resolve()
             self.module.bind_library(self.library)
+        if self.stateful:
+            return self.module.run(None, **feeds)
         return self.module.run(**feeds)
 
 

@@ -28,6 +28,7 @@ from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version
 from ..numpy_backend.codegen import Generator, uses_extension_dtypes
 from ..numpy_backend.literals import dtype_code, shape_code
+from ..numpy_backend.state_buffers import BUFFERS
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from .segments import Member, SegmentRenderer
@@ -60,6 +61,8 @@ class GeneratedProgram:
 
 class CHostGenerator(Generator):
     """The NumPy generator, with C segments for the runs of loop groups C computes."""
+
+    writes_state_in_place = False   # new parameter values are new arrays (segments allocate)
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
@@ -158,7 +161,8 @@ class CHostGenerator(Generator):
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             entries=ascii(entries), threads=self.uses_threads,
             thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS,
-            extension_dtypes=uses_extension_dtypes(self.program))
+            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
+            state=ascii([name for name, _ in self.state]) if self.state else None)
         return GeneratedProgram(source, c_source, self.constants, len(self.segments),
                                 len(self.c_functions), self.references())
 

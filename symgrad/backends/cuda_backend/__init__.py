@@ -56,15 +56,18 @@ def device_arch() -> str:
 
 
 class CudaExecutable:
-    """A program compiled for CUDA: ``run(feeds_by_name) -> list of CuPy arrays`` (NumPy
-    with ``options.return_numpy``). ``source``: the host module; ``cuda_source``: the one
-    ``.cu`` file; ``kernels``: kernel name -> its CUDA text; ``entries``: the ``extern "C"``
-    entry points; ``path``: the cached host module; ``stats``."""
+    """A program compiled for CUDA: ``run(feeds_by_name, buffers=None) -> list of CuPy
+    arrays``: the ``outputs`` fetches (NumPy with ``options.return_numpy``), then the new
+    values of the assigned parameters (always on the device; nothing is written in place, so
+    ``buffers`` is ignored). ``source``: the host module; ``cuda_source``: the one ``.cu``
+    file; ``kernels``: kernel name -> its CUDA text; ``entries``: the ``extern "C"`` entry
+    points; ``path``: the cached host module; ``stats``."""
 
     backend = NAME
     numpy_module = None
+    in_place = ()
 
-    def __init__(self, generated, path, cu_path, options, stats):
+    def __init__(self, generated, path, cu_path, options, stats, outputs=None):
         self.source = generated.source
         self.cuda_source = generated.cuda_source
         self.kernels = generated.kernels
@@ -75,6 +78,7 @@ class CudaExecutable:
         self.cu_path = cu_path
         self.options = options
         self.stats = stats
+        self.outputs = outputs
         self.module = None
 
     def load(self, cubin=None):
@@ -105,11 +109,12 @@ class CudaExecutable:
         self.module = module
         return module
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
         module = self.module or self.load()
         results = module.run(**feeds)
         if self.options.return_numpy:
-            return [r.get() for r in results]
+            count = len(results) if self.outputs is None else self.outputs
+            return [r.get() for r in results[:count]] + list(results[count:])
         return results
 
     def cubins(self, archs=None) -> dict:
@@ -157,7 +162,8 @@ def build(program, fetches, options):
              "source_lines": generated.source.count("\n"),
              "cuda_lines": generated.cuda_source.count("\n"),
              "bfloat16": uses_extension_dtypes(program)}
-    return CudaExecutable(generated, paths[".py"], paths[".cu"], options, stats)
+    return CudaExecutable(generated, paths[".py"], paths[".cu"], options, stats,
+                          outputs=len(outputs))
 
 
 def _cubin_archs(requested):

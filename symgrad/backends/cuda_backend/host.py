@@ -47,6 +47,8 @@ class GeneratedProgram:
 class HostGenerator(Generator):
     """The NumPy generator, with kernel launches for the groups that have CUDA lowerings."""
 
+    writes_state_in_place = False   # new parameter values are new device arrays
+
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
         self.views = kernel_lowering.views_of(program)

@@ -28,11 +28,14 @@ def bind_references(module, references) -> None:
 
 
 class NumpyExecutable:
-    """A loaded generated module: ``run(feeds_by_name) -> list of arrays``; ``source``,
-    ``module``, ``constants`` (name -> array, the module's ``CONSTANTS``), ``references``
-    (name -> ``HelperReference``: functions bound into the module rather than written in it),
-    ``path`` (the cached file), ``kernels`` (always empty), ``stats`` (``cache_hit``...) and
-    ``numpy_module`` (``(source, constants, references)``: the module is NumPy-only)."""
+    """A loaded generated module: ``run(feeds_by_name, buffers=None) -> list of arrays`` (the
+    fetches, then the state outputs; ``buffers``: output buffers of the ``in_place``
+    parameters); ``source``, ``module``, ``constants`` (name -> array, the module's
+    ``CONSTANTS``), ``references`` (name -> ``HelperReference``: functions bound into the
+    module rather than written in it), ``path`` (the cached file), ``kernels`` (always empty),
+    ``in_place`` (the parameters whose new values it writes into given buffers), ``stats``
+    (``cache_hit``...) and ``numpy_module`` (``(source, constants, references)``: the module
+    is NumPy-only)."""
 
     backend = NAME
 
@@ -45,8 +48,12 @@ class NumpyExecutable:
         self.kernels = {}
         self.stats = stats
         self.numpy_module = (source, constants, self.references)
+        self.stateful = hasattr(module, "STATE")
+        self.in_place = tuple(getattr(module, "IN_PLACE", ()))
 
-    def run(self, feeds):
+    def run(self, feeds, buffers=None):
+        if self.stateful:
+            return self.module.run(buffers, **feeds)
         return self.module.run(**feeds)
 
 

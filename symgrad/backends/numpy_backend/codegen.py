@@ -6,7 +6,11 @@ with ``__package__`` naming a package that holds ``row_pool``; it defines
 ``run(**feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
 ``CONSTANTS[name]``), the dict ``CONSTANTS`` (parameter values and non-scalar constants,
 filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
-name, shape with ``None`` for run-time dims, dtype). Scalar constants are inlined.
+name, shape with ``None`` for run-time dims, dtype). Scalar constants are inlined. A program
+with state outputs (``assign``, see :mod:`symgrad.ops.state`) also defines ``STATE`` (the
+assigned parameters, whose new values ``run`` returns after the fetches) and ``IN_PLACE``
+(those written into caller-given buffers: ``run(_buffers, **feeds)``, see
+:mod:`.state_buffers`).
 
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
@@ -32,13 +36,15 @@ import numpy as np
 from ...ir.graph import last_uses, walk_ops
 from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
+from ...ops.state import split_state_fetches
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
-from ..common import Namer, comment, library_version
+from ..common import Namer, comment, library_version, sanitize
 from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .lowering import LOWERINGS, rule_of
 from .ops_text import OpText, numpy_emitter, visible_attrs
+from .state_buffers import BUFFERS, StateBuffer, in_place_slots
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
@@ -115,6 +121,8 @@ def _shared_slots(plan: dict) -> dict:
 class Generator:
     """Builds the body of ``run`` statement by statement, and the group functions."""
 
+    writes_state_in_place = True   # new parameter values go into the caller's buffers
+
     def __init__(self, program, fetches, options):
         self.program = program
         self.fetches = list(fetches)
@@ -126,6 +134,11 @@ class Generator:
         self.slot_names: dict = {}     # slot number -> buffer variable
         self.parameters = set(program.parameters)
         self.buffer_plan = _shared_slots(getattr(program, "buffer_plan", {}))
+        self.state = split_state_fetches(program, self.fetches)[1]   # [(parameter, value)]
+        self.in_place = in_place_slots(program, self.state, SMALL_BUFFER) \
+            if self.writes_state_in_place else {}
+        self.buffer_plan.update(self.in_place)
+        self.namer.used.add(BUFFERS)
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
         self.uses_threads = False      # does a group call the module's _POOL.over_rows?
@@ -165,10 +178,15 @@ class Generator:
         """The variable of buffer slot ``number``, allocating it (into ``lines``) on first use."""
         name = self.slot_names.get(number)
         if name is None:
-            name = self.namer.fresh(f"_b{number}")
+            empty = f"np.empty({shape_code(map(str, value.shape))}, {dtype_code(value.dtype)})"
+            if isinstance(number, StateBuffer):   # the caller's buffer for a parameter
+                name = self.namer.fresh(f"_next_{sanitize(number.name)}")
+                lines.append(f"{name} = {BUFFERS}[{ascii(number.name)}] if {BUFFERS} "
+                             f"else {empty}")
+            else:
+                name = self.namer.fresh(f"_b{number}")
+                lines.append(f"{name} = {empty}")
             self.slot_names[number] = name
-            lines.append(f"{name} = np.empty({shape_code(map(str, value.shape))}, "
-                         f"{dtype_code(value.dtype)})")
         return name
 
     # --- statements ------------------------------------------------------------------------------
@@ -246,7 +264,9 @@ class Generator:
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads,
             min_parallel_chunks=MIN_PARALLEL_CHUNKS,
-            extension_dtypes=uses_extension_dtypes(self.program))
+            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
+            state=ascii([name for name, _ in self.state]) if self.state else None,
+            in_place=ascii([slot.name for slot in self.in_place.values()]))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries), self.references())
 

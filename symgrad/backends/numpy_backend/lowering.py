@@ -204,6 +204,7 @@ register_lowering("logsumexp", _reduction_emitter("_sg_logsumexp", out_kw=False)
                   (_sg_logsumexp,))
 register_lowering("size", _emit_size)
 register_lowering("matmul", expr("np.matmul({0}, {1})", out_kw=True))
+register_lowering("assign", expr("{0}"))
 register_lowering("einsum", call("_sg_einsum", ("subscripts",)), (_sg_einsum,))
 register_lowering("cumsum", call("_sg_cumsum", ("axis", "reverse", "dtype")), (_sg_cumsum,))
 register_lowering("cumprod", lambda args, attrs, out=None: (

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cases import layout_cases, sample_cases
+from .cases import layout_cases, memory_cases
 from .device import EmulatedDevice
 from .library import Library, compiler, run_tool
 from .mutations import BY_NAME, planted
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         if args.mutation:
             cases = stack.enter_context(planted(layout_cases(), BY_NAME[args.mutation]))
         else:
-            cases = sample_cases() + layout_cases()
+            cases = memory_cases()
         return _run_cases(cases, args.schedule, args.sms)
 
 

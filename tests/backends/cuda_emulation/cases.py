@@ -73,6 +73,14 @@ def sample_cases() -> tuple[Case, ...]:
     return tuple(cases)
 
 
+def memory_cases() -> tuple[Case, ...]:
+    """The programs run under AddressSanitizer: each op sample once (its float32 variant, with
+    gradients) and every launch-path program. Whether a kernel reads or writes out of bounds
+    depends on the shapes and the launch geometry, which these cover; the other dtype variants
+    of a sample run the same index arithmetic."""
+    return tuple(c for c in sample_cases() if c.name.endswith(" float32")) + layout_cases()
+
+
 def _case(cases, name, shapes, build, dtype="float64", dynamic=False, low=0.5, high=1.5):
     rng = np.random.default_rng(len(cases))
     prog = sg.Program()

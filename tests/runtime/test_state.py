@@ -1,0 +1,244 @@
+"""Compiled programs own their parameters' state: ``fn.state``, updated by assigns after every
+call, overridable by feeds, kept in place (double buffering), shared by ``Executor`` runs."""
+import threading
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad.errors import FeedError, FeedTypeError
+
+BACKENDS = [pytest.param(("numpy", {}), id="numpy"),
+            pytest.param(("numpy", {"fusion": False}), id="numpy-unfused"),
+            pytest.param(("c", {}), id="c"),
+            pytest.param(("interpreter", {}), id="interpreter")]
+
+
+def counter_program(size=300):
+    """``w`` (float64[size], from 1) doubles plus 1 each call (``2 ** (calls + 1) - 1``), ``steps`` counts the calls;
+    fetches ``sum(x * w)`` (``x`` fed) and reads ``v``, a parameter nothing assigns."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [size], "float64")
+        w = sg.parameter("w", [size], "float64", init=np.ones(size))
+        v = sg.parameter("v", [], "float64", init=2.0)
+        steps = sg.parameter("steps", [], "int64", init=0)
+        total = sg.sum(x * w) * v
+        sg.assign(w * 2.0 + 1.0, w)
+        sg.assign(steps + 1, steps)
+    return prog, total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_state_starts_from_the_inits_and_each_call_updates_it(backend):
+    name, options = backend
+    prog, total = counter_program()
+    fn = sg.compile(prog, [total], backend=name, **options)
+    assert set(fn.state) == {"w", "v", "steps"} and fn.assigned == ["w", "steps"]
+    np.testing.assert_array_equal(fn.state["w"], 1.0)
+    x = np.full(300, 0.5)
+    for call in range(1, 4):
+        out, = fn(x=x)                    # only the total is fetched: the updates run anyway
+        assert out == pytest.approx(0.5 * 300 * (2 ** call - 1) * 2.0)
+        np.testing.assert_array_equal(fn.state["w"], 2.0 ** (call + 1) - 1)
+        assert fn.state["steps"] == call
+    assert fn.state["v"] == 2.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_fed_parameter_overrides_the_state_for_one_call(backend):
+    name, options = backend
+    prog, total = counter_program(4)
+    fn = sg.compile(prog, [total], backend=name, **options)
+    fn(x=np.ones(4))
+    out, = fn(x=np.ones(4), w=np.full(4, 10.0), v=3.0)
+    assert out == 4 * 10.0 * 3.0
+    np.testing.assert_array_equal(fn.state["w"], 21.0)    # assigned: the update of the fed w
+    assert fn.state["v"] == 2.0                            # not assigned: state unchanged
+    assert fn.state["steps"] == 2
+
+
+def test_compile_without_updates_reads_but_never_changes_a_shared_state():
+    prog, total = counter_program(4)
+    train = sg.compile(prog, [total])
+    evaluate = sg.compile(prog, [total], updates=False, state=train.state)
+    assert evaluate.assigned == [] and evaluate.state is train.state
+    train(x=np.ones(4))
+    assert evaluate(x=np.ones(4))[0] == 4 * 3.0 * 2.0       # reads the trained w
+    evaluate(x=np.ones(4))
+    np.testing.assert_array_equal(train.state["w"], 3.0)
+    assert train.state["steps"] == 1
+    with pytest.raises(TypeError, match="state must be the state of a compiled program"):
+        sg.compile(prog, [total], state={"w": np.ones(4)})
+
+
+def test_setting_the_state_checks_and_copies():
+    prog, total = counter_program(4)
+    fn = sg.compile(prog, [total])
+    mine = np.full(4, 5.0)
+    fn.state["w"] = mine
+    mine[:] = 0.0                                   # the state holds a copy
+    fn.state.update(v=1.0)
+    assert fn(x=np.ones(4))[0] == 20.0
+    with pytest.raises(FeedError, match="'w'.*dim 0 must be 4"):
+        fn.state["w"] = np.ones(5)
+    with pytest.raises(FeedTypeError, match="'steps'.*integer"):
+        fn.state["steps"] = 1.5
+    with pytest.raises(KeyError, match="no parameter 'u'.*w, v, steps"):
+        fn.state["u"] = 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        fn.state["w"][0] = 1.0
+
+
+def test_a_failed_call_leaves_the_state_unchanged():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, None], "float64")
+        w = sg.parameter("w", [300], "float64", init=np.ones(300))
+        sg.assign(w * 2.0, w)                    # runs before the matmul that fails
+        out = sg.sum(x @ sg.reshape(w, [300, 1]))
+    fn = sg.compile(prog, [out])
+    fn(x=np.ones((2, 300)))
+    before = fn.state["w"].copy()
+    with pytest.raises(ValueError):
+        fn(x=np.ones((2, 7)))
+    np.testing.assert_array_equal(fn.state["w"], before)
+    fn(x=np.ones((2, 300)))
+    np.testing.assert_array_equal(fn.state["w"], before * 2)
+
+
+def test_updates_are_written_in_place_into_two_alternating_buffers():
+    prog, total = counter_program()
+    fn = sg.compile(prog, [total])
+    assert "_buffers['w'] if _buffers" in fn.source and "IN_PLACE = ['w']" in fn.source
+    owners = set()
+    for _ in range(6):
+        fn(x=np.ones(300))
+        owners.add(id(fn.state._arrays["w"]))
+    assert len(owners) == 2
+
+
+def test_an_array_the_caller_was_given_never_changes_afterwards():
+    prog, total = counter_program()
+    with sg.program_guard(prog):
+        w = prog.find("w")
+    fn = sg.compile(prog, [total, w])
+    seen = fn.state["w"]
+    _, fetched = fn(x=np.ones(300))              # the w this call read
+    _, fetched_next = fn(x=np.ones(300))
+    for _ in range(4):
+        fn(x=np.ones(300))
+    np.testing.assert_array_equal(seen, 1.0)
+    np.testing.assert_array_equal(fetched, 1.0)
+    np.testing.assert_array_equal(fetched_next, 3.0)
+    np.testing.assert_array_equal(fn.state["w"], 2.0 ** 7 - 1)
+
+
+def test_parameters_assigned_from_each_other_stay_consistent():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a = sg.parameter("a", [400], "float64", init=np.zeros(400))
+        b = sg.parameter("b", [400], "float64", init=np.zeros(400))
+        c = sg.parameter("c", [400], "float64", init=np.zeros(400))
+        new_a = a + 1.0
+        sg.assign(new_a, a)
+        sg.assign(a, b)          # b: the old a
+        sg.assign(new_a, c)      # c: the new a, the same array as a's
+        d = sg.parameter("d", [20, 20], "float64", init=np.zeros((20, 20)))
+        sg.assign(sg.reshape(new_a, [20, 20]), d)   # a view of a's new array
+    fn = sg.compile(prog, [new_a])
+    for call in range(1, 6):
+        fn()
+        assert (fn.state["a"] == call).all() and (fn.state["b"] == call - 1).all()
+        assert (fn.state["c"] == call).all() and (fn.state["d"] == call).all()
+
+
+def test_executor_state_is_shared_by_name_across_fetch_lists_and_programs():
+    prog, total = counter_program(4)
+    exe = sg.Executor("numpy")
+    exe.run(prog, feed={"x": np.ones(4)}, fetch_list=[total])
+    with sg.program_guard(prog):
+        w = prog.find("w")
+    got, = exe.run(prog, feed={"x": np.ones(4)}, fetch_list=[w])   # updates run here too
+    np.testing.assert_array_equal(got, 3.0)
+    assert exe.state["steps"] == 2
+    other = sg.Program()
+    with sg.program_guard(other):
+        w_other = sg.parameter("w", [4], "float64", init=np.zeros(4))
+        doubled = w_other * 2.0
+    got, = exe.run(other, fetch_list=[doubled])
+    np.testing.assert_array_equal(got, 2 * 7.0)      # the state's w, not this program's init
+    clash = sg.Program()
+    with sg.program_guard(clash):
+        w_clash = sg.parameter("w", [5], "float64")
+    with pytest.raises(FeedError, match="shared state holds parameter 'w' as float64\\[4\\]"):
+        exe.run(clash, fetch_list=[w_clash * 1.0])
+
+
+def test_concurrent_calls_of_a_program_with_state_are_serialized():
+    prog, total = counter_program()
+    fn = sg.compile(prog, [total], threads=1)
+    threads = [threading.Thread(target=lambda: [fn(x=np.ones(300)) for _ in range(20)])
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert fn.state["steps"] == 80
+
+
+# --- artifacts keep the state -------------------------------------------------------------------
+def test_an_artifact_saves_the_state_and_every_runner_continues_from_it(tmp_path):
+    import json
+    import runpy
+
+    prog, total = counter_program(4)
+    fn = sg.compile(prog, [total])
+    fn(x=np.ones(4))
+    path = fn.save(str(tmp_path / "a"))
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["state"] == ["w", "steps"] and manifest["format_version"] == 3
+    runners = {"numpy": sg.load(path), "interpreter": sg.load(path, backend="interpreter"),
+               "standalone": runpy.run_path(str(tmp_path / "a" / "numpy" / "standalone.py"))[
+                   "load"](path)}
+    for name, runner in runners.items():
+        np.testing.assert_array_equal(runner.state["w"], 3.0, err_msg=name)
+        assert runner(x=np.ones(4))[0] == 4 * 3.0 * 2.0
+        assert runner(x=np.ones(4))[0] == 4 * 7.0 * 2.0
+        np.testing.assert_array_equal(runner.state["w"], 15.0, err_msg=name)
+        assert runner.state["steps"] == 3
+    standalone = runners["standalone"]
+    assert standalone.evaluate(x=np.ones(4))[0] == 4 * 15.0 * 2.0     # leaves the state alone
+    assert standalone.state["steps"] == 3
+    loaded = runners["numpy"]
+    again = sg.load(loaded.save(str(tmp_path / "b.zip")))
+    assert again(x=np.ones(4))[0] == 4 * 15.0 * 2.0 and again.state["steps"] == 4
+    np.testing.assert_array_equal(fn.state["w"], 3.0)      # each runner has its own state
+
+
+def test_a_c_artifact_saves_the_state_and_its_standalone_runner_continues_from_it(tmp_path):
+    import runpy
+
+    prog, total = counter_program(4)
+    fn = sg.compile(prog, [total], backend="c")
+    fn(x=np.ones(4))
+    path = fn.save(str(tmp_path / "a"))
+    for runner in (sg.load(path), runpy.run_path(
+            str(tmp_path / "a" / "numpy" / "standalone.py"))["load"](path)):
+        np.testing.assert_array_equal(runner.state["w"], 3.0)
+        assert runner(x=np.ones(4))[0] == 4 * 3.0 * 2.0
+        np.testing.assert_array_equal(runner.state["w"], 7.0)
+        assert runner.state["steps"] == 2
+
+
+def test_an_artifact_whose_manifest_misstates_the_state_is_refused(tmp_path):
+    import json
+
+    prog, total = counter_program(4)
+    path = sg.compile(prog, [total]).save(str(tmp_path / "a"))
+    manifest_path = tmp_path / "a" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["state"] = ["w"]
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(sg.ArtifactError, match="manifest.json's state"):
+        sg.load(path)
