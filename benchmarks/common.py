@@ -20,11 +20,13 @@ def median_time(fn, repeats=7, warmup=1) -> float:
     return statistics.median(times)
 
 
-def paired_median_times(fns, repeats=7, warmup=1) -> list:
-    """Median wall time (seconds) of each of ``fns``, timed in alternation: every round calls
-    each function once (the order rotating from round to round), so a slow spell of a noisy
-    machine lands on all of them instead of on whichever ran then. Ratios of these medians
-    are what the tables report."""
+def paired_median_times(fns, repeats=7, warmup=1, number=1) -> list:
+    """Median wall time (seconds per call) of each of ``fns``, timed in alternation: every
+    round calls each function ``number`` times in a row (the order rotating from round to
+    round), so a slow spell of a noisy machine lands on all of them instead of on whichever
+    ran then. Ratios of these medians are what the tables report. Calls of microseconds take
+    ``number`` > 1, as ``timeit`` does: one such call timed alone measures the caches the
+    other contenders left cold, not the call."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -33,9 +35,11 @@ def paired_median_times(fns, repeats=7, warmup=1) -> list:
         for k in range(len(fns)):
             index = (k + round_) % len(fns)
             gc.collect()
+            fn = fns[index]
             start = time.perf_counter()
-            fns[index]()
-            times[index].append(time.perf_counter() - start)
+            for _ in range(number):
+                fn()
+            times[index].append((time.perf_counter() - start) / number)
     return [statistics.median(t) for t in times]
 
 
