@@ -2,6 +2,7 @@
 columns, broadcasting, run-time dims, NaN and infinities), what it compiles (libmvec's vector
 math in the library, threads, one entry per run of groups), the compiler cache and its
 batches, errors, dumps and custom ops. Most programs of this module are compiled in one batch."""
+import ctypes
 import functools
 import os
 import shutil
@@ -195,6 +196,30 @@ def test_a_second_process_reuses_the_library(tmp_path):
     assert runs[0] == runs[1]
     libraries = [p for p in os.listdir(tmp_path) if p.endswith(".so")]
     assert len(libraries) == 1 and float(runs[0][1]) == pytest.approx(np.exp(np.sin(1) * 2))
+
+
+def test_compiles_of_one_library_at_once_run_the_compiler_once(monkeypatch, tmp_path):
+    """Two compiles of the same library at once (threads here; processes, such as test
+    workers, alike: the lock is a file lock): one runs the compiler, the other waits for it."""
+    runs = []
+    compile_now = compiler._compile_now
+
+    def counted(sources, tools, target):
+        runs.append(target)
+        compile_now(sources, tools, target)
+
+    monkeypatch.setattr(compiler, "_compile_now", counted)
+    source = "int sg_answer(void) { return 42; }\n"
+    target = str(tmp_path / "c_answer.so")
+    tools = compiler.toolchain()
+    threads = [threading.Thread(target=compiler._compile, args=([source], tools, target))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert runs == [target]
+    assert ctypes.CDLL(target).sg_answer() == 42
 
 
 def test_deferred_programs_share_one_library():

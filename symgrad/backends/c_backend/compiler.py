@@ -32,6 +32,11 @@ import subprocess
 import tempfile
 import threading
 
+try:
+    import fcntl
+except ImportError:   # Windows
+    fcntl = None
+
 from ...errors import SymgradError
 from .. import cache
 
@@ -193,8 +198,30 @@ def cached_library(key, options) -> str | None:
     return target if os.path.exists(target) else None
 
 
+@contextlib.contextmanager
+def _exclusive(path: str):
+    """Hold an exclusive lock on the file ``path`` (created if missing) across processes;
+    a no-op where ``fcntl`` is missing (Windows)."""
+    if fcntl is None:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _compile(sources: list, tools: Toolchain, target: str) -> None:
-    """Compile the concatenated ``sources`` into the shared library ``target`` (atomically)."""
+    """Compile the concatenated ``sources`` into the shared library ``target`` (atomically).
+    Processes compiling the same target take turns: one compiles, the others find it done."""
+    with _exclusive(target[:-3] + ".lock"):
+        if not os.path.exists(target):
+            _compile_now(sources, tools, target)
+
+
+def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
     directory = os.path.dirname(target)
     stem = os.path.basename(target)[:-3]
     source_path = os.path.join(directory, stem + ".c")
@@ -250,8 +277,7 @@ class _Batch:
         def build(chunk):
             key = cache.cache_key("c-batch", *[k for k, *_ in chunk])
             target = _library_path(key, chunk[0][3])
-            if not os.path.exists(target):
-                _compile([source for _, source, _, _ in chunk], chunk[0][2], target)
+            _compile([source for _, source, _, _ in chunk], chunk[0][2], target)
             for k, _, _, options in chunk:
                 cache.write_atomic(_library_path(k, options)[:-3] + ".link",
                                    os.path.basename(target))
