@@ -40,7 +40,9 @@ class Backend:
     them (None as the field: the artifact holds the NumPy module only); ``save_options`` are
     what ``save`` was given (``cubin_archs``...), None when a loaded artifact is compared
     with what symgrad regenerates: then built binaries are not made. ``artifact_binaries``:
-    the keys of that entry naming built binaries (not regenerated: cubins, a C library).
+    the keys of that entry naming built binaries (not regenerated: cubins, a C library);
+    ``artifact_build_facts``: its keys describing the machine they were built for (kept as
+    saved, not compared with this machine's).
     ``require_build()`` / ``require_run()`` raise the backend's own error when this machine
     cannot build (no C compiler) or run (no CUDA device) its programs. ``host_arrays(results)
     -> list of NumPy arrays``: what a runner returning NumPy gives back.
@@ -52,6 +54,7 @@ class Backend:
     default_passes: tuple | None = None
     artifact_files: Callable | None = None
     artifact_binaries: tuple = ()
+    artifact_build_facts: tuple = ()
     require_build: Callable = _nothing
     require_run: Callable = _nothing
     host_arrays: Callable = _as_list

@@ -710,6 +710,8 @@ def _compare_with_regenerated(path, manifest, contents, generated):
             reference = listed.get(key)
             binaries |= set(reference.values()) if isinstance(reference, dict) else \
                 {reference} if isinstance(reference, str) else set()
+        for key in backend.artifact_build_facts:   # where they were built: kept as saved
+            expected_points[backend.name][key] = listed.get(key)
     if generated.native is None and backend.artifact_files is not None and \
             isinstance(listed, dict):   # its code cannot be made here: not compared
         expected_points[backend.name] = listed

@@ -39,6 +39,7 @@ import io
 import json
 import linecache
 import os
+import platform
 import sys
 import tempfile
 import threading
@@ -352,13 +353,46 @@ def _bind_library(module, data: bytes) -> None:
         os.unlink(path)
 
 
+def cpu_features() -> list | None:
+    """This CPU's instruction-set features, sorted, from ``/proc/cpuinfo`` (``flags`` on x86,
+    ``Features`` on ARM); None where it does not say. (The C backend records the same list
+    with the same reader in ``symgrad.backends.c_backend.compiler``; this file cannot import
+    symgrad.)"""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return sorted(set(value.split()))
+    except OSError:
+        pass
+    return None
+
+
+def built_for_this_machine(entry) -> bool:
+    """Whether the library of a native entry can run here: built for this machine type and,
+    when built for the CPU it was compiled on (``-march=native``: ``cpu_features``), on a CPU
+    with every one of those features. Loading a library that uses instructions this CPU
+    lacks succeeds, and its first call kills the process; so the runner checks first."""
+    if entry.get("machine") not in (None, platform.machine()):
+        return False
+    wanted = entry.get("cpu_features")
+    if not wanted:
+        return True
+    have = cpu_features()
+    return have is not None and set(wanted) <= set(have)
+
+
 def load_entry(contents, manifest, files):
     """The module the artifact runs and its entry function: its *native* entry (a host
     module calling a shared library of the artifact through ctypes: a program of the C
-    backend; no compiler needed) when it has one whose library loads on this machine, else its
-    NumPy module. Call only after :func:`verify_files`."""
+    backend; no compiler needed) when its library was built for this machine
+    (:func:`built_for_this_machine`) and loads, else its NumPy module. Call only after
+    :func:`verify_files`."""
     for entry in manifest["entry_points"].values():
         if isinstance(entry, dict) and isinstance(entry.get("library"), str):
+            if not built_for_this_machine(entry):
+                break
             library = listed(contents, entry["library"], "library")
             module, function = _load_module(contents, manifest, files, entry)
             try:

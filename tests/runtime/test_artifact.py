@@ -3,6 +3,7 @@ integrity checks, signing, CUDA artifacts and atomic saves. (The attacks of issu
 ``tests/adversarial/test_artifacts.py``.)"""
 import json
 import os
+import platform
 import runpy
 import shutil
 import subprocess
@@ -551,3 +552,26 @@ def test_c_artifact_runs_its_numpy_module_where_its_library_or_a_compiler_is_mis
     assert loaded.backend == "numpy"
     for r, g in zip(sg.compile(prog, fetches)(feeds()), loaded(feeds())):
         np.testing.assert_allclose(g, r, rtol=1e-6)
+
+
+def test_c_artifact_built_for_another_cpu_runs_its_numpy_module_standalone(tmp_path):
+    """A library built with -march=native on a CPU with features this one lacks would load
+    and then die on its first call: the standalone runner checks the machine type and CPU
+    features the artifact records and runs the NumPy module instead; sg.load compiles the
+    C program for this machine."""
+    prog, fetches = grad_program()
+    fn = sg.compile(prog, fetches, backend="c")
+    path = fn.save(str(tmp_path / "m"))
+    entry = manifest_of(path)["entry_points"]["c"]
+    assert entry["machine"] == platform.machine()
+    if entry["cpu_features"] is not None:
+        assert standalone.built_for_this_machine(entry)
+    for facts in ({"cpu_features": ["avx2048_imaginary"]}, {"machine": "pdp11"}):
+        _rewrite_manifest(path, lambda manifest: manifest["entry_points"]["c"].update(facts))
+        assert not standalone.built_for_this_machine(manifest_of(path)["entry_points"]["c"])
+        runner = standalone.load(path)
+        assert runner.module.__file__.endswith(os.path.join("numpy", "program.py"))
+        loaded = sg.load(path)
+        assert loaded.backend == "c"
+        for want, got in zip(fn(feeds()), loaded(feeds())):
+            assert got.tobytes() == want.tobytes()

@@ -86,7 +86,9 @@ def build(program, fetches, options):
 def artifact_files(executable, tree, save_options) -> dict:
     """``c/host.py``, ``c/program.c`` and (when saving) the compiled ``c/program.so``: the
     artifact's native entry, which its standalone runner loads with ctypes (no compiler
-    needed); the host module imports the NumPy module's runtime helpers."""
+    needed); the host module imports the NumPy module's runtime helpers. The entry names the
+    machine type and, for a ``-march=native`` build, the CPU features it was built for: the
+    runner uses the library only on a machine of that type with all of them."""
     tree.add("c/host.py", executable.host_source.encode("utf-8"))
     tree.add("c/program.c", executable.source.encode("utf-8"))
     if save_options is not None:
@@ -94,9 +96,11 @@ def artifact_files(executable, tree, save_options) -> dict:
             executable.library = executable._resolve()
         with open(executable.library, "rb") as handle:
             tree.add("c/program.so", handle.read())
+    native = "-march=native" in compiler.toolchain().flags
     return {"module": "c/host.py", "function": "run",
             "imports": {name: f"numpy/{name}.py" for name in RUNTIME_MODULES},
-            "source": "c/program.c", "library": "c/program.so", "machine": platform.machine()}
+            "source": "c/program.c", "library": "c/program.so", "machine": platform.machine(),
+            "cpu_features": compiler.cpu_features() if native else None}
 
 
 def _require_build() -> None:
@@ -114,4 +118,5 @@ def lowers(opdef) -> bool:
 
 
 BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
-                  artifact_binaries=("library",), require_build=_require_build)
+                  artifact_binaries=("library",),
+                  artifact_build_facts=("machine", "cpu_features"), require_build=_require_build)

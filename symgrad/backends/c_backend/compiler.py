@@ -149,16 +149,28 @@ def _probe(compiler) -> dict:
     return found
 
 
-def _cpu_model() -> str:
-    """What ``-march=native`` builds for (a library built for one CPU may not run on another)."""
+def cpu_features() -> list | None:
+    """This CPU's instruction-set features, sorted, as ``/proc/cpuinfo`` lists them (``flags``
+    on x86, ``Features`` on ARM); None where it does not say. A library built with
+    ``-march=native`` runs on a CPU that has all of them (the standalone runner checks this
+    with its own copy of the reader: it cannot import symgrad)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith(("model name", "flags")):
-                    return hashlib.sha256(line.encode()).hexdigest()[:16] + platform.machine()
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return sorted(set(value.split()))
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def _cpu_model() -> str:
+    """What ``-march=native`` builds for (a library built for one CPU may not run on another)."""
+    features = cpu_features()
+    if features is None:
+        return platform.processor() or platform.machine()
+    return hashlib.sha256(" ".join(features).encode()).hexdigest()[:16] + platform.machine()
 
 
 @functools.lru_cache(maxsize=None)
