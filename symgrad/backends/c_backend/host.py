@@ -10,9 +10,10 @@ Statements are built by the NumPy backend's generator (naming, provenance commen
 plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
 change: each run of consecutive loop groups of a block that C can compute (see
 :func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
-:mod:`.segments`); values used only inside a segment never reach Python. Everything else
-(matmul through NumPy's BLAS, conv, data movement, groups with dtypes C does not compute)
-runs as the NumPy backend writes it.
+:mod:`.segments`); values used only inside a segment never reach Python. The softmax family
+and ``one_hot`` are one C entry point each (:mod:`.row_ops`). Everything else (matmul through
+NumPy's BLAS, conv, data movement, groups with dtypes C does not compute) runs as the NumPy
+backend writes it.
 """
 from __future__ import annotations
 

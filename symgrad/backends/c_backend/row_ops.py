@@ -67,12 +67,12 @@ def render_row_op(number, op, kind, names, environment) -> RowOpCall:
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))
-    labels = op.inputs[-1] if kind != "softmax" and kind != "log_softmax" else None
+    indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
     code = environment.get_template("c/row_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
-        L=c_type(labels.dtype) if labels is not None else "",
-        unsigned=labels is not None and labels.dtype.kind == "u")
+        L=c_type(indices.dtype) if indices is not None else "",
+        unsigned=indices is not None and indices.dtype.kind == "u")
     return RowOpCall(code, shape)
 

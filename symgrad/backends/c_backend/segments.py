@@ -122,7 +122,7 @@ class SegmentRenderer:
                                reduction=plan.combine.ufunc.__name__ if plan.reduction
                                is not None else ""))
         return environment.get_template("c/segment.c.j2").render(
-            number=self.number, count=len(args),
+            number=self.number,
             args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
                        what=value_label(v)) for k, v in enumerate(args)],
             checks=[dict(got=got, want=want, what=value_label(args[k]) if k is not None
