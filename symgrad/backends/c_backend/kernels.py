@@ -57,7 +57,8 @@ def compute_type(op) -> str:
 def rule_for(op):
     """The C lowering of elementwise ``op`` when it applies to its types, else None."""
     rule = LOWERINGS.rule(op.opdef)
-    if not isinstance(rule, CLowering) or (rule.floats_only and compute_type(op) not in ("float", "double")):
+    if not isinstance(rule, CLowering) or (
+            rule.floats_only and compute_type(op) not in ("float", "double")):
         return None
     return rule
 
