@@ -61,6 +61,16 @@ def _row_ops_f32(x, labels):
     return [loss, nn.softmax(x), nn.log_softmax(x, axis=0)] + ir_backward.grad(loss, [x])
 
 
+def _row_ops_in_regions(x, labels):
+    """Row ops inside a scan body and a cond branch, and in their gradients."""
+    def body(carry, xs):
+        h = nn.softmax(carry * xs, axis=1)
+        return h, nn.softmax_cross_entropy(h, labels, reduction="sum")
+    final, losses = sg.scan(body, x, xs=sg.stack([x, x * 0.5, x * 2.0]))
+    loss = sg.sum(losses) + sg.sum(sg.cond(sg.sum(x) > 0, nn.log_softmax, lambda a: a, final))
+    return [loss] + ir_backward.grad(loss, [x])
+
+
 _ROW_X = RNG.standard_normal((6, 10)).astype("float32") * 4
 _ROW_X[1, 3] = np.inf
 _ROW_X[2, :] = -np.inf
@@ -75,6 +85,10 @@ CASES = {
                  "labels": RNG.integers(0, 7, (5, 3)).astype("int32"),
                  "soft": RNG.uniform(0, 1, (5, 7, 3)),
                  "i": RNG.integers(0, 7, (4, 2)).astype("uint8")}, {}),
+    "row_ops_in_regions": (_row_ops_in_regions, [("x", [5, 4], "float64"),
+                                                  ("labels", [5], "int32")],
+                           {"x": RNG.standard_normal((5, 4)),
+                            "labels": RNG.integers(0, 4, 5).astype("int32")}, {}),
     "row_ops_float32": (_row_ops_f32, [("x", [6, 10], "float32"), ("labels", [6], "int64")],
                         {"x": _ROW_X, "labels": np.array([3, 1, 2, 0, 5, 9])}, {}),
     "w2": (_w2, [("x", [None], "float32")],
