@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad import ir_backward
+from symgrad import ir_backward, nn
 from symgrad.backends import c_backend
 from symgrad.backends.c_backend import compiler
 
@@ -46,8 +46,52 @@ def _broadcasts(x, row, column):
     return [y, sg.sum(y * row, axis=0) + row, sg.max(y, axis=1, keepdims=True) - column]
 
 
+def _row_ops(x, labels, soft, i):
+    """The softmax family along each axis, cross-entropy with integer labels (and its
+    gradient: one_hot in the middle of the shape) and soft labels, one_hot of several dtypes."""
+    hard = nn.softmax_cross_entropy(x, labels, axis=1, reduction="none")
+    return [nn.softmax(x, axis=0), nn.softmax(x, axis=1), nn.log_softmax(x, axis=2), hard,
+            nn.softmax_cross_entropy(x, soft, axis=2, reduction="none"),
+            ir_backward.grad(sg.sum(hard * hard), [x])[0],
+            ir_backward.grad(nn.softmax_cross_entropy(x, soft, axis=1), [x, soft])[1],
+            sg.one_hot(i, 5), sg.one_hot(i, 3, "bool"), sg.one_hot(i, 4, "int64")]
+
+
+def _row_ops_f32(x, labels):
+    loss = nn.softmax_cross_entropy(x, labels)
+    return [loss, nn.softmax(x), nn.log_softmax(x, axis=0)] + ir_backward.grad(loss, [x])
+
+
+def _row_ops_in_regions(x, labels):
+    """Row ops inside a scan body and a cond branch, and in their gradients."""
+    def body(carry, xs):
+        h = nn.softmax(carry * xs, axis=1)
+        return h, nn.softmax_cross_entropy(h, labels, reduction="sum")
+    final, losses = sg.scan(body, x, xs=sg.stack([x, x * 0.5, x * 2.0]))
+    loss = sg.sum(losses) + sg.sum(sg.cond(sg.sum(x) > 0, nn.log_softmax, lambda a: a, final))
+    return [loss] + ir_backward.grad(loss, [x])
+
+
+_ROW_X = RNG.standard_normal((6, 10)).astype("float32") * 4
+_ROW_X[1, 3] = np.inf
+_ROW_X[2, :] = -np.inf
+_ROW_X[3, 0] = np.nan
+_ROW_X[4, 5] = 90.0     # exp overflows without the max shift
+
 # name -> (build, declared inputs, feeds, options)
 CASES = {
+    "row_ops": (_row_ops, [("x", [None, 7, 3], "float64"), ("labels", [None, 3], "int32"),
+                           ("soft", [None, 7, 3], "float64"), ("i", [None, 2], "uint8")],
+                {"x": RNG.standard_normal((5, 7, 3)) * 3,
+                 "labels": RNG.integers(0, 7, (5, 3)).astype("int32"),
+                 "soft": RNG.uniform(0, 1, (5, 7, 3)),
+                 "i": RNG.integers(0, 7, (4, 2)).astype("uint8")}, {}),
+    "row_ops_in_regions": (_row_ops_in_regions, [("x", [5, 4], "float64"),
+                                                  ("labels", [5], "int32")],
+                           {"x": RNG.standard_normal((5, 4)),
+                            "labels": RNG.integers(0, 4, 5).astype("int32")}, {}),
+    "row_ops_float32": (_row_ops_f32, [("x", [6, 10], "float32"), ("labels", [6], "int64")],
+                        {"x": _ROW_X, "labels": np.array([3, 1, 2, 0, 5, 9])}, {}),
     "w2": (_w2, [("x", [None], "float32")],
            {"x": RNG.uniform(-2, 2, 100_003).astype("float32")}, {}),
     "w2_threads1": (_w2, [("x", [None], "float32")],
@@ -298,3 +342,29 @@ def test_max_over_an_empty_extent_is_numpys_error_and_products_run_in_order():
     for e, g in zip(interpreter(x=x), fn(x=x)):
         np.testing.assert_allclose(g, e, rtol=1e-12)
     assert "reduction(*" not in fn.source
+
+
+def test_row_ops_report_labels_outside_the_classes_as_numpy_does():
+    """The cross-entropy's labels are checked in C (loss and gradient), with the NumPy
+    backend's error; one_hot alone gives a row of zeros; labels' run-time dims must agree."""
+    def build(x, labels):
+        loss = nn.softmax_cross_entropy(x, labels, reduction="sum")
+        return [loss, sg.one_hot(labels, 4)] + ir_backward.grad(loss, [x])
+    prog, fetches = _program(build, ("x", [None, 4], "float32"), ("labels", [None], "int64"))
+    fn = sg.compile(prog, fetches, backend="c")
+    reference = sg.compile(prog, fetches, backend="numpy")
+    assert "_forward" not in fn._executable.host_source.split("def run")[1]
+    x = np.ones((3, 4), "float32")
+    for bad in (np.array([0, 7, -1]), np.array([-3, 1, 2])):
+        for run in (fn, reference):
+            with pytest.raises(ValueError, match=rf"class index {bad[bad != 0][0]} is outside "
+                                                 r"\[0, 4\)"):
+                run(x=x, labels=bad)
+    hot = sg.compile(prog, fetches[1:2], backend="c")(x=x, labels=np.array([2, 4, -1]))[0]
+    np.testing.assert_array_equal(hot, [[0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    with pytest.raises(ValueError, match="along axis 0 where the program needs 3"):
+        fn._executable.run({"x": x, "labels": np.zeros(2, "int64")})
+    empty = sg.compile(*_program(lambda x: [nn.softmax(x)], ("x", [2, None], "float64")),
+                       backend="c")
+    with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
+        empty(x=np.ones((2, 0)))

@@ -1,11 +1,12 @@
 """The C backend: loop groups compiled to native code, called from a generated host module.
 
 ``build(program, fetches, options)`` renders one C file (:mod:`.host`, :mod:`.kernels`,
-:mod:`.segments`; templates in ``codegen_templates/c/``) and a Python host module, compiles
-the C file with the system compiler into a shared library cached on disk (:mod:`.compiler`)
-and loads both: the host runs the program and calls the library's entry points through
-``ctypes``; opaque ops (matmul, conv...) keep calling NumPy and its BLAS. ``source`` is the C
-program, ``host_source`` the host module; ``SYMGRAD_DUMP`` writes both.
+:mod:`.segments`, :mod:`.row_ops`; templates in ``codegen_templates/c/``) and a Python host
+module, compiles the C file with the system compiler into a shared library cached on disk
+(:mod:`.compiler`) and loads both: the host runs the program and calls the library's entry
+points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
+(:mod:`.row_ops`); other opaque ops (matmul, conv...) keep calling NumPy and its BLAS.
+``source`` is the C program, ``host_source`` the host module; ``SYMGRAD_DUMP`` writes both.
 """
 from __future__ import annotations
 
@@ -108,8 +109,9 @@ def _require_build() -> None:
 
 
 def lowers(opdef) -> bool:
-    """Elementwise ops with a C rule and fusible reductions compile to C; every other op the
-    NumPy backend lowers runs through NumPy in the host module."""
+    """Elementwise ops with a C rule and fusible reductions compile to C, the row ops of
+    :mod:`.row_ops` to C entries of their own; every other op the NumPy backend lowers runs
+    through NumPy in the host module."""
     if opdef.category == ELEMENTWISE and LOWERINGS.lowers(opdef):
         return True
     if opdef.category == REDUCTION and opdef.reduction is not None:

@@ -57,3 +57,9 @@ def literal(value, dtype) -> str:
 def c_comment(text: str) -> str:
     """``text`` safe inside a ``/* */`` comment: ASCII, one line, no comment terminator."""
     return comment(text).replace("*/", "* /")
+
+
+def value_label(value) -> str:
+    """``%12 (name)``: ``value`` named inside a C string literal (errors name it)."""
+    text = f"%{value.id}" + (f" ({value.name})" if value.name else "")
+    return c_comment(text).replace("\\", "\\\\").replace('"', '\\"')

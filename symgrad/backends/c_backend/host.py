@@ -10,9 +10,10 @@ Statements are built by the NumPy backend's generator (naming, provenance commen
 plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
 change: each run of consecutive loop groups of a block that C can compute (see
 :func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
-:mod:`.segments`); values used only inside a segment never reach Python. Everything else
-(matmul through NumPy's BLAS, conv, data movement, groups with dtypes C does not compute)
-runs as the NumPy backend writes it.
+:mod:`.segments`); values used only inside a segment never reach Python. The softmax family
+and ``one_hot`` are one C entry point each (:mod:`.row_ops`). Everything else (matmul through
+NumPy's BLAS, conv, data movement, groups with dtypes C does not compute) runs as the NumPy
+backend writes it.
 """
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ from ...ops.core import SOURCE
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version
 from ..numpy_backend.codegen import Generator, uses_extension_dtypes
+from ..numpy_backend.functions import Commented
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.state_buffers import BUFFERS
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
+from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
@@ -68,7 +71,8 @@ class CHostGenerator(Generator):
         super().__init__(program, fetches, options)
         self.c_functions: dict = {}     # structure key / name -> CFunction
         self.segments: list = []        # rendered entry points
-        self.entries: list = []         # (Python name, C symbol) per segment
+        self.row_ops: list = []         # rendered row op entry points
+        self.entries: list = []         # (Python name, C symbol) per segment and row op
 
     def c_plan(self, op):
         """The plan of ``op`` when it is a loop group that C computes, else None."""
@@ -99,7 +103,7 @@ class CHostGenerator(Generator):
                 if index != run[0]:
                     statements[index] = []
                 continue
-            lines = self.lower_op(op)
+            lines = self.row_op(op) or self.lower_op(op)
             if run and op.opdef.category == SOURCE:   # hoisted before the segment
                 statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
                 statements[index] = []
@@ -136,6 +140,24 @@ class CHostGenerator(Generator):
         lines.append(f"{name}(({''.join(a + ', ' for a in arguments)}))")
         return lines
 
+    def row_op(self, op) -> list | None:
+        """The host lines calling a new row op entry computing ``op`` (:mod:`.row_ops`), or
+        None when ``op`` is not one C computes."""
+        kind = row_kind(op, self.scalars)
+        if kind is None:
+            return None
+        number = len(self.row_ops)
+        names = [self.expr(v) for v in op.inputs]
+        call = render_row_op(number, op, kind, names, environment())
+        self.row_ops.append(call.code)
+        name = self.namer.fresh(f"_sg_r{number}")
+        self.entries.append((name, f"sg_{UNIT}_r{number}"))
+        result = op.results[0]
+        target = self.namer.value(result)
+        return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
+                Commented(f"{name}(({''.join(a + ', ' for a in names)}{target}, ))",
+                          self.text.provenance, op)]
+
     def c_function(self, plan):
         """The C function of ``plan``, rendered once per group structure."""
         function = render_group(plan, self.scalars, self.options, environment())
@@ -150,7 +172,8 @@ class CHostGenerator(Generator):
             symgrad_version=library_version(), summary=summary,
             prelude=environment().get_template("c/prelude.h.j2").render(
                 math=MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK),
-            functions=list(self.c_functions.values()), segments=self.segments)
+            functions=list(self.c_functions.values()),
+            segments=self.segments + self.row_ops)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
         c_source = c_source.replace(UNIT, unit)
         entries = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}

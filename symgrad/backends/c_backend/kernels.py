@@ -35,7 +35,7 @@ from ...ir.printer import counted, format_op_head
 from ...ops.fused import is_fusion
 from ...ops.core import ELEMENTWISE
 from .ctype import c_comment, c_type, literal, supported
-from .lowering import LOWERINGS
+from .lowering import LOWERINGS, CLowering
 
 PARALLEL_MIN = 1 << 16     # elements of S from which loops run on several threads
 CHUNK = 1 << 14            # elements per chunk of a loop split between threads (about)
@@ -57,7 +57,8 @@ def compute_type(op) -> str:
 def rule_for(op):
     """The C lowering of elementwise ``op`` when it applies to its types, else None."""
     rule = LOWERINGS.rule(op.opdef)
-    if rule is None or (rule.floats_only and compute_type(op) not in ("float", "double")):
+    if not isinstance(rule, CLowering) or (
+            rule.floats_only and compute_type(op) not in ("float", "double")):
         return None
     return rule
 

@@ -11,6 +11,9 @@ Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reducti
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
 rule (matmul, conv, data movement...) run through the NumPy backend's lowering in the host
 module. Add a rule with :func:`register_lowering` (user ops too).
+
+The softmax family and ``one_hot`` have :class:`CRowOp` rules instead: each is one C entry
+point looping over the rows along its class axis (:mod:`.row_ops`).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import dataclasses
 
 from ..c_expressions import EXPRESSIONS, POWER
 from ..lowering import LoweringTable
+from .ctype import supported
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,3 +42,50 @@ def register_lowering(op, expression: str | None, floats_only: bool = False) -> 
 for _name, _expression in EXPRESSIONS.items():
     register_lowering(_name, _expression)
 register_lowering("power", POWER, floats_only=True)
+
+
+# --- row ops -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CRowOp:
+    """An opaque op computed row by row along its class axis by the C template
+    ``c/row_op.c.j2`` (:mod:`.row_ops`): ``kind(op)`` is the template's kind for ``op``'s
+    types, or None when they are not ones C computes (the op then runs on NumPy)."""
+
+    kind: object
+
+
+def _float(value) -> bool:
+    return value.dtype.name in ("float32", "float64")
+
+
+def _integer(value) -> bool:
+    return supported(value.dtype) and value.dtype.kind in "iu"
+
+
+def _softmax_kind(name):
+    return lambda op: name if _float(op.inputs[0]) else None
+
+
+def _cross_entropy_kind(op):
+    logits, labels = op.inputs
+    if not _float(logits):
+        return None
+    if _integer(labels):
+        return "cross_entropy"
+    return "soft_cross_entropy" if labels.dtype == logits.dtype else None
+
+
+def _one_hot_kind(op):
+    return "one_hot" if _integer(op.inputs[0]) and supported(op.results[0].dtype) else None
+
+
+def register_row_op(op, kind) -> None:
+    """Compute opaque ``op`` with the row template (``kind(op)``: see :class:`CRowOp`); None
+    removes its rule."""
+    LOWERINGS.register(op, None if kind is None else CRowOp(kind))
+
+
+register_row_op("softmax", _softmax_kind("softmax"))
+register_row_op("log_softmax", _softmax_kind("log_softmax"))
+register_row_op("softmax_cross_entropy", _cross_entropy_kind)
+register_row_op("one_hot", _one_hot_kind)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .ctype import c_comment, c_type
+from .ctype import c_type, value_label
 from .kernels import group_heading
 
 
@@ -122,17 +122,13 @@ class SegmentRenderer:
                                reduction=plan.combine.ufunc.__name__ if plan.reduction
                                is not None else ""))
         return environment.get_template("c/segment.c.j2").render(
-            number=self.number, count=len(args),
+            number=self.number,
             args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
-                       what=self.describe(v)) for k, v in enumerate(args)],
-            checks=[dict(got=got, want=want, what=self.describe(args[k]) if k is not None
+                       what=value_label(v)) for k, v in enumerate(args)],
+            checks=[dict(got=got, want=want, what=value_label(args[k]) if k is not None
                          else "a value", axis=axis) for got, want, k, axis in checks],
             groups=groups, temporaries=list(temporaries.values()))
 
     def pointer(self, value, temporaries) -> str:
         k = self.arg.get(value)
         return f"sg_b[{k}].buf" if k is not None else temporaries[value][0]
-
-    def describe(self, value) -> str:
-        text = f"%{value.id}" + (f" ({value.name})" if value.name else "")
-        return c_comment(text).replace("\\", "\\\\").replace('"', '\\"')

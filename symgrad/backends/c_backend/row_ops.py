@@ -1,0 +1,78 @@
+"""C entry points of the row ops: the softmax family and ``one_hot``.
+
+An op with a :class:`~.lowering.CRowOp` rule whose kind applies to its types becomes one entry
+point of its own, rendered from ``c/row_op.c.j2``: it takes one tuple (the op's inputs, then its
+result, which the host allocates with ``np.empty``), checks that the labels' dims agree with the
+logits' (dims unknown when the program was built), releases the GIL and loops over the rows
+along the class axis (``n`` elements ``inner`` apart): the max, then the sum of ``exp(x - max)``
+accumulated in double, then the row's results, rounded as the NumPy backend's kernels round
+them. Integer labels outside ``[0, n)`` are the NumPy backend's ``ValueError`` (naming the
+first one) before anything is computed; an empty class axis is NumPy's error for the max of an
+empty array.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .ctype import c_type, value_label
+from .kernels import describe
+from .lowering import LOWERINGS, CRowOp
+
+
+@dataclasses.dataclass
+class RowOpCall:
+    """A rendered row op: its C ``code`` (symbol ``sg_<unit>_r<number>``) and the host's
+    ``shape`` expression of the result, from the Python names of its inputs."""
+
+    code: str
+    shape: list
+
+
+def row_kind(op, scalars) -> str | None:
+    """The row template's kind for ``op``, or None when it runs on NumPy (no rule, types C
+    does not compute, or an input the host inlines as a literal)."""
+    rule = LOWERINGS.rule(op.opdef)
+    if not isinstance(rule, CRowOp) or any(v in scalars for v in op.inputs):
+        return None
+    return rule.kind(op)
+
+
+def _axis_sources(op, kind) -> list:
+    """For each axis of the result: the axis of input 0 it comes from, or None (a static
+    class count)."""
+    axis, rank = op.attrs["axis"], op.results[0].ndim
+    if kind == "one_hot":
+        return [a if a < axis else None if a == axis else a - 1 for a in range(rank)]
+    if kind in ("cross_entropy", "soft_cross_entropy"):
+        return [a if a < axis else a + 1 for a in range(rank)]
+    return list(range(rank))
+
+
+def render_row_op(number, op, kind, names, environment) -> RowOpCall:
+    """Row op ``number`` computing ``op`` with template kind ``kind``; ``names``: the host's
+    expressions of its inputs."""
+    result = op.results[0]
+    first = op.inputs[0]
+    sources = _axis_sources(op, kind)
+    shape = [str(dim) if dim is not None else f"{names[0]}.shape[{source}]"
+             for dim, source in zip(result.shape, sources)]
+    checks = []
+    if len(op.inputs) == 2:      # labels: the logits' dims (without the class axis when integer)
+        labels = op.inputs[1]
+        of = sources if kind == "cross_entropy" else list(range(first.ndim))
+        checks = [dict(arg=1, axis=a, of=of[a], what=value_label(labels))
+                  for a in range(labels.ndim) if labels.shape[a] is None
+                  or first.shape[of[a]] is None]
+    args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
+            for v in op.inputs]
+    args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
+                     what=value_label(result)))
+    indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    code = environment.get_template("c/row_op.c.j2").render(
+        number=number, note=describe(op), kind=kind, args=args, checks=checks,
+        axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
+        strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
+        L=c_type(indices.dtype) if indices is not None else "",
+        unsigned=indices is not None and indices.dtype.kind == "u")
+    return RowOpCall(code, shape)
+
