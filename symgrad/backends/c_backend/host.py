@@ -25,9 +25,10 @@ import jinja2
 
 from ...ir.printer import counted
 from ...ops.core import SOURCE
+from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version
-from ..numpy_backend.codegen import Generator, uses_extension_dtypes
+from ..numpy_backend.codegen import Generator, helpers_of, uses_extension_dtypes
 from ..numpy_backend.functions import Commented
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.state_buffers import BUFFERS
@@ -73,6 +74,7 @@ class CHostGenerator(Generator):
         self.segments: list = []        # rendered entry points
         self.row_ops: list = []         # rendered row op entry points
         self.entries: list = []         # (Python name, C symbol) per segment and row op
+        self.numpy_ops: list = []       # ops the host computes with NumPy
 
     def c_plan(self, op):
         """The plan of ``op`` when it is a loop group that C computes, else None."""
@@ -103,7 +105,10 @@ class CHostGenerator(Generator):
                 if index != run[0]:
                     statements[index] = []
                 continue
-            lines = self.row_op(op) or self.lower_op(op)
+            lines = self.row_op(op)
+            if lines is None:
+                self.numpy_ops.append(op)
+                lines = self.lower_op(op)
             if run and op.opdef.category == SOURCE:   # hoisted before the segment
                 statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
                 statements[index] = []
@@ -157,6 +162,11 @@ class CHostGenerator(Generator):
         return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
                 Commented(f"{name}(({''.join(a + ', ' for a in names)}{target}, ))",
                           self.text.provenance, op)]
+
+    def helpers_used(self) -> dict:
+        """The helpers of the ops the host computes with NumPy (a fused group's members
+        included; a region's body ops are lowered, and counted, one by one)."""
+        return helpers_of(self.numpy_ops, descend=is_fusion)
 
     def c_function(self, plan):
         """The C function of ``plan``, rendered once per group structure."""

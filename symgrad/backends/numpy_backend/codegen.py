@@ -68,9 +68,10 @@ class GeneratedModule:
     references: dict = dataclasses.field(default_factory=dict)   # name -> HelperReference
 
 
-def _helpers_of(ops) -> dict:
-    """``{name: helper}`` of the helpers the lowerings of ``ops`` (nested ones included) need;
-    two different helpers under one name are an error, never a silent pick of one of them."""
+def helpers_of(ops, descend=lambda op: True) -> dict:
+    """``{name: helper}`` of the helpers the lowerings of ``ops`` need, with those of the ops
+    nested in each op for which ``descend(op)``; two different helpers under one name are an
+    error, never a silent pick of one of them."""
     found = {}
     stack = list(ops)
     while stack:
@@ -84,7 +85,7 @@ def _helpers_of(ops) -> dict:
                                  f"program (op {op.name!r} and an earlier op); a custom op "
                                  f"registered again replaces its forward for new programs "
                                  f"only, so rebuild the program")
-        for block in op.blocks:
+        for block in op.blocks if descend(op) else ():
             stack.extend(block.ops)
     return found
 
@@ -127,7 +128,7 @@ class Generator:
         self.program = program
         self.fetches = list(fetches)
         self.options = options
-        self.helpers = _helpers_of(program.ops)
+        self.helpers = helpers_of(program.ops)
         self.namer = Namer(reserved=self.helpers)
         self.scalars: dict = {}        # Value -> 0-d array inlined as a literal
         self.constants: dict = {}      # CONSTANTS key -> array
@@ -270,9 +271,14 @@ class Generator:
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries), self.references())
 
+    def helpers_used(self) -> dict:
+        """``{name: helper}`` of the helpers the module defines or gets by reference: those
+        of every op (a generator computing some ops without NumPy narrows them)."""
+        return self.helpers
+
     def references(self) -> dict:
         """``{name: HelperReference}``: the functions the module gets by reference."""
-        return {name: helper for name, helper in self.helpers.items()
+        return {name: helper for name, helper in self.helpers_used().items()
                 if isinstance(helper, HelperReference)}
 
     def finish(self, body):
@@ -284,7 +290,7 @@ class Generator:
         body.append(f"return [{outputs}]")
         for param in self.program.parameters:
             self.constants.setdefault(param.name, param.op.attrs["init"])
-        helpers = [_helper_text(helper) for _, helper in sorted(self.helpers.items())]
+        helpers = [_helper_text(helper) for _, helper in sorted(self.helpers_used().items())]
         return body, helpers
 
     def with_deletes(self, ops, statements, reads_after=()) -> list:
