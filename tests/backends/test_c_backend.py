@@ -93,11 +93,11 @@ CASES = {
     "row_ops_float32": (_row_ops_f32, [("x", [6, 10], "float32"), ("labels", [6], "int64")],
                         {"x": _ROW_X, "labels": np.array([3, 1, 2, 0, 5, 9])}, {}),
     "w2": (_w2, [("x", [None], "float32")],
-           {"x": RNG.uniform(-2, 2, 100_003).astype("float32")}, {}),
+           {"x": RNG.uniform(-2, 2, 300_007).astype("float32")}, {}),   # threads: > 2**18
     "w2_threads1": (_w2, [("x", [None], "float32")],
                     {"x": RNG.uniform(-2, 2, 70_001).astype("float32")}, {"threads": 1}),
     "reductions": (_reductions, [("x", [None, 37, 6], "float64")],
-                   {"x": RNG.standard_normal((301, 37, 6))}, {}),
+                   {"x": RNG.standard_normal((1201, 37, 6))}, {}),   # threads: > 2**18
     "reductions_small": (_reductions, [("x", [3, 2, 5], "float32")],
                          {"x": RNG.standard_normal((3, 2, 5)).astype("float32")}, {}),
     "broadcasts": (_broadcasts, [("x", [None, 64], "float64"), ("row", [64], "float64"),
