@@ -102,7 +102,7 @@ def test_docs_say_how_to_build_and_serve_them(site):
 
 def test_performance_page_has_the_framework_rows():
     text = (DOCS / "performance.md").read_text()
-    for row in ("W2 JAX (jit)", "W2 PyTorch (eager)"):
+    for row in ("W2 JAX jit(grad)", "W2 PyTorch torch.compile"):
         line, = [line for line in text.splitlines() if line.startswith(row)]
         assert re.search(r"\d+(\.\d+)? ms", line) and "skipped" not in line, line
 
