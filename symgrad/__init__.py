@@ -13,7 +13,7 @@ from .ops import *  # noqa: F401,F403  (one front-end function per op)
 from .ops import REGISTRY, Algebra, OpDef, initializers
 from .runtime import CompileOptions, CompiledProgram, Executor, compile
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from . import random  # noqa: E402
 from . import nn  # noqa: E402

@@ -27,6 +27,8 @@ import warnings
 
 import numpy as np
 
+from .version import __version__
+
 
 class CLIError(Exception):
     """A failure reported as ``symgrad: error: ...`` with exit status 1."""
@@ -321,8 +323,6 @@ KEY_HELP = "a file holding the signing key (HMAC-SHA256)"
 
 
 def _version_text() -> str:
-    from . import __version__
-
     return f"symgrad {__version__} (NumPy {np.__version__}, Python {sys.version.split()[0]})"
 
 

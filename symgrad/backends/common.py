@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..ops.state import split_state_fetches
+from ..version import __version__
 
 MAX_LENGTH = 40
 # names generated modules define (the C backend's host module: also its ctypes binding)
@@ -119,8 +120,5 @@ def cache_prefix(backend: str, program, fetches) -> str:
     return f"{backend}_{sanitize(first)}_{len(program.ops)}ops"
 
 
-@functools.lru_cache(maxsize=None)
 def library_version() -> str:
-    import symgrad
-
-    return symgrad.__version__
+    return __version__

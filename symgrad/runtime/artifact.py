@@ -69,6 +69,7 @@ from ..ir.graph import ancestors_of
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
 from ..ops.state import split_state_fetches, with_parameter_values
+from ..version import __version__
 from . import standalone
 from .compiled import output_specs
 from .feeds import InputSpec, OutputSpec, build_signature
@@ -283,8 +284,6 @@ def _dump_json(obj, indent=1) -> str:
 
 
 def _library_versions():
-    from .. import __version__
-
     cupy = sys.modules.get("cupy")
     return {"symgrad": __version__, "numpy": np.__version__,
             "cupy": getattr(cupy, "__version__", None), "python": platform.python_version()}
