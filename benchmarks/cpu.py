@@ -49,7 +49,7 @@ import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
 from workloads import (ADAM, mlp_adam_program, mlp_init, mlp_program, rnn_by_hand,  # noqa: E402
                        rnn_init, rnn_program, w2_program)
-from common import (format_seconds, median_time, optional_import, paired_median_times,  # noqa: E402
+from common import (format_seconds, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
 
@@ -62,6 +62,7 @@ def _row(name, ours, hand, note=""):
 # --- every contender on one workload ---------------------------------------------------------
 BACKENDS = ("numpy", "c")          # symgrad's, timed in this process with the hand-written code
 FRAMEWORKS = ("JAX", "PyTorch")    # each timed in a process of its own against it
+FRAMEWORK_MODULES = {"JAX": "jax", "PyTorch": "torch"}   # what a framework's worker imports
 FRAMEWORK_TIMEOUT = 300            # seconds a framework may take (torch.compile can be slow)
 
 
@@ -120,7 +121,11 @@ def _in_own_process(name, framework, inputs, repeats):
 
 def framework_worker(name, framework, inputs, repeats):
     """Print (as JSON) the paired median times of ``framework`` and of the hand-written NumPy
-    code of workload ``name`` (after checking the framework's result), and its first call."""
+    code of workload ``name`` (after checking the framework's result), and its first call;
+    null when the framework is not installed."""
+    if optional_import(FRAMEWORK_MODULES[framework]) is None:
+        print("null")
+        return
     if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7)
         print(json.dumps(OWN_WORKERS[name](framework, inputs, repeats)))
         return
@@ -149,16 +154,16 @@ def _timed_compile(build):
 
 
 def _jax():
-    jax = optional_import("jax")
-    if jax is None:
-        return None, None
+    import jax
     import jax.numpy as jnp
 
     return jax, jnp
 
 
 def _torch():
-    return optional_import("torch")
+    import torch
+
+    return torch
 
 
 # --- W1 ---------------------------------------------------------------------------------------
@@ -208,8 +213,6 @@ def w1_workload():
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
 
         def loss(params, x, labels):
             h = x
@@ -227,8 +230,6 @@ def w1_workload():
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         params = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
                   for w, b in init]
         flat = [t for pair in params for t in pair]
@@ -290,8 +291,6 @@ def w2_workload(n):
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
         f = jax.jit(jax.grad(lambda v: jnp.sum(jnp.tanh(v * 1.5 + 0.5) * jnp.sin(v)
                                                + jnp.exp(-v * v) * 0.3 + jnp.log1p(v * v))))
         xj = jnp.asarray(x)
@@ -299,8 +298,6 @@ def w2_workload(n):
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         xt = torch.tensor(x, requires_grad=True)
 
         @torch.compile
@@ -318,8 +315,10 @@ def w2(repeats, n):
     x = workload["x"]
 
     def build(backend):
-        prog, _, gx = w2_program(n)
-        fn, seconds = _timed_compile(lambda: sg.compile(prog, [gx], backend=backend))
+        def grad_and_compile():
+            prog, _, gx = w2_program(n)
+            return sg.compile(prog, [gx], backend=backend)
+        fn, seconds = _timed_compile(grad_and_compile)
         workload["check"](fn(x=x)[0], backend)
         peak = peak_bytes(lambda: fn(x=x))
         return (lambda: fn(x=x)), seconds, (f"peak {peak / 2**20:.0f} MiB (input and "
@@ -348,8 +347,6 @@ def w2b_workload(n):
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
         jax.config.update("jax_enable_x64", True)
         f = jax.jit(lambda a, b: jnp.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0 + a * 3.0 + b)
         aj, bj = jnp.asarray(av), jnp.asarray(bv)
@@ -357,8 +354,6 @@ def w2b_workload(n):
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         f = torch.compile(lambda a, b: torch.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0
                           + a * 3.0 + b)
         at, bt = torch.tensor(av), torch.tensor(bv)
@@ -429,8 +424,6 @@ def w3_workload(n_ops=300):
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
         jax.config.update("jax_enable_x64", True)
         f = jax.jit(jax.value_and_grad(lambda v: chain(jnp, v)))
         xj = jnp.asarray(xv)
@@ -439,8 +432,6 @@ def w3_workload(n_ops=300):
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         xt = torch.tensor(xv, requires_grad=True)
         loss = torch.compile(lambda v: chain(torch, v))
 
@@ -546,8 +537,6 @@ def w5_workload(n):
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
         jax.config.update("jax_enable_x64", True)
         d4 = jax.grad(jax.grad(jax.grad(jax.grad(jnp.sin))))
         f = jax.jit(jax.vmap(d4))
@@ -557,8 +546,6 @@ def w5_workload(n):
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         from torch.func import grad, vmap
 
         f = torch.compile(vmap(grad(grad(grad(grad(torch.sin))))))
@@ -594,12 +581,9 @@ def w5(repeats, n):
 
 # --- W6 ---------------------------------------------------------------------------------------
 def _w6_compile(steps, init, unrolled=False, backend="numpy"):
-    """(grad + compile seconds, compiled function) of the W6 program over ``steps``."""
-    gc.collect()
-    start = time.perf_counter()
-    prog, fetches = rnn_program(steps, init, unrolled)
-    fn = sg.compile(prog, fetches, backend=backend)
-    return time.perf_counter() - start, fn
+    """(compiled function, grad + compile seconds) of the W6 program over ``steps``."""
+    return _timed_compile(lambda: sg.compile(*rnn_program(steps, init, unrolled),
+                                             backend=backend))
 
 
 def w6_workload(steps):
@@ -615,8 +599,6 @@ def w6_workload(steps):
 
     def jax_run():
         jax, jnp = _jax()
-        if jax is None:
-            return None
 
         def loss(params, xs, h0):
             W, U, b = params
@@ -632,8 +614,6 @@ def w6_workload(steps):
 
     def torch_run():
         torch = _torch()
-        if torch is None:
-            return None
         W, U, b = (torch.tensor(a, requires_grad=True) for a in init)
         xt, ht = torch.tensor(xs), torch.tensor(h0)
         cell = torch.compile(lambda h, x: torch.tanh(h @ W + x @ U + b))
@@ -655,8 +635,8 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
     _w6_compile(2, init)    # warm-up: imports and templates load once per process
 
     def build(backend):
-        compile_short, _ = _w6_compile(10, init, backend=backend)
-        seconds, fn = _w6_compile(steps, init, backend=backend)
+        _, compile_short = _w6_compile(10, init, backend=backend)
+        fn, seconds = _w6_compile(steps, init, backend=backend)
         workload["check"](fn(xs=xs, h0=h0), backend)
         peak = peak_bytes(lambda: fn(xs=xs, h0=h0))
         residual = 32 * 128 * 4 * steps
@@ -666,13 +646,13 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
     rows = contest("W6", f"tanh RNN scan, T={steps:,}, grad", workload["hand"], build,
                    workload["frameworks"], repeats, {"steps": steps})
     for n in unrolled_steps:
-        seconds, unrolled = _w6_compile(n, init, unrolled=True)
+        unrolled, seconds = _w6_compile(n, init, unrolled=True)
         xs_n = xs[:n]
-        run = median_time(lambda: unrolled(xs=xs_n, h0=h0), repeats)
+        run, hand = paired_median_times([lambda: unrolled(xs=xs_n, h0=h0),
+                                         lambda: rnn_by_hand(xs_n, h0, *init)], repeats)
         note = (f"grad+compile {format_seconds(seconds)}; "
                 f"{unrolled.stats['ops_before']:,} ops")
-        rows.append(_row(f"W6 unrolled (numpy), T={n:,}", run,
-                         median_time(lambda: rnn_by_hand(xs_n, h0, *init), repeats), note))
+        rows.append(_row(f"W6 unrolled (numpy), T={n:,}", run, hand, note))
         if seconds > unrolled_budget:
             break
     return rows
@@ -752,6 +732,9 @@ def w7(repeats):
     results = _in_own_process("W7", "PyTorch", {}, repeats)
     if results is None:
         rows.append({"workload": "W7 PyTorch", "note": "not installed, skipped"})
+    elif "error" in results:    # the worker failed or timed out: one dict, not a list
+        rows.append({"workload": "W7 PyTorch", "note": results["error"]})
+        results = ()
     for result in results or ():
         row = _row(f"W7 {result['label']}", result["seconds"], result["hand"])
         relative = ", ".join(f"symgrad {backend}'s time is "
@@ -762,13 +745,11 @@ def w7(repeats):
     return rows
 
 
-def w7_framework_worker(name, n, repeats):
+def w7_framework_worker(framework, inputs, repeats):
     """PyTorch's W7 step (``torch.optim.Adam``), eager and compiled (``torch.compile`` of the
     forward and of the optimizer step), each checked against and timed in alternation with
-    the hand-written step; None when PyTorch is not installed."""
-    torch = optional_import("torch")
-    if torch is None:
-        return None
+    the hand-written step (``framework_worker`` runs it only where PyTorch is installed)."""
+    torch = _torch()
     init = mlp_init()
     x, labels = mlp_data()
     xt, yt = torch.from_numpy(x), torch.from_numpy(labels)

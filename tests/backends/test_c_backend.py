@@ -312,7 +312,7 @@ def test_custom_op_lowers_through_the_c_table():
     prog, fetches = _program(lambda x: [sg.sum(cube(x) + 1.0)] + ir_backward.grad(
         sg.sum(cube(x)), [x]), ("x", [5], "float64"))
     fn = sg.compile(prog, fetches, backend="c")
-    assert "%2 = test_c_cube(%x)" in fn.source or "test_c_cube" in fn.source
+    assert "test_c_cube" in fn.source
     x = np.linspace(-1, 1, 5)
     loss, g = fn(x=x)
     np.testing.assert_allclose(loss, np.sum(x ** 3 + 1.0))
