@@ -60,6 +60,8 @@ def promote(*dtypes_or_scalars) -> np.dtype:
     strong = [d for d in dtypes_or_scalars if not _is_python_number(d)]
     if strong:
         result = np.result_type(*strong)
+        if len(strong) == len(dtypes_or_scalars):   # no weak operand
+            return result
         if result == BFLOAT16:
             weak = [d for d in dtypes_or_scalars if _is_python_number(d)]
             if all(np.result_type(np.float16, w) == np.float16 for w in weak):

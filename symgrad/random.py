@@ -16,7 +16,6 @@ is mixed into the generator's counter; without it the op refuses to build there.
 """
 from __future__ import annotations
 
-from .ops.control_flow import in_loop_body
 from .ops.core import atomic_functions
 from .ops.random import RNG_STEP, draw, random_normal_p, random_uniform_p
 
@@ -28,15 +27,13 @@ def uniform(shape, low=0.0, high=1.0, dtype="float32", seed=0, counter=None):
     ints, or a Value whose run-time shape the result takes (``uniform(x)``: one number per
     element of ``x``). ``seed``: an int in ``[0, 2**64)``; ``counter``: an int scalar Value
     (required inside a loop body, see the module docstring). No gradient flows through."""
-    return draw(random_uniform_p, shape, dtype, seed, counter, {"low": low, "high": high},
-                in_loop_body())
+    return draw(random_uniform_p, shape, dtype, seed, counter, {"low": low, "high": high})
 
 
 def normal(shape, mean=0.0, std=1.0, dtype="float32", seed=0, counter=None):
     """Normal numbers of ``mean`` and ``std`` (Box-Muller) of a floating ``dtype``;
     ``shape``, ``seed`` and ``counter`` as for :func:`uniform`. No gradient flows through."""
-    return draw(random_normal_p, shape, dtype, seed, counter, {"mean": mean, "std": std},
-                in_loop_body())
+    return draw(random_normal_p, shape, dtype, seed, counter, {"mean": mean, "std": std})
 
 
 # A call that raises leaves its program as it was (see symgrad.ops.core.atomic).

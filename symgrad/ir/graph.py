@@ -71,11 +71,7 @@ def free_values(blocks) -> list:
 def is_visible(value, block) -> bool:
     """May ops of ``block`` read ``value`` (defined in ``block`` or a block enclosing it)?"""
     defining = value.block
-    while block is not None:
-        if block is defining:
-            return True
-        block = block.parent_block
-    return False
+    return defining is not None and defining.encloses(block)
 
 
 def ancestors_of(values) -> set:

@@ -43,8 +43,9 @@ import numpy as np
 
 from ..errors import DTypeError, ProgramMismatchError, ShapeError
 from ..ir.program import Block, current_block, insertion_point
-from ..ir.value import Value, format_shape
-from .core import REGION, OpDef, Region, as_value, bind_region, program_of, register
+from ..ir.value import Value
+from .core import (REGION, OpDef, Region, as_value, bind_region, dtypes_shape, kept_yields,
+                   program_of, register)
 from .elementwise import cast
 
 __all__ = ["cond", "while_loop", "scan", "fori_loop"]
@@ -103,10 +104,6 @@ def _types(values):
     return [(v.shape, v.dtype) for v in values]
 
 
-def _type_str(shape, dtype):
-    return f"{np.dtype(dtype)}{format_shape(shape)}"
-
-
 def _check_same_types(op_name, got, expected, got_what, expected_what):
     """Raise ShapeError / DTypeError naming ``op_name`` and both sides when the lists of
     ``(shape, dtype)`` ``got`` and ``expected`` differ."""
@@ -115,13 +112,13 @@ def _check_same_types(op_name, got, expected, got_what, expected_what):
                          f"has {len(expected)}")
     for index, ((shape, dtype), (want_shape, want_dtype)) in enumerate(zip(got, expected)):
         if tuple(shape) != tuple(want_shape):
-            raise ShapeError(f"{op_name}: {got_what} gives {_type_str(shape, dtype)} at "
+            raise ShapeError(f"{op_name}: {got_what} gives {dtypes_shape((shape, dtype))} at "
                              f"position {index}, but {expected_what} has "
-                             f"{_type_str(want_shape, want_dtype)}")
+                             f"{dtypes_shape((want_shape, want_dtype))}")
         if np.dtype(dtype) != np.dtype(want_dtype):
-            raise DTypeError(f"{op_name}: {got_what} gives {_type_str(shape, dtype)} at "
+            raise DTypeError(f"{op_name}: {got_what} gives {dtypes_shape((shape, dtype))} at "
                              f"position {index}, but {expected_what} has "
-                             f"{_type_str(want_shape, want_dtype)}")
+                             f"{dtypes_shape((want_shape, want_dtype))}")
 
 
 def _as_values(op_name, what, leaves, program, dtypes_like=None):
@@ -156,7 +153,7 @@ def in_loop_body() -> bool:
 def _run_in_block(program, arg_types, function, op_name, what, expected_dtypes=None,
                   allow_none=False, repeats=False):
     """Run ``function(*args)`` with a new block as insertion point, its arguments of
-    ``arg_types``; returns ``(block, args, leaves, structure)`` of what it returned. The
+    ``arg_types``; returns ``(block, leaves, structure)`` of what it returned. The
     block is not attached yet (the region op will own it). ``repeats``: the block runs once
     per loop iteration (:func:`in_loop_body` holds while it is built)."""
     block = Block(program, outer=current_block(program))
@@ -171,7 +168,7 @@ def _run_in_block(program, arg_types, function, op_name, what, expected_dtypes=N
     finally:
         if token is not None:
             _loop_depth.reset(token)
-    return block, args, leaves, structure
+    return block, leaves, structure
 
 
 def _bool_scalar(op_name, what, value):
@@ -186,7 +183,8 @@ def _cond_rule(types, attrs, blocks):
     then_block, else_block = blocks
     pred_shape, pred_dtype = types[0]
     if np.dtype(pred_dtype) != np.bool_ or tuple(pred_shape) != ():
-        raise DTypeError(f"pred must be a bool scalar, got {_type_str(pred_shape, pred_dtype)}")
+        raise DTypeError(f"pred must be a bool scalar, got "
+                         f"{dtypes_shape((pred_shape, pred_dtype))}")
     _check_same_types("cond", _types(else_block.yields), _types(then_block.yields),
                       "false_fn", "true_fn")
     return _types(then_block.yields)
@@ -198,16 +196,8 @@ def _run_cond(op, args, run_block):
     return run_block(block, args[1:1 + count])
 
 
-def _narrow_yields(op, used, first_dropped=0):
-    """Keep the yields (and results) that are used, from position ``first_dropped`` on."""
-    kept = [i for i, u in enumerate(used) if u or i < first_dropped]
-    if len(kept) == len(used):
-        return None
-    return kept
-
-
 def _narrow_cond(op, used):
-    kept = _narrow_yields(op, used)
+    kept = kept_yields(used)
     if kept is None:
         return None
     return dict(op.attrs), kept, [kept, kept]
@@ -239,8 +229,8 @@ def cond(pred, true_fn, false_fn, *operands):
         branches = []
         for name, function in (("true_fn", true_fn), ("false_fn", false_fn)):
             branches.append(_run_in_block(program, _types(operands), function, "cond", name))
-        (then_block, _, then_leaves, then_structure), (else_block, _, else_leaves,
-                                                       else_structure) = branches
+        (then_block, then_leaves, then_structure), (else_block, else_leaves,
+                                                    else_structure) = branches
         if then_structure != else_structure:
             raise ShapeError(f"cond: true_fn returns {_describe_structure(then_structure)} but "
                              f"false_fn returns {_describe_structure(else_structure)}")
@@ -331,13 +321,13 @@ def while_loop(cond_fn, body_fn, loop_vars):
     with program.transaction():
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
         var_types = _types(init)
-        cond_block, _, cond_leaves, cond_structure = _run_in_block(
+        cond_block, cond_leaves, cond_structure = _run_in_block(
             program, var_types, cond_fn, "while_loop", "cond_fn", repeats=True)
         if cond_structure != _LEAF:
             raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
                             f"{_describe_structure(cond_structure)}")
         _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
-        body, _, body_leaves, body_structure = _run_in_block(
+        body, body_leaves, body_structure = _run_in_block(
             program, var_types, body_fn, "while_loop", "body_fn",
             expected_dtypes=[d for _, d in var_types], repeats=True)
         if body_structure == _LEAF and len(init) == 1:
@@ -378,7 +368,7 @@ def _scan_rule(types, attrs, blocks):
         shape, dtype = types[carries]
         if tuple(shape) != () or not _is_int(dtype):
             raise DTypeError(f"a run-time length must be an int scalar, got "
-                             f"{_type_str(shape, dtype)}")
+                             f"{dtypes_shape((shape, dtype))}")
     return carry_types + [((length,) + v.shape, v.dtype) for v in body.yields[carries:]]
 
 
@@ -409,7 +399,7 @@ def _run_scan(op, args, run_block):
 
 def _narrow_scan(op, used):
     carries = op.attrs["num_carry"]
-    kept = _narrow_yields(op, used, first_dropped=carries)
+    kept = kept_yields(used, first_dropped=carries)
     if kept is None:
         return None
     return dict(op.attrs), kept, [kept]
@@ -474,7 +464,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
                                 f"{type(out).__name__}")
             return out
 
-        body, _, leaves, structure = _run_in_block(
+        body, leaves, structure = _run_in_block(
             program, carry_types + slice_types, call, "scan", "f",
             expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
         carry_structure, y_structure = structure[1]

@@ -182,6 +182,13 @@ class Region:
     narrow: Callable | None = None
 
 
+def kept_yields(used, first_dropped=0) -> list | None:
+    """For a region's ``narrow``: the indices of the yields (and results) to keep, the used
+    ones and every one before ``first_dropped``; None when all are kept."""
+    kept = [i for i, u in enumerate(used) if u or i < first_dropped]
+    return None if len(kept) == len(used) else kept
+
+
 @dataclasses.dataclass(frozen=True)
 class HelperSource:
     """A helper of generated modules given as source text that defines ``name``."""
@@ -353,17 +360,7 @@ def bind(opdef: OpDef | str, inputs, attrs=None, *, program=None):
         if other is not program:
             raise ProgramMismatchError(f"{opdef.name}: inputs belong to another program"
                                        + default_program_hint(program, other))
-    block = current_block(program)
-    check_visible(opdef.name, inputs, block)
-    input_types = [(v.shape, v.dtype) for v in inputs]
-    try:
-        result_types = opdef.infer_types(input_types, attrs)
-    except (ShapeError, DTypeError) as exc:
-        raise_with_context(exc, opdef.name, input_types)
-    # Backward ops point at the forward op's line (cheaper than walking the stack each time).
-    forward_op = program._backward_of
-    loc = forward_op.loc if forward_op is not None else user_location()
-    op = block.append_op(opdef, inputs, attrs, result_types, loc=loc)
+    op = _append(opdef, inputs, attrs, program)
     if len(op.results) == 1:
         return op.results[0]
     return tuple(op.results)
@@ -373,14 +370,21 @@ def bind_region(opdef: OpDef, operands, attrs, blocks, program):
     """Build one region op of ``program`` owning ``blocks`` (filled by the caller, not yet
     attached): its inputs are ``operands`` followed by the captures (what the blocks read from
     enclosing blocks, :func:`~symgrad.ir.graph.free_values`). Returns the op."""
+    return _append(opdef, list(operands) + free_values(blocks), attrs, program, blocks)
+
+
+def _append(opdef, inputs, attrs, program, blocks=()):
+    """Check that the current block of ``program`` sees ``inputs``, run the shape rule and
+    append the op there (shape and dtype errors re-raised with the op's name and input
+    types); returns the op."""
     block = current_block(program)
-    inputs = list(operands) + free_values(blocks)
     check_visible(opdef.name, inputs, block)
     input_types = [(v.shape, v.dtype) for v in inputs]
     try:
         result_types = opdef.infer_types(input_types, attrs, blocks)
     except (ShapeError, DTypeError) as exc:
         raise_with_context(exc, opdef.name, input_types)
+    # Backward ops point at the forward op's line (cheaper than walking the stack each time).
     forward_op = program._backward_of
     loc = forward_op.loc if forward_op is not None else user_location()
     return block.append_op(opdef, inputs, attrs, result_types, loc=loc, blocks=blocks)

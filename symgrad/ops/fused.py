@@ -15,7 +15,7 @@ yields)::
 """
 from __future__ import annotations
 
-from .core import REGION, OpDef, Region, register_internal_op
+from .core import REGION, OpDef, Region, kept_yields, register_internal_op
 
 
 def _fusion_types(types, attrs, blocks):
@@ -27,8 +27,8 @@ def _run_fused(op, args, run_block):
 
 
 def _narrow_fused(op, used):
-    kept = [i for i, u in enumerate(used) if u]
-    return None if len(kept) == len(used) else (dict(op.attrs), kept, [kept])
+    kept = kept_yields(used)
+    return None if kept is None else (dict(op.attrs), kept, [kept])
 
 
 FUSION = register_internal_op(OpDef(

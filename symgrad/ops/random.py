@@ -40,8 +40,9 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.graph import walk_ops
 from ..ir.program import insertion_point, program_guard
-from ..ir.value import Value, format_shape
-from .core import OPAQUE, OpDef, as_value, bind, program_of, register
+from ..ir.value import Value
+from .control_flow import in_loop_body
+from .core import OPAQUE, OpDef, as_value, bind, dtypes_shape, program_of, register
 
 __all__: list = []
 
@@ -168,11 +169,9 @@ NUMPY_HELPERS = (_sg_philox, _sg_log, _sg_cos_sin_2pi, _sg_random_numbers)
 def _random_rule(types, attrs):
     (step_shape, step_dtype), (counter_shape, counter_dtype) = types[:2]
     if tuple(step_shape) != () or np.dtype(step_dtype) != np.int64:
-        raise DTypeError(f"the step must be an int64 scalar, got "
-                         f"{np.dtype(step_dtype)}{format_shape(step_shape)}")
+        raise DTypeError(f"the step must be an int64 scalar, got {dtypes_shape(types[0])}")
     if tuple(counter_shape) != () or np.dtype(counter_dtype).kind not in "iu":
-        raise DTypeError(f"the counter must be an int scalar, got "
-                         f"{np.dtype(counter_dtype)}{format_shape(counter_shape)}")
+        raise DTypeError(f"the counter must be an int scalar, got {dtypes_shape(types[1])}")
     shape = tuple(types[2][0]) if len(types) > 2 else tuple(attrs["shape"])
     return shape, dtypes.as_dtype(attrs["dtype"])
 
@@ -233,7 +232,7 @@ def _check_scalar(name, value, what):
     return float(value)
 
 
-def _resolve_shape(name, shape, program):
+def _resolve_shape(name, shape):
     """``(static shape attr, extra inputs)``: a sequence of ints, or a Value whose run-time
     shape the result takes (an input read for its shape only)."""
     if isinstance(shape, Value):
@@ -247,10 +246,9 @@ def _resolve_shape(name, shape, program):
     return tuple(int(d) for d in shape), []
 
 
-def draw(opdef, shape, dtype, seed, counter, params, in_loop_body):
+def draw(opdef, shape, dtype, seed, counter, params):
     """Build one random op (the front end of :mod:`symgrad.random`): ``params`` are its
-    distribution's attrs; ``in_loop_body`` says whether the op is being built in a loop body,
-    where a ``counter`` is required."""
+    distribution's attrs; inside a loop body a ``counter`` is required."""
     name = f"random.{opdef.name.partition('_')[2]}"
     dtype = dtypes.as_dtype(dtype)
     if not dtypes.is_float(dtype):
@@ -261,7 +259,7 @@ def draw(opdef, shape, dtype, seed, counter, params, in_loop_body):
     values = [v for v in (shape, counter) if isinstance(v, Value)]
     program = program_of(values, name)
     if counter is None:
-        if in_loop_body:
+        if in_loop_body():
             raise ValueError(f"{name}: inside a loop body, pass counter= (the iteration: "
                              f"fori_loop's i, or an int carried by the loop) so that each "
                              f"iteration draws new numbers")
@@ -270,7 +268,7 @@ def draw(opdef, shape, dtype, seed, counter, params, in_loop_body):
         number = np.int64(counter)
         counter = program.cached_scalar_constant(
             (number.dtype, int, int(number)), lambda: as_value(number, program=program))
-    static, like = _resolve_shape(name, shape, program)
+    static, like = _resolve_shape(name, shape)
     attrs = {"shape": static, "dtype": dtype.name, "seed": int(seed),
              "stream": _next_stream(program), "bits": dtypes.significand_bits(dtype),
              **{k: _check_scalar(name, v, k) for k, v in params.items()}}

@@ -135,8 +135,4 @@ def with_parameter_values(program, values):
     return copy, value_map
 
 
-def _assignments_property(self) -> dict:
-    return assignments(self)
-
-
-Program.assignments = property(_assignments_property, doc=assignments.__doc__)
+Program.assignments = property(assignments)
