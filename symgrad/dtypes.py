@@ -37,7 +37,8 @@ def as_dtype(dtype) -> np.dtype:
 def kind(dtype) -> str:
     """NumPy's kind character of ``dtype``, with ``"f"`` for bfloat16."""
     dt = np.dtype(dtype)
-    return "f" if dt == BFLOAT16 else dt.kind
+    kind = dt.kind
+    return "f" if kind == "V" and dt == BFLOAT16 else kind
 
 
 def is_float(dtype) -> bool:

@@ -8,6 +8,8 @@ that produced the Value they belong to.
 """
 from __future__ import annotations
 
+import contextlib
+
 from ..errors import GradError
 from ..ir.graph import walk_ops
 from ..ir.printer import format_op_head
@@ -131,7 +133,9 @@ class Backward:
     def _call_vjp(self, op, cotangents, wanted):
         """The VJP's gradients, checked against the types of the inputs that need one. Ops
         it builds for gradients nobody needs are left for the final :func:`sweep_unused`."""
-        with self.program.backward_of(op), calling_vjp(wanted):
+        # only region ops' VJPs read which inputs are wanted (autodiff.context)
+        wanted_known = calling_vjp(wanted) if op.blocks else contextlib.nullcontext()
+        with self.program.backward_of(op), wanted_known:
             grads = evaluate_vjp(op, cotangents, wanted)
         if len(grads) != len(op.inputs):
             raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "

@@ -28,7 +28,7 @@ from .. import dtypes
 from ..ir.graph import free_values, walk_blocks, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
-from ..ops.control_flow import cond_p, scan_length_input, scan_p, while_p
+from ..ops.control_flow import cond_p, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
 from ..ops.elementwise import add
 from ..ops.shape import zeros_for

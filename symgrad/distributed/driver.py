@@ -110,8 +110,6 @@ def _current_parameters(fn, specs, sharded) -> dict:
 
 def _checked_replicated(replicated, specs, sharded) -> dict:
     """The replicated inputs as arrays of their inputs' dtypes; every required input fed."""
-    if replicated is None:
-        replicated = {}
     if not isinstance(replicated, Mapping):
         raise TypeError(f"replicated must map input names to NumPy arrays, "
                         f"got {type(replicated).__name__}")

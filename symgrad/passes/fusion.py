@@ -45,7 +45,7 @@ from ..ir.operation import Operation
 from ..ir.program import Block
 from ..ir.value import Value
 from ..ops.core import ELEMENTWISE, REDUCTION
-from ..ops.fused import FUSION, is_fusion
+from ..ops.fused import FUSION
 from .rewrite import Rebuilder, rewrites_inside
 
 MAX_GROUP_ARGS = 32

@@ -36,12 +36,13 @@ def _sweep(ops, needed, plans) -> tuple[list, set, int]:
         kept_yields = narrowing[2] if narrowing is not None else \
             [range(len(b.yields)) for b in op.blocks]
         inner_live = []
+        captures = op.inputs[op.opdef.explicit_inputs(op.attrs):]   # what blocks read outside
         for block, keep in zip(op.blocks, kept_yields):
             block_live, block_needed, block_dropped = _sweep(
                 block.ops, [block.yields[i] for i in keep], plans)
             inner_live.append(block_live)
             dropped += block_dropped
-            needed.update(v for v in block_needed if not _inside(v, op))
+            needed.update(v for v in captures if v in block_needed)
         needed.update(op.inputs[:op.opdef.explicit_inputs(op.attrs)])
         if narrowing is not None or _shrinks(inner_live, op):
             plans[op] = (narrowing, inner_live)
@@ -52,12 +53,6 @@ def _sweep(ops, needed, plans) -> tuple[list, set, int]:
 def _shrinks(inner_live, op) -> bool:
     """Do the live ops of ``op``'s blocks leave some op out?"""
     return any(len(ops) != len(block.ops) for ops, block in zip(inner_live, op.blocks))
-
-
-def _inside(value, op) -> bool:
-    """Is ``value`` defined in one of ``op``'s blocks (at any depth)?"""
-    defining = value.block
-    return any(block.encloses(defining) for block in op.blocks)
 
 
 def _copy(builder, ops, plans) -> None:

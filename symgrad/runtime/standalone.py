@@ -590,6 +590,8 @@ class StatefulCall:
         update ever writes into an array a call still reads."""
         state = self.state
         if not (commit and self.assigned):
+            if not self.reads:   # no parameter to read: nothing of the state's to lock
+                return list(run(feeds, None))[:self.outputs]
             with state.lock:
                 full = self._feeds(feeds, seen=True)
             return list(run(full, None))[:self.outputs]

@@ -134,7 +134,7 @@ def test_shared_functions_keep_threads_and_results_right():
 
 def test_every_op_is_named_in_a_comment_shared_groups_included():
     from symgrad.ir.printer import format_op_head
-    from symgrad.passes.fusion import is_fusion
+    from symgrad.ops.fused import is_fusion
 
     prog, fetches = _chain(300)
     compiled = sg.compile(prog, fetches, backend="numpy", max_group_size=16)
