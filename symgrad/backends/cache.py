@@ -170,15 +170,11 @@ def _code(path: str, source: str):
         pass
     code = compile(source, path, "exec", dont_inherit=True)
     payload = marshal.dumps(code)
-    directory = os.path.dirname(code_path)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".code")
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(CODE_MAGIC + source_digest + hashlib.sha256(payload).digest() + payload)
-        os.replace(temporary, code_path)
-    except OSError:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+        write_atomic(code_path,
+                     CODE_MAGIC + source_digest + hashlib.sha256(payload).digest() + payload)
+    except OSError:   # a read-only cache still runs the code
+        pass
     return code
 
 

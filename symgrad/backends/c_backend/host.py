@@ -23,6 +23,7 @@ import hashlib
 
 import jinja2
 
+from ...ir.graph import users
 from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
@@ -89,21 +90,20 @@ class CHostGenerator(Generator):
         plans = [self.c_plan(op) for op in ops]
         statements = [None] * len(ops)
         run: list = []
+        readers = users(ops)
+        read_after = set(reads_after) | set(self.fetches)
 
         def flush():
             if run:
                 statements[run[0]] = self.segment([ops[k] for k in run],
-                                                  [plans[k] for k in run], ops, reads_after,
-                                                  statements[run[0]] or [])
+                                                  [plans[k] for k in run], readers, read_after,
+                                                  statements[run[0]])
                 run.clear()
 
         for index, op in enumerate(ops):
-            if plans[index] is not None:
-                if not run:
-                    statements[index] = []
+            if plans[index] is not None:   # the run's first statement list gets the call
+                statements[index] = []
                 run.append(index)
-                if index != run[0]:
-                    statements[index] = []
                 continue
             lines = self.row_op(op)
             if lines is None:
@@ -119,11 +119,13 @@ class CHostGenerator(Generator):
         flush()
         return self.with_deletes(ops, statements, reads_after)
 
-    def segment(self, members, plans, ops, reads_after, hoisted) -> list:
-        """The host lines calling a new segment of ``members`` (ops of ``ops``)."""
+    def segment(self, members, plans, readers, read_after, hoisted) -> list:
+        """The host lines calling a new segment of ``members``; ``readers``: the block's ops
+        reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read
+        after the block (its yields, the fetches)."""
         inside = set(members)
-        escaping = set(reads_after) | set(self.fetches)
-        escaping |= {v for op in ops if op not in inside for v in op.inputs}
+        escaping = {v for op in members for v in op.results
+                    if v in read_after or any(r not in inside for r in readers.get(v, ()))}
         group_members = [Member(plan, self.c_function(plan), pointer_inputs(plan, self.scalars))
                          for plan in plans]
         number = len(self.segments)
@@ -170,7 +172,8 @@ class CHostGenerator(Generator):
 
     def c_function(self, plan):
         """The C function of ``plan``, rendered once per group structure."""
-        function = render_group(plan, self.scalars, self.options, environment())
+        function = render_group(plan, self.scalars, self.options, environment(),
+                                known=self.c_functions)
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:

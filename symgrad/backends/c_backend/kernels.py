@@ -222,7 +222,9 @@ class GroupRenderer:
         return list(dict.fromkeys(v for op in ops for v in op.inputs if v in captured))
 
     # --- the function ----------------------------------------------------------------------
-    def render(self) -> CFunction:
+    def render(self, known=None) -> CFunction:
+        """The group's function; ``known``: functions by name already rendered (one of them
+        is returned, not rendered again, when this group's code is the same)."""
         plan = self.plan
         map_readers = [(v, v.shape) for v in self.used(plan.loop_ops)]
         nest = _Nest(plan.shape, self.dims, map_readers, plan.axes)
@@ -251,6 +253,8 @@ class GroupRenderer:
         template = self.environment.get_template("c/group.c.j2")
         code_only = template.render(name="@NAME@", comments=False, **context)
         name = "sg_g_" + hashlib.sha256(code_only.encode()).hexdigest()[:16]
+        if known is not None and name in known:
+            return known[name]
         code = template.render(name=name, comments=True, **context)
         return CFunction(name, code)
 
@@ -389,5 +393,5 @@ def describe(op) -> str:
     return c_comment(text)
 
 
-def render_group(plan, scalars, options, environment) -> CFunction:
-    return GroupRenderer(plan, scalars, options, environment).render()
+def render_group(plan, scalars, options, environment, known=None) -> CFunction:
+    return GroupRenderer(plan, scalars, options, environment).render(known)
