@@ -12,6 +12,7 @@ import functools
 import keyword
 import math
 
+import jinja2
 import numpy as np
 
 from ..ops.state import split_state_fetches
@@ -122,3 +123,13 @@ def cache_prefix(backend: str, program, fetches) -> str:
 
 def library_version() -> str:
     return __version__
+
+
+@functools.lru_cache(maxsize=None)
+def template_environment(folder: str) -> jinja2.Environment:
+    """The Jinja environment of the code templates in ``codegen_templates/<folder>`` (``"."``:
+    all of them): an undefined name is an error, block tags leave no blank lines, nothing is
+    escaped (the output is code)."""
+    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", folder),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)

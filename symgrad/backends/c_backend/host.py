@@ -18,7 +18,6 @@ backend writes it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 
 import jinja2
@@ -28,7 +27,7 @@ from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
-from ..common import comment, library_version
+from ..common import comment, library_version, template_environment
 from ..numpy_backend.codegen import Generator, helpers_of, uses_extension_dtypes
 from ..numpy_backend.functions import Commented
 from ..numpy_backend.literals import dtype_code, shape_code
@@ -47,11 +46,8 @@ MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("po
 UNIT = "@UNIT@"
 
 
-@functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "."),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    return template_environment(".")
 
 
 @dataclasses.dataclass

@@ -40,6 +40,7 @@ from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
 from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
+from ..common import template_environment
 from . import ctype
 from .lowering import LOWERINGS, device_helpers
 
@@ -51,9 +52,7 @@ WIDE = 2 ** 31 - 2 ** 24     # from this many elements on, indices need 64 bits
 
 @functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "cuda"),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env = template_environment("cuda")   # the CUDA templates' own environment
     env.globals["device_helpers"] = device_helpers
     return env
 

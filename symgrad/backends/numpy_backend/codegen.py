@@ -26,7 +26,6 @@ import resolve). Values are deleted after their last use; buffers planned by the
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import textwrap
 
@@ -38,7 +37,7 @@ from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
 from ...passes.fusion import MIN_PARALLEL_CHUNKS
-from ..common import Namer, comment, library_version, sanitize
+from ..common import Namer, comment, library_version, sanitize, template_environment
 from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, FunctionTable
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
@@ -46,12 +45,8 @@ from .lowering import LOWERINGS, rule_of
 from .ops_text import OpText, numpy_emitter, visible_attrs
 from .state_buffers import BUFFERS, StateBuffer, in_place_slots
 
-@functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("codegen_templates", "numpy"),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True,
-                              autoescape=False)
+    return template_environment("numpy")
 
 
 def render(template: str, **context) -> str:
