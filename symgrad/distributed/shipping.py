@@ -16,12 +16,10 @@ import collections
 import dataclasses
 import hashlib
 import os
-import stat
 import sys
 import tempfile
 import threading
 import weakref
-import zipfile
 
 import cloudpickle
 import dask
@@ -55,32 +53,10 @@ class ArtifactPayload:
         return sum(len(data) for data in self.payload["files"].values())
 
 
-def _directory_files(root) -> dict:
-    """Every regular file under ``root`` that stays inside it, by POSIX relative path."""
-    real_root = os.path.realpath(root)
-    files = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            real = os.path.realpath(path)
-            if os.path.isfile(real) and os.path.commonpath([real, real_root]) == real_root:
-                with open(real, "rb") as handle:
-                    files[os.path.relpath(path, root).replace(os.sep, "/")] = handle.read()
-    return files
-
-
-def _zip_files(path) -> dict:
-    """Every file entry of a zipped artifact (links and folders left out)."""
-    with zipfile.ZipFile(path) as archive:
-        return {info.filename: archive.read(info) for info in archive.infolist()
-                if not info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16)}
-
-
 def _payload_from_path(path) -> ArtifactPayload:
-    """Verify the artifact at ``path`` (format and every hash, :func:`artifact.inspect`) and
-    read its files."""
-    manifest, _ = artifact.inspect(path)
-    files = _directory_files(path) if os.path.isdir(path) else _zip_files(path)
+    """Verify the artifact at ``path`` (format, listing and every hash) and read its files,
+    once (:func:`artifact.verified_files`)."""
+    manifest, files = artifact.verified_files(path)
     digest = hashlib.sha256()
     for rel in sorted(files):
         digest.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(files[rel]).digest())

@@ -549,6 +549,19 @@ def _verified(path, key, keep=True):
     return files, manifest, contents
 
 
+def verified_files(path, key=None):
+    """``(manifest, {path: bytes})`` of the artifact at ``path``: every file it holds
+    (``manifest.json`` and its signature included), read once and checked as :func:`inspect`
+    checks them."""
+    files, manifest, contents = _verified(path, key)
+    for rel in (standalone.MANIFEST, standalone.SIGNATURE):
+        try:
+            contents[rel] = files.read(rel, standalone.MAX_MANIFEST_BYTES)
+        except standalone.MissingFile:
+            pass
+    return manifest, contents
+
+
 def inspect(path, key=None):
     """``(manifest, sizes)`` of the artifact at ``path`` after checking its signature (with
     ``key``), format, listing and every size and hash, without loading the program or running
