@@ -193,28 +193,12 @@ class _Loop:
         index = _index_of(self.stacked_yields, value)
         if index is not None:
             return self.stacked_result(index)
-        op, body = self.op, self.body
-        program = op.block.program
-        position = len(body.yields)          # results: the carries, then the stacked values
-        old_attrs = op.attrs
-        body.yields.append(value)
+        attrs = self.op.attrs
         if not self.is_scan:
-            op.attrs = dict(old_attrs, num_stacked=old_attrs["num_stacked"] + 1)
-        result = Value(program, program._take_id(), (self.length,) + value.shape, value.dtype,
-                       op=op)
-        op.results.insert(position, result)
-        self._reindex()
-        program.grown.append(result)
-
-        def undo():
-            program.grown.pop()
-            body.yields.pop()
-            op.results = [r for r in op.results if r is not result]
-            op.attrs = old_attrs
-            self._reindex()
-
-        program.record_undo(undo)
-        return result
+            attrs = dict(attrs, num_stacked=attrs["num_stacked"] + 1)
+        # results: the carries, then the stacked values
+        return self._grow((self.length,) + value.shape, value.dtype, attrs,
+                          position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:
         """An int scalar Value holding how many steps ran (a while loop starts counting)."""
@@ -222,22 +206,34 @@ class _Loop:
             return self.length_input
         op = self.op
         if not op.attrs["counted"]:
-            program = op.block.program
-            old_attrs = op.attrs
-            op.attrs = dict(old_attrs, counted=True)
-            result = Value(program, program._take_id(), (), "int64", op=op)
-            op.results.append(result)
-            self._reindex()
-            program.grown.append(result)
-
-            def undo():
-                program.grown.pop()
-                op.results = [r for r in op.results if r is not result]
-                op.attrs = old_attrs
-                self._reindex()
-
-            program.record_undo(undo)
+            self._grow((), "int64", dict(op.attrs, counted=True), position=len(op.results))
         return op.results[-1]
+
+    def _grow(self, shape, dtype, attrs, position, yielded=None) -> Value:
+        """A new result of the loop op of ``shape`` and ``dtype`` at ``position`` of its
+        results, the op's attrs becoming ``attrs`` (and ``yielded`` appended to the body's
+        yields); the program's transaction can undo all of it."""
+        op, body = self.op, self.body
+        program = op.block.program
+        old_attrs = op.attrs
+        if yielded is not None:
+            body.yields.append(yielded)
+        op.attrs = attrs
+        result = Value(program, program._take_id(), shape, dtype, op=op)
+        op.results.insert(position, result)
+        self._reindex()
+        program.grown.append(result)
+
+        def undo():
+            program.grown.pop()
+            if yielded is not None:
+                body.yields.pop()
+            op.results = [r for r in op.results if r is not result]
+            op.attrs = old_attrs
+            self._reindex()
+
+        program.record_undo(undo)
+        return result
 
     def _reindex(self):
         for index, result in enumerate(self.op.results):
