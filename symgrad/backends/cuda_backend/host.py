@@ -26,6 +26,7 @@ from ..numpy_backend.codegen import Generator
 from ..numpy_backend.functions import _ranges
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.lowering import exact_ufunc
+from ..plan import dim_sources
 from . import ctype
 from . import kernels as kernel_lowering
 
@@ -72,20 +73,10 @@ class HostGenerator(Generator):
 
     # --- one kernel launch -----------------------------------------------------------------------
     def dims(self, shape, captures) -> list[str]:
-        """Host expressions of ``shape``'s dims: literals, or a capture's run-time dim."""
-        out = []
-        for axis, dim in enumerate(shape):
-            if dim is not None:
-                out.append(str(dim))
-                continue
-            for value in captures:
-                k = axis - (len(shape) - value.ndim)
-                if k >= 0 and value.shape[k] is None and value not in self.scalars:
-                    out.append(f"{self.expr(value)}.shape[{k}]")
-                    break
-            else:
-                raise AssertionError(f"no input of the group gives run-time dim {axis}")
-        return out
+        """Host expressions of ``shape``'s dims: literals, or a capture's run-time dim
+        (:func:`~symgrad.backends.plan.dim_sources`; scalars are 0-d, so never a source)."""
+        return [str(dim) if source is None else f"{self.expr(source[0])}.shape[{source[1]}]"
+                for dim, source in zip(shape, dim_sources(shape, captures))]
 
     def kernel_for(self, op, parts):
         """``(kernel, own, shared)``: the kernel that runs group ``op`` (built, or, when
