@@ -43,6 +43,8 @@ MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("po
         ("sinh", 1, 235), ("cosh", 1, 235), ("asin", 1, 235), ("acos", 1, 235),
         ("atan", 1, 235), ("erf", 1, 235), ("atan2", 2, 235), ("sqrt", 1, 0), ("fabs", 1, 0),
         ("floor", 1, 0), ("ceil", 1, 0), ("rint", 1, 0)]
+# float math functions the prelude defines itself (inline, so that loops vectorize them)
+OWN_FLOAT_MATH = {"tanh": "sg_tanhf"}
 UNIT = "@UNIT@"
 
 
@@ -180,7 +182,7 @@ class CHostGenerator(Generator):
         c_source = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary,
             prelude=environment().get_template("c/prelude.h.j2").render(
-                math=MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK),
+                math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK),
             functions=list(self.c_functions.values()),
             segments=self.segments + self.row_ops)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
