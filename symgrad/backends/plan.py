@@ -18,6 +18,7 @@ import numpy as np
 
 from ..ops.core import ELEMENTWISE, REDUCTION, normalize_axis
 from ..ops.fused import is_fusion
+from ..passes.cse import attrs_key
 from ..passes.fusion import split_body
 
 
@@ -63,10 +64,10 @@ class GroupPlan:
         """The OpDef combining two partial results of the reduction."""
         return self.reduction.opdef.reduction.combine
 
-    def reduced_axis_sources(self) -> list:
-        """Per axis of R, the axis of S it comes from."""
-        kept = [a for a in range(len(self.shape)) if a not in self.axes]
-        return list(range(len(self.shape))) if self.keepdims else kept
+    def reduced_dims(self, dims) -> list:
+        """The dims of R given ``dims``, those of S (texts): a reduced axis kept is ``"1"``."""
+        return [("1" if a in self.axes else d) for a, d in enumerate(dims)
+                if self.keepdims or a not in self.axes]
 
 
 def loop_parts(op):
@@ -101,16 +102,48 @@ def dim_sources(shape, captures) -> list:
     return sources
 
 
+def group_values(op) -> tuple[list, list]:
+    """``(captures, outputs)`` of loop group ``op`` (see :class:`GroupPlan`)."""
+    if is_fusion(op):
+        return list(op.inputs), list(op.blocks[0].yields)
+    return list(dict.fromkeys(op.inputs)), list(op.results)
+
+
+def structure(op, scalars, capture_fact=None) -> tuple:
+    """Everything the code of loop group ``op`` depends on, with its Values numbered: per
+    capture its shape and dtype (and ``capture_fact(value)``, what else a backend's code
+    depends on, such as whether it may be a view), or the dtype and bytes of a scalar constant
+    ``scalars`` inlines; per op its OpDef, attributes (not the private ``_`` ones), operands
+    and result types; the outputs. Groups of equal structure render to the same code up to the
+    names of their values and comments, so backends render one function (or kernel) for all."""
+    captures, outputs = group_values(op)
+    number, inputs = {}, []
+    for value in captures:
+        number[value] = len(number)
+        array = scalars.get(value)
+        inputs.append(("v", value.shape, value.dtype, capture_fact and capture_fact(value))
+                      if array is None else ("s", array.dtype, array.tobytes()))
+    ops = []
+    for inner in (op.blocks[0].ops if is_fusion(op) else [op]):
+        attrs = {k: v for k, v in inner.attrs.items() if not k.startswith("_")}
+        ops.append((inner.opdef, attrs_key(attrs), tuple([number[v] for v in inner.inputs]),
+                    tuple([(v.shape, v.dtype) for v in inner.results])))
+        for value in inner.results:
+            number[value] = len(number)
+    return tuple(inputs), tuple(ops), tuple([number[v] for v in outputs])
+
+
 def plan_group(op, accumulate_float64=True) -> GroupPlan | None:
     """The plan of loop group ``op`` (None when ``op`` is not one)."""
     parts = loop_parts(op)
-    if parts is None:
-        return None
+    return None if parts is None else plan_parts(op, parts, accumulate_float64)
+
+
+def plan_parts(op, parts, accumulate_float64=True) -> GroupPlan:
+    """The plan of ``op`` run as one loop of ``parts``, ``(map_ops, reduction, epilogue)``
+    (:func:`loop_parts`, or a backend's wider choice)."""
     map_ops, reduction, epilogue = parts
-    if is_fusion(op):
-        captures, outputs = list(op.inputs), list(op.blocks[0].yields)
-    else:
-        captures, outputs = list(dict.fromkeys(op.inputs)), list(op.results)
+    captures, outputs = group_values(op)
     accumulator = identity = None
     if reduction is not None:
         source, result = reduction.inputs[0], reduction.results[0]

@@ -171,7 +171,6 @@ class GroupRenderer:
         self.pointer = {v: f"in{i}" for i, v in enumerate(self.inputs)}
         self.out = {v: f"out{j}" for j, v in enumerate(plan.outputs)}
         self.number: dict = {}          # Value -> local number, by first mention (not ids)
-        self.rank = len(plan.shape)
         self.dims = [f"d[{a}]" if dim is None else str(dim) for a, dim in enumerate(plan.shape)]
 
     # --- values ----------------------------------------------------------------------------
@@ -303,11 +302,7 @@ class GroupRenderer:
         reduction = plan.reduction
         result = reduction.results[0]
         readers = [(v, v.shape) for v in self.used(plan.epilogue)]
-        if plan.keepdims:
-            r_dims = ["1" if a in plan.axes else self.dims[a] for a in range(self.rank)]
-        else:
-            r_dims = [self.dims[a] for a in plan.reduced_axis_sources()]
-        nest = _Nest(plan.reduced, r_dims, readers)
+        nest = _Nest(plan.reduced, plan.reduced_dims(self.dims), readers)
         local, hoisted, body = {}, [], []
         dense = nest.dense_offset(_INDEX)
         value = f"sg_acc[{dense}]"

@@ -19,19 +19,19 @@ from __future__ import annotations
 import dataclasses
 
 from ...ir.printer import counted, format_op_head
-from ...ops.core import SOURCE, normalize_axis
+from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
 from ..numpy_backend.codegen import Generator
 from ..numpy_backend.functions import _ranges
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.lowering import exact_ufunc
-from ..plan import dim_sources
+from ..plan import dim_sources, structure as group_structure
 from . import ctype
 from . import kernels as kernel_lowering
 
 # Render the kernel of every group that shares one anyway and check that it is the same code
-# (the test suite turns this on, so every program it compiles checks kernels.structure)
+# (the test suite turns this on, so every program it compiles checks plan.structure)
 CHECK_STRUCTURES = False
 
 
@@ -78,33 +78,31 @@ class HostGenerator(Generator):
         return [str(dim) if source is None else f"{self.expr(source[0])}.shape[{source[1]}]"
                 for dim, source in zip(shape, dim_sources(shape, captures))]
 
-    def kernel_for(self, op, parts):
-        """``(kernel, own, shared)``: the kernel that runs group ``op`` (built, or, when
+    def kernel_for(self, plan):
+        """``(kernel, own, shared)``: the kernel that runs group ``plan.op`` (built, or, when
         ``shared``, the kernel of an earlier group of the same structure) and ``own(value)``,
-        which maps the kernel's captures to ``op``'s own."""
-        structure = kernel_lowering.structure(op, self.scalars, self.views)
+        which maps the kernel's captures to the group's own."""
+        structure = group_structure(plan.op, self.scalars, lambda value: value in self.views)
         kernel = self.by_structure.get(structure)
         if kernel is None:
-            name = f"k{len(self.kernels)}_{self.tag(op, parts)}"
-            kernel = kernel_lowering.build_kernel(name, op, parts, self.scalars, self.views,
-                                                  self.options)
+            name = f"k{len(self.kernels)}_{self.tag(plan)}"
+            kernel = kernel_lowering.build_kernel(name, plan, self.scalars, self.views)
             self.kernels.append(kernel)
             self.by_structure[structure] = kernel
             return kernel, lambda value: value, False
         if CHECK_STRUCTURES:
-            again = kernel_lowering.build_kernel(kernel.name, op, parts, self.scalars,
-                                                 self.views, self.options)
+            again = kernel_lowering.build_kernel(kernel.name, plan, self.scalars, self.views)
             if kernel_lowering.canonical_code(again.source) != \
                     kernel_lowering.canonical_code(kernel.source):
                 raise AssertionError(f"two groups of equal structure rendered different "
                                      f"kernels:\n{again.source}\n---\n{kernel.source}")
-        self.sharers.setdefault(kernel.name, []).append(op)
+        self.sharers.setdefault(kernel.name, []).append(plan.op)
         position = {v: i for i, v in enumerate(kernel.captures)}
-        captures = kernel_lowering.kernel_captures(op)
-        return kernel, lambda value: captures[position[value]], True
+        return kernel, lambda value: plan.captures[position[value]], True
 
-    def launch(self, op, parts) -> list[str]:
-        kernel, own, shared = self.kernel_for(op, parts)
+    def launch(self, plan) -> list[str]:
+        op = plan.op
+        kernel, own, shared = self.kernel_for(plan)
         name = kernel.name
         results = ", ".join(f"%{v.id}" for v in op.results)
         runs = f"runs kernel {name}, shared" if shared else f"kernel {name}"
@@ -121,16 +119,14 @@ class HostGenerator(Generator):
         shape_var = self.namer.fresh("_shape")
         lines.append(f"{shape_var} = {shape_code(self.dims(kernel.shape, op.inputs))}")
         dims = [f"{shape_var}[{d}]" for d in range(len(kernel.shape))]
-        inner_outputs = op.blocks[0].yields if is_fusion(op) else op.results
-        map_ops = set(parts[0])
         buffers = op.attrs.get("_buffers") or (None,) * len(op.results)
         outputs = []
-        for index, (inner, outer) in enumerate(zip(inner_outputs, op.results)):
+        for index, (is_map, outer) in enumerate(zip(plan.map_outputs, op.results)):
             name_out = self.namer.value(outer)
             if buffers[index] is not None:
                 lines.append(f"{name_out} = {self.slot(buffers[index], outer, lines)}")
             else:
-                shape = dims if inner.op in map_ops else self.reduced_dims(parts[1], dims)
+                shape = dims if is_map else plan.reduced_dims(dims)
                 lines.append(f"{name_out} = np.empty({shape_code(shape)}, "
                              f"{dtype_code(outer.dtype)})")
             outputs.append(name_out)
@@ -140,7 +136,7 @@ class HostGenerator(Generator):
         strides = [f"_stride(_dense({self.expr(own(v))}), {k})" if dense[v]
                    else f"_stride({self.expr(own(v))}, {k})" for v, k in kernel.strides]
         arrays += outputs
-        lines.extend(self.empty_reduction_check(parts[1], kernel.shape, dims))
+        lines.extend(self.empty_reduction_check(plan, dims))
         ints = "(" + "".join(f"{s}, " for s in strides) + ")"
         array_text = "(" + "".join(f"{a}, " for a in arrays) + ")"
         if kernel.style == "map":
@@ -151,34 +147,25 @@ class HostGenerator(Generator):
         return lines
 
     @staticmethod
-    def empty_reduction_check(reduction, shape, dims) -> list[str]:
+    def empty_reduction_check(plan, dims) -> list[str]:
         """Lines raising NumPy's error when a reduction without identity (max, min) reduces an
         extent that is empty at run time (its kernel would return the accumulator's start, where
         NumPy and the interpreter raise)."""
+        reduction = plan.reduction
         if reduction is None or reduction.opdef.reduction.has_identity:
             return []
-        axes = normalize_axis(reduction.attrs.get("axis"), len(shape))
-        if all(shape[a] for a in axes):    # statically known and non-empty
+        if all(plan.shape[a] for a in plan.axes):    # statically known and non-empty
             return []
-        ufunc = reduction.opdef.reduction.combine.ufunc.__name__
+        ufunc = plan.combine.ufunc.__name__
         message = f"zero-size array to reduction operation {ufunc} which has no identity"
-        extent = " * ".join(dims[a] for a in axes)
+        extent = " * ".join(dims[a] for a in plan.axes)
         return [f"if {extent} == 0:", f"    raise ValueError({message!r})"]
 
     @staticmethod
-    def reduced_dims(reduction, dims) -> list[str]:
-        axes = normalize_axis(reduction.attrs.get("axis"), len(dims))
-        keepdims = reduction.results[0].ndim == len(dims)
-        return [("1" if a in axes else d) for a, d in enumerate(dims) if keepdims or a not in axes]
-
-    @staticmethod
-    def tag(op, parts) -> str:
-        map_ops, reduction, epilogue = parts
-        if reduction is not None:
-            return reduction.name
-        if is_fusion(op):
-            return "fused"
-        return op.name
+    def tag(plan) -> str:
+        if plan.reduction is not None:
+            return plan.reduction.name
+        return "fused" if is_fusion(plan.op) else plan.op.name
 
     # --- the module ------------------------------------------------------------------------------
     def lower_op(self, op):
@@ -186,9 +173,9 @@ class HostGenerator(Generator):
         by one on CuPy for a fused group without; else as the NumPy generator (a loop's body
         then launches its own kernels)."""
         if op.opdef.category != SOURCE:
-            parts = kernel_lowering.kernel_parts(op)
-            if parts is not None:
-                return self.launch(op, parts)
+            plan = kernel_lowering.kernel_plan(op, self.options.accumulate_float64)
+            if plan is not None:
+                return self.launch(plan)
             if is_fusion(op):
                 return self.host_group(op)
         return super().lower_op(op)

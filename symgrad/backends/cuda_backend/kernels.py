@@ -35,12 +35,12 @@ import jinja2
 import numpy as np
 
 from ...ir.printer import counted, format_op_head
-from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION, normalize_axis
+from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
-from ...passes.cse import attrs_key
 from ...passes.fusion import split_body
 from ..common import template_environment
+from ..plan import plan_parts
 from . import ctype
 from .lowering import LOWERINGS, device_helpers
 
@@ -73,9 +73,10 @@ def _indexed(op) -> bool:
     return rule is not None and rule.indexed
 
 
-def kernel_parts(op):
-    """``(map_ops, reduction, epilogue)`` when ``op`` runs as one kernel, else None (it then
-    runs on the host through CuPy)."""
+def kernel_plan(op, accumulate_float64=True):
+    """The :class:`~symgrad.backends.plan.GroupPlan` of ``op`` when it runs as one kernel (a
+    loop group, or a lone op whose rule is ``indexed``), else None (it then runs on the host
+    through CuPy)."""
     if is_fusion(op):
         parts = split_body(op)
         inner = op.blocks[0].ops
@@ -93,7 +94,7 @@ def kernel_parts(op):
     values = [v for o in [op] + list(inner) for v in list(o.inputs) + list(o.results)]
     if not all(np.dtype(v.dtype).name in ctype.STORAGE for v in values):
         return None
-    return parts
+    return plan_parts(op, parts, accumulate_float64)
 
 
 # --- how a kernel reads one array -------------------------------------------------------------
@@ -204,22 +205,15 @@ class KernelBuilder:
     """Builds the :class:`Kernel` of one group. ``scalars`` maps inlined 0-d constants to
     their arrays; ``views`` holds the Values that may be non-contiguous (read by strides)."""
 
-    def __init__(self, name, op, parts, scalars, views, options):
+    def __init__(self, name, plan, scalars, views):
         self.name = name
-        self.op = op
-        self.map_ops, self.reduction, self.epilogue = parts
+        self.plan = plan
+        self.op = plan.op
+        self.map_ops, self.reduction, self.epilogue = plan.map_ops, plan.reduction, plan.epilogue
         self.scalars = scalars
         self.views = views
-        self.options = options
-        self.captures, self.outputs = kernel_captures(op), kernel_outputs(op)
-        if self.reduction is not None:
-            self.shape = tuple(self.reduction.inputs[0].shape)
-            self.axes = normalize_axis(self.reduction.attrs.get("axis"), len(self.shape))
-            self.reduced = tuple(self.reduction.results[0].shape)
-        else:
-            self.shape = tuple(self.map_ops[0].results[0].shape)
-            self.axes = ()
-            self.reduced = self.shape
+        self.captures, self.outputs = plan.captures, plan.outputs
+        self.shape, self.axes, self.reduced = plan.shape, plan.axes, plan.reduced
         self.rank = len(self.shape)
         self.strides, self.inputs, self.ptrs, self.input_ptr = [], [], [], {}
         self.stride_names = []
@@ -311,9 +305,9 @@ class KernelBuilder:
         out_ptrs = [f"{ctype.storage_type(v.dtype)}* __restrict__ out{j}"
                     for j, v in enumerate(self.outputs)]
         dims = [f"n{d}" for d in range(self.rank)]
-        map_set = set(self.map_ops)
-        map_outputs = [v for v in self.outputs if v.op in map_set]
-        reduced_outputs = [v for v in self.outputs if v.op not in map_set]
+        map_outputs = [v for v, is_map in zip(self.outputs, self.plan.map_outputs) if is_map]
+        reduced_outputs = [v for v, is_map in zip(self.outputs, self.plan.map_outputs)
+                           if not is_map]
         style = "map" if self.reduction is None else (
             "row" if not self.rank or (self.rank - 1) in self.axes else "col")
 
@@ -383,12 +377,11 @@ class KernelBuilder:
         """Fill the reduction parts of the template ``context``; returns the dtype of the
         accumulator as stored in the partial-results buffer."""
         reduction = self.reduction
-        facts = reduction.opdef.reduction
         result = reduction.results[0]
-        acc_dtype = facts.accumulator(result.dtype, result.dtype, self.options.accumulate_float64)
+        acc_dtype = self.plan.accumulator
         acc = ctype.accumulator_type(acc_dtype)
-        combine = LOWERINGS.rule(facts.combine).expression.format("a", "b", T=acc)
-        divide = facts.mean
+        combine = LOWERINGS.rule(self.plan.combine).expression.format("a", "b", T=acc)
+        divide = self.plan.mean
         source = reduction.inputs[0]
         reduce_input = self.expression(source, map_local)
 
@@ -401,8 +394,7 @@ class KernelBuilder:
         finish = [f"const {res_t} {name} = ({res_t})({value});  "
                   f"// {_provenance_line(reduction)}"]
         kept = [a for a in range(self.rank) if a not in self.axes]
-        keepdims = len(self.reduced) == self.rank
-        r_axes = list(range(self.rank)) if keepdims else kept   # S axis of each R axis
+        r_axes = list(range(self.rank)) if self.plan.keepdims else kept   # S axis of each R axis
         loads = []
         epi_reads = self.used_captures(self.epilogue)
         needed = self.loads(epi_reads, self.reduced, "o", lambda a: f"e{r_axes[a]}", "et",
@@ -411,7 +403,7 @@ class KernelBuilder:
                             "rest", lambda a: f"e{a}")
         finish += loads + self.op_lines(self.epilogue, local)
         finish += self.output_stores(reduced_outputs, "o", local)
-        context.update(acc=acc, identity=ctype.literal(facts.identity_value(acc_dtype), acc_dtype),
+        context.update(acc=acc, identity=ctype.literal(self.plan.identity, acc_dtype),
                        combine=combine, finish=finish, finish_coords=coords,
                        reduce_input=reduce_input)
         return ACC_DTYPES[acc]
@@ -442,38 +434,6 @@ class KernelBuilder:
         return lines
 
 
-def kernel_captures(op) -> list:
-    """The Values a group's kernel reads, in parameter order."""
-    return list(op.inputs) if is_fusion(op) else list(dict.fromkeys(op.inputs))
-
-
-def kernel_outputs(op) -> list:
-    """The Values a group's kernel writes (inner Values of a fused group), in order."""
-    return list(op.blocks[0].yields) if is_fusion(op) else list(op.results)
-
-
-def structure(op, scalars, views) -> tuple:
-    """Everything the code of ``op``'s kernel depends on, with the group's Values numbered: per
-    capture its shape, dtype and whether it may be a view (or an inlined constant's dtype and
-    bytes), per op its OpDef, attributes, operands and result types, and the outputs. Groups of
-    equal structure have the same kernel up to the names of their values and comments, so
-    they share one (see :func:`canonical_code`)."""
-    number, inputs = {}, []
-    for value in kernel_captures(op):
-        number[value] = len(number)
-        array = scalars.get(value)
-        inputs.append(("v", value.shape, value.dtype, value in views) if array is None
-                      else ("s", array.dtype, array.tobytes()))
-    ops = []
-    for inner in (op.blocks[0].ops if is_fusion(op) else [op]):
-        attrs = {k: v for k, v in inner.attrs.items() if not k.startswith("_")}
-        ops.append((inner.opdef, attrs_key(attrs), tuple([number[v] for v in inner.inputs]),
-                    tuple([(v.shape, v.dtype) for v in inner.results])))
-        for value in inner.results:
-            number[value] = len(number)
-    return tuple(inputs), tuple(ops), tuple([number[v] for v in kernel_outputs(op)])
-
-
 _COMMENT = re.compile(r"//[^\n]*")
 _LOCAL = re.compile(r"\bv\d+\b")
 
@@ -493,5 +453,5 @@ def views_of(program) -> set:
             for v in op.results}
 
 
-def build_kernel(name, op, parts, scalars, views, options) -> Kernel:
-    return KernelBuilder(name, op, parts, scalars, views, options).build()
+def build_kernel(name, plan, scalars, views) -> Kernel:
+    return KernelBuilder(name, plan, scalars, views).build()

@@ -35,9 +35,8 @@ from ...ir.graph import last_uses
 from ...ir.printer import counted, value_label
 from ...ops.core import code_int
 from ...ops.fused import FUSION
-from ...passes.cse import attrs_key
 from ..common import Namer, comment
-from ..plan import plan_group
+from ..plan import plan_group, structure
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code, shape_code
 from .lowering import exact_ufunc, register_lowering
@@ -112,27 +111,11 @@ class _Lowering:
         self.plan = getattr(gen, "buffer_plan", {})
 
     def structure(self) -> tuple:
-        """Everything the code of the group's functions depends on, with the group's Values
-        numbered: per input its type (or a scalar constant's dtype and bytes), per op its
-        OpDef, attributes, operands and result types, the exported values and which of them
-        the memory plan gives a buffer. Groups of equal structure render to the same code
-        (with other names), so a group whose structure was seen renders nothing."""
-        scalars = self.gen.scalars
-        number, inputs = {}, []
-        for value in self.op.inputs:
-            number[value] = len(number)
-            array = scalars.get(value)
-            inputs.append(("v", value.shape, value.dtype) if array is None
-                          else ("s", array.dtype, array.tobytes()))
-        ops = []
-        for inner in self.op.blocks[0].ops:
-            ops.append((inner.opdef, attrs_key(inner.attrs),
-                        tuple([number[v] for v in inner.inputs]),
-                        tuple([(v.shape, v.dtype) for v in inner.results])))
-            for value in inner.results:
-                number[value] = len(number)
-        return (tuple(inputs), tuple(ops), tuple([number[v] for v in self.op.blocks[0].yields]),
-                tuple([self.plan.get(v) is not None for v in self.op.results]))
+        """The group's :func:`~symgrad.backends.plan.structure`, and which of its results the
+        memory plan gives a buffer. Groups of equal structure render to the same code (with
+        other names), so a group whose structure was seen renders nothing."""
+        return structure(self.op, self.gen.scalars) + (
+            tuple([self.plan.get(v) is not None for v in self.op.results]),)
 
     def _start_rendering(self):
         """Names and state used only to render the group's functions."""
