@@ -9,6 +9,8 @@ lowering table, beside its own rules.
 """
 from __future__ import annotations
 
+import numpy as np
+
 # NaN-propagating, like np.maximum / np.minimum (a NaN in either operand gives NaN)
 MAXIMUM = "((({0}) > ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
 MINIMUM = "((({0}) < ({1}) || ({0}) != ({0})) ? ({0}) : ({1}))"
@@ -67,3 +69,19 @@ EXPRESSIONS = {
 }
 # exact for float operands (NumPy's integer power is exact, C's pow of integers is not)
 POWER = "pow(({T})({0}), ({T})({1}))"
+
+
+INTEGER_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "U"}
+
+
+def integer_literal(number: int, dtype, narrow_type: str) -> str:
+    """The C text of integer ``number`` of ``dtype``: with the suffix of a wide or unsigned
+    type, cast to ``narrow_type`` (the backend's type for it) below 32 bits, parenthesized
+    when negative; the lowest int64 as an expression (its magnitude is no literal)."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "int64" and number == -2 ** 63:
+        return "(-9223372036854775807LL - 1)"
+    text = f"{number}{INTEGER_SUFFIX.get(dtype.name, '')}"
+    if dtype.itemsize < 4:
+        text = f"(({narrow_type}){text})"
+    return text if number >= 0 else f"({text})"

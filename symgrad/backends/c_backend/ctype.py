@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..c_expressions import integer_literal
 from ..common import comment, number_text
 
 TYPES = {
@@ -17,7 +18,6 @@ TYPES = {
     "uint16": "uint16_t", "int32": "int32_t", "uint32": "uint32_t", "int64": "int64_t",
     "uint64": "uint64_t", "float32": "float", "float64": "double",
 }
-_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "U"}
 
 
 def supported(dtype) -> bool:
@@ -35,13 +35,7 @@ def literal(value, dtype) -> str:
     if dtype.kind == "b":
         return "true" if bool(array) else "false"
     if dtype.kind in "iu":
-        number = int(array)
-        if dtype.name == "int64" and number == -2 ** 63:
-            return "(-9223372036854775807LL - 1)"
-        text = f"{number}{_SUFFIX.get(dtype.name, '')}"
-        if dtype.itemsize < 4:
-            text = f"(({c_type(dtype)}){text})"
-        return text if number >= 0 else f"({text})"
+        return integer_literal(int(array), dtype, c_type(dtype))
     single = dtype.name == "float32"
     text = number_text(array)
     if text is None:

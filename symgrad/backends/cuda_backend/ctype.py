@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..c_expressions import integer_literal
 from ..common import comment
 
 STORAGE = {
@@ -24,7 +25,6 @@ COMPUTE = dict(STORAGE, float16="float", bfloat16="float")
 _CONVERT = {"float16": ("sg_h2f", "sg_f2h"), "bfloat16": ("sg_bf2f", "sg_f2bf")}
 ACCUMULATOR = dict(COMPUTE, bool="int", int8="int", int16="int", uint8="unsigned int",
                    uint16="unsigned int")
-_INT_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "u"}
 
 
 def _name(dtype) -> str:
@@ -65,13 +65,7 @@ def literal(value, dtype) -> str:
     if kind == "b":
         return "true" if bool(value) else "false"
     if kind in "iu":
-        number = int(value)
-        if name == "int64" and number == -2 ** 63:
-            return "(-9223372036854775807LL - 1)"
-        text = f"{number}{_INT_SUFFIX.get(name, '')}"
-        if name in ("int8", "int16", "uint8", "uint16"):
-            return f"(({compute_type(dtype)}){text})"
-        return text if number >= 0 else f"({text})"
+        return integer_literal(int(value), dtype, compute_type(dtype))
     is_double = name == "float64"
     number = float(np.asarray(value, dtype=dtype))   # rounded to the dtype first
     if math.isnan(number):
