@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import GradError
-from ..ir.graph import walk_ops
+from ..ir.graph import walk_defined
 from ..ir.printer import format_op_head
 from ..ir.value import Value
 from ..ops.core import evaluate_vjp
@@ -50,15 +50,10 @@ def sweep_unused(block, start, first_id, keep):
         program.forget_cached_constants(first_id)
     renumbered = set()
     next_id = first_id
-    for block_op in kept:
-        for op in walk_ops([block_op]):
-            values = list(op.results)
-            for inner in op.blocks:
-                values.extend(inner.args)
-            for value in values:
-                value.id = next_id
-                next_id += 1
-                renumbered.add(value)
+    for value in walk_defined(kept):
+        value.id = next_id
+        next_id += 1
+        renumbered.add(value)
     swept = set(appended).difference(kept)
     for value in program.grown:
         if value.id >= first_id and value not in renumbered and value.op not in swept:

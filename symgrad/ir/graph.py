@@ -1,10 +1,11 @@
 """The graph-query kit: every walk over a program, regions included, lives here.
 
 * :func:`walk_ops` visits ops and the ops of their nested blocks (each op before its inner
-  ops); :func:`walk_blocks` visits blocks the same way.
+  ops); :func:`walk_blocks` visits blocks the same way, :func:`walk_defined` the Values
+  they define (results and block arguments).
 * :func:`free_values` lists what a set of blocks reads from outside (a region op's
   captures); :func:`is_visible` tells whether a block may read a Value.
-* :func:`ancestors_of`, :func:`liveness` / :func:`live_ops` and :func:`last_uses` answer
+* :func:`ancestors_of`, :func:`live_ops` and :func:`last_uses` answer
   dependence and liveness within one block. A region op lists its captures among its inputs,
   so these never need to look inside nested blocks: a Value read deep inside a loop body is
   read, at the loop's level, by the loop op.
@@ -40,6 +41,15 @@ def walk_blocks(blocks):
         for op in block.ops:
             if op.blocks:
                 stack.extend(reversed(op.blocks))
+
+
+def walk_defined(ops):
+    """Every Value that ``ops`` (a block's list) and their nested blocks define, in order:
+    each op's results, then the arguments of its blocks, then what the ops inside define."""
+    for op in walk_ops(ops):
+        yield from op.results
+        for block in op.blocks:
+            yield from block.args
 
 
 def defined_in(blocks) -> set:
@@ -88,25 +98,18 @@ def ancestors_of(values) -> set:
     return seen
 
 
-def liveness(ops, needed) -> tuple[list, set]:
-    """``(live ops, needed values)``: the ops of ``ops`` (one block's list, in order) that the
-    Values ``needed`` depend on, in program order, and every Value read on the way. One
-    backward sweep: an op is live when one of its results is needed."""
+def live_ops(ops, needed) -> list:
+    """The ops of ``ops`` (one block's list, in order) that the Values ``needed`` depend on,
+    in program order. One backward sweep: an op is live when one of its results is needed,
+    and then its inputs are."""
     needed = set(needed)
     live = []
     for op in reversed(ops):
-        for value in op.results:
-            if value in needed:
-                live.append(op)
-                needed.update(op.inputs)
-                break
+        if any(value in needed for value in op.results):
+            live.append(op)
+            needed.update(op.inputs)
     live.reverse()
-    return live, needed
-
-
-def live_ops(ops, needed) -> list:
-    """The ops of ``ops`` that ``needed`` depend on, in program order (see :func:`liveness`)."""
-    return liveness(ops, needed)[0]
+    return live
 
 
 def last_uses(ops, reads_after=()) -> dict:

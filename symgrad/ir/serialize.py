@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import ArtifactError
 from ..gc_pause import gc_paused
-from .graph import walk_ops
+from .graph import walk_defined, walk_ops
 from .operation import Operation
 from .program import Block, Program
 from .value import Value
@@ -131,12 +131,7 @@ def decode_attr(obj, array_source):
 def program_values(program) -> list:
     """Every Value the program defines, nested blocks included, in serialization order: each
     op's results and the arguments of its blocks, then the Values of each block in turn."""
-    values = []
-    for op in walk_ops(program.ops):
-        values.extend(op.results)
-        for block in op.blocks:
-            values.extend(block.args)
-    return values
+    return list(walk_defined(program.ops))
 
 
 _DTYPE_NAMES: dict = {}   # np.dtype -> name, and name -> np.dtype (dtype.name is slow)

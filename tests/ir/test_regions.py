@@ -9,7 +9,7 @@ import pytest
 
 import symgrad as sg
 from symgrad.errors import VerificationError
-from symgrad.ir.graph import (free_values, is_visible, last_uses, liveness, walk_blocks,
+from symgrad.ir.graph import (free_values, is_visible, last_uses, live_ops, walk_blocks,
                               walk_ops)
 from symgrad.ir.program import Block, current_block, insertion_point
 
@@ -52,15 +52,15 @@ def test_walks_and_captures():
     assert is_visible(w, cond.blocks[0]) and not is_visible(cond.results[0], prog.global_block())
 
 
-def test_liveness_and_last_uses():
+def test_live_ops_and_last_uses():
     prog = sg.Program()
     with sg.program_guard(prog):
         a = sg.data("a", [2])
         b = sg.tanh(a)
         c = sg.exp(a)
         d = b * 2.0
-    live, needed = liveness(prog.ops, [d])
-    assert c.op not in live and b in needed and a in needed
+    live = live_ops(prog.ops, [d])
+    assert c.op not in live and [a.op, b.op] == live[:2] and live[-1] is d.op
     last = last_uses(prog.ops, reads_after=[d])
     assert last[a] == 2 and last[d] == len(prog.ops)
 
