@@ -11,12 +11,13 @@ from .errors import DTypeError, ShapeError
 from .ir.value import format_shape
 from .ops import elementwise as ew
 from .ops.activation import gelu, leaky_relu, relu, softplus
-from .ops.core import as_value, as_values, atomic_functions
+from .ops.core import atomic_functions
 from .ops.indexing import take
 from .ops.linalg import matmul
 from .ops.nn_ops import (avg_pool2d, conv2d, log_softmax, max_pool2d, softmax,
                          softmax_cross_entropy)
 from .ops.reduction import mean
+from .ops.source import as_value, as_values
 from .random import uniform
 
 __all__ = ["relu", "leaky_relu", "gelu", "softplus", "softmax", "log_softmax",

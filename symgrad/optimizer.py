@@ -38,8 +38,7 @@ from .autodiff.ir_backward import append_backward
 from .ir.program import program_guard
 from .ir.value import Value
 from .ops import elementwise as ew
-from .ops.core import as_value
-from .ops.source import parameter
+from .ops.source import as_value, parameter
 from .ops.state import assign, assign_p, assignments, is_parameter
 
 __all__ = ["Adam", "Optimizer", "SGD"]

@@ -16,7 +16,8 @@ from .backends import lowering_backends
 from .backends.c_backend.lowering import register_lowering as register_c_lowering
 from .backends.cuda_backend.lowering import register_lowering as register_cuda_lowering
 from .backends.numpy_backend.lowering import register_lowering as register_numpy_lowering
-from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, as_values, bind, register
+from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, bind, register
+from .ops.source import as_values
 
 __all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
 

@@ -11,9 +11,8 @@ from . import (activation, contraction, control_flow, cumulative, elementwise, f
 from .contraction import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
 from .cumulative import *  # noqa: F401,F403
-from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGION, REGISTRY,
-                   SOURCE, Algebra, OpDef, Region, as_value, as_values, atomic_functions, bind,
-                   get_op, op_table, register)
+from .core import (CATEGORIES, ELEMENTWISE, INJECTIVE, OPAQUE, REDUCTION, REGION, REGISTRY, SOURCE,
+                   Algebra, OpDef, Region, atomic_functions, bind, get_op, op_table, register)
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import forget_tested_comparison, operator_comparison  # Value's ==, !=, bool()
 from .indexing import *  # noqa: F401,F403
@@ -22,7 +21,7 @@ from .nn_ops import *  # noqa: F401,F403
 from .reduction import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .special import *  # noqa: F401,F403
-from .source import constant, data, full, ones, parameter, zeros
+from .source import as_value, as_values, constant, data, full, ones, parameter, zeros
 from .state import assign
 
 __all__ = ["constant", "data", "full", "ones", "parameter", "zeros",

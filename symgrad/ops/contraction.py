@@ -24,7 +24,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import ShapeError
 from ..ir.value import format_shape
-from .core import OPAQUE, OpDef, as_values, bind, register
+from .core import OPAQUE, OpDef, bind, register
+from .source import as_values
 
 __all__ = ["einsum"]
 

@@ -44,9 +44,10 @@ import numpy as np
 from ..errors import DTypeError, ProgramMismatchError, ShapeError
 from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
-from .core import (REGION, OpDef, Region, as_value, bind_region, dtypes_shape, kept_yields,
-                   program_of, register)
+from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
+                   register)
 from .elementwise import cast
+from .source import as_value
 
 __all__ = ["cond", "while_loop", "scan", "fori_loop"]
 

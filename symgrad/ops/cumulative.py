@@ -19,8 +19,9 @@ from .. import dtypes
 from ..errors import ShapeError
 from ..ir.value import format_shape
 from . import elementwise as ew
-from .core import OPAQUE, OpDef, as_value, bind, normalize_axis, register
+from .core import OPAQUE, OpDef, bind, normalize_axis, register
 from .shape import frontend_checks, reshape
+from .source import as_value
 
 __all__ = ["cumsum", "cumprod"]
 

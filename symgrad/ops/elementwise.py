@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ComparisonError, DTypeError, ShapeError
-from .core import ELEMENTWISE, Algebra, OpDef, as_values, atomic, bind, broadcast_shapes, register
+from .core import ELEMENTWISE, Algebra, OpDef, atomic, bind, broadcast_shapes, register
+from .source import as_values
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "power", "negative",

@@ -18,9 +18,9 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..ir.value import Value, format_shape
-from .core import INJECTIVE, OPAQUE, OpDef, as_value, bind, broadcast_shapes, normalize_axis, \
-    register
+from .core import INJECTIVE, OPAQUE, OpDef, bind, broadcast_shapes, normalize_axis, register
 from .shape import frontend_checks
+from .source import as_value
 
 __all__ = ["take", "take_along_axis"]
 

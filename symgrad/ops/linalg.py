@@ -10,7 +10,8 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.value import format_shape
-from .core import OPAQUE, OpDef, as_values, bind, broadcast_shapes, register
+from .core import OPAQUE, OpDef, bind, broadcast_shapes, register
+from .source import as_values
 
 __all__ = ["matmul"]
 

@@ -26,7 +26,8 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.value import format_shape
 from . import kernels
-from .core import OPAQUE, OpDef, as_value, as_values, bind, normalize_axis, register
+from .core import OPAQUE, OpDef, bind, normalize_axis, register
+from .source import as_value, as_values
 
 __all__ = ["one_hot"]
 

@@ -42,7 +42,8 @@ from ..ir.graph import walk_ops
 from ..ir.program import insertion_point, program_guard
 from ..ir.value import Value
 from .control_flow import in_loop_body
-from .core import OPAQUE, OpDef, as_value, bind, dtypes_shape, program_of, register
+from .core import OPAQUE, OpDef, bind, dtypes_shape, program_of, register
+from .source import as_value, parameter
 
 __all__: list = []
 
@@ -204,7 +205,6 @@ def rng_step(program):
     for value in program.parameters:
         if value.name == RNG_STEP:
             return value
-    from .source import parameter
     from .state import assign
 
     with program_guard(program), insertion_point(program.global_block()):

@@ -23,9 +23,10 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
-from .core import (HIGHEST, LOWEST, OPAQUE, REDUCTION, Algebra, OpDef, Reduction, as_value, bind,
+from .core import (HIGHEST, LOWEST, OPAQUE, REDUCTION, Algebra, OpDef, Reduction, bind,
                    normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
+from .source import as_value
 
 __all__ = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "var", "std"]
 

@@ -27,10 +27,9 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import (INJECTIVE, Algebra, OpDef, as_value, as_values, bind, code_int, dtypes_shape,
-                   normalize_axis, register)
+from .core import INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis, register
 from .elementwise import zeros_like
-from .source import full_p
+from .source import as_value, as_values, full_p
 
 __all__ = ["reshape", "transpose", "broadcast_to", "expand_dims", "squeeze", "concatenate",
            "stack", "split", "pad", "getitem"]

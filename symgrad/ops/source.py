@@ -2,13 +2,16 @@
 filled tensors (``full``, ``zeros``, ``ones``)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import dtypes
-from ..errors import ScopeError, ShapeError
+from ..errors import PromotionWarning, ScopeError, ShapeError
+from ..ir.location import user_stacklevel
 from ..ir.program import current_block, default_main_program
-from ..ir.value import format_shape
-from .core import SOURCE, Algebra, OpDef, bind, register
+from ..ir.value import Value, format_shape
+from .core import SOURCE, Algebra, OpDef, bind, program_of, register
 from .initializers import default_init
 
 
@@ -158,3 +161,67 @@ def zeros(shape, dtype="float32"):
 
 def ones(shape, dtype="float32"):
     return full(shape, 1, dtype)
+
+
+# --- converting Python/NumPy inputs ---------------------------------------------------------------
+def as_value(x, dtype=None, program=None) -> Value:
+    """A Value for ``x``: Values pass through; scalars and arrays become constants."""
+    if isinstance(x, Value):
+        return x
+    return constant(x, dtype=dtype, program=program)
+
+
+def is_python_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
+_warned_promotions: set = set()   # (Value dtype, promoted dtype) pairs already warned about
+
+
+def warn_if_arrays_promote(values, strong):
+    """Warn (once per pair of dtypes) when a NumPy array, NumPy scalar or list operand widens
+    the floating dtype of the Value operands (``float32 Value * float64 array`` is float64, as
+    in NumPy): that silently turns a float32 graph into float64."""
+    if not values or len(strong) == len(values):
+        return
+    own = dtypes.promote(*(v.dtype for v in values))
+    promoted = dtypes.promote(*strong)
+    if own.kind != "f" or promoted.kind != "f" or promoted == own:
+        return
+    if (own, promoted) in _warned_promotions:
+        return
+    _warned_promotions.add((own, promoted))
+    warnings.warn(
+        f"a {promoted} array operand promotes {own} Values to {promoted} (NumPy's rule; "
+        f"arrays, NumPy scalars and lists are not weak like Python scalars). Pass "
+        f"array.astype('{own}') to stay in {own}, or sg.constant(array, dtype='{promoted}') "
+        f"to make the promotion explicit. Shown once per pair of dtypes.",
+        PromotionWarning, stacklevel=user_stacklevel())
+
+
+def as_values(*args):
+    """Convert operands of an elementwise op, giving weak Python scalars the dtype that NumPy 2
+    promotion gives them against the Value operands (``float32 * 2.0`` stays float32). A
+    Python scalar becomes one constant per program, dtype and value, reused by later ops.
+    Arrays, NumPy scalars and lists promote as in NumPy (:func:`warn_if_arrays_promote`)."""
+    values = [a for a in args if isinstance(a, Value)]
+    if len(values) == len(args):
+        return values
+    program = program_of(values) if values else None
+    strong = [v.dtype for v in values] + [np.asarray(a).dtype for a in args
+                                         if not isinstance(a, Value) and not is_python_scalar(a)]
+    warn_if_arrays_promote(values, strong)
+    out = []
+    for a in args:
+        if isinstance(a, Value):
+            out.append(a)
+        elif is_python_scalar(a):
+            dtype = dtypes.promote(*strong, a) if strong else None
+            if program is None:
+                out.append(as_value(a, dtype=dtype))
+            else:
+                out.append(program.cached_scalar_constant(
+                    (dtype, type(a), a), lambda: as_value(a, dtype=dtype, program=program)))
+        else:
+            out.append(as_value(a, program=program))
+    return out

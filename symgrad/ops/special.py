@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from .activation import float_rule
-from .core import ELEMENTWISE, OpDef, as_values, bind, register
+from .core import ELEMENTWISE, OpDef, bind, register
 from .elementwise import _both, exp, math_rule
+from .source import as_values
 
 __all__ = ["erf", "arctan2"]
 

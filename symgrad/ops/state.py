@@ -21,8 +21,8 @@ import numpy as np
 from ..errors import DTypeError, ScopeError, ShapeError
 from ..ir.program import Program, current_block
 from ..ir.value import Value, format_shape
-from .core import OPAQUE, OpDef, as_value, bind, dtypes_shape, register
-from .source import parameter_p
+from .core import OPAQUE, OpDef, bind, dtypes_shape, register
+from .source import as_value, parameter_p
 
 __all__ = ["assign"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad.ops import core, initializers
+from symgrad.ops import initializers, source
 
 
 def _init(value):
@@ -89,7 +89,7 @@ def _other_program_value():
 
 @pytest.fixture
 def fresh_promotion_warnings(monkeypatch):
-    monkeypatch.setattr(core, "_warned_promotions", set())
+    monkeypatch.setattr(source, "_warned_promotions", set())
 
 
 @pytest.mark.parametrize("operand", [np.ones(3), np.float64(2.0), [1.0, 2.0, 3.0]],
