@@ -26,7 +26,7 @@ FAILING_BUILDS = {
     "concatenate with a NumPy array": lambda x, w: sg.concatenate(
         [x, np.ones((5, 7), "float32")], axis=0),
     "linear with a NumPy bias": lambda x, w: sg.nn.linear(x, w, np.ones(7, "float32")),
-    "where with NumPy operands": lambda x, w: sg.where(np.ones((3, 4), bool), x, np.zeros(9)),
+    "where with NumPy operands": lambda x, w: sg.where(np.ones((3, 4), bool), x, np.zeros(9, "float32")),
     "clip with a NumPy bound": lambda x, w: sg.clip(x, np.zeros((5, 7), "float32"), 1.0),
 }
 
