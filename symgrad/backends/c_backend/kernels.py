@@ -248,7 +248,9 @@ class GroupRenderer:
         context.update(small=small, serial=small or self.options.threads == 1)
         pointers = [(f"const {c_type(v.dtype)}", self.pointer[v]) for v in self.inputs]
         pointers += [(c_type(v.dtype), self.out[v]) for v in plan.outputs]
-        context.update(pointers=pointers)
+        part = "\n".join(code for code, _ in context["hoisted"] + context["main"])
+        context.update(pointers=pointers, reads_dims="d[" in part, chunk_range="sg_lo" in part,
+                       part_pointers=[p for p in pointers if f"{p[1]}[" in part])
         template = self.environment.get_template("c/group.c.j2")
         code_only = template.render(name="@NAME@", comments=False, **context)
         name = "sg_g_" + hashlib.sha256(code_only.encode()).hexdigest()[:16]
