@@ -26,6 +26,11 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduction``):
 * convex groups can still interleave so that two of them read each other; the groups on such
   a cycle of the group graph are dissolved (their ops stay unfused) before scheduling;
 * groups hold at most ``options.max_group_size`` ops and :data:`MAX_GROUP_ARGS` captures;
+* a cheap value (arithmetic of :data:`CHEAP_UFUNCS`) that one group computes from values
+  stored anyway and only other groups read, each in its map phase, is recomputed in each of
+  them instead of being stored and loaded back (:func:`recompute_cheap_values`): the forward
+  group of ``tanh`` no longer writes ``1 - t * t`` for the backward, which computes it from
+  ``t``, an input of the next matmul anyway;
 * an elementwise op or a reduction that fuses with nothing still becomes a group of its own
   when it is statically big enough to split between threads (:func:`worth_a_loop`): the NumPy
   backend runs groups as chunk loops on its thread pool, a single NumPy call runs on one
@@ -41,6 +46,8 @@ import heapq
 import itertools
 import math
 
+import numpy as np
+
 from ..ir.operation import Operation
 from ..ir.program import Block
 from ..ir.value import Value
@@ -49,6 +56,9 @@ from ..ops.fused import FUSION
 from .rewrite import Rebuilder, rewrites_inside
 
 MAX_GROUP_ARGS = 32
+# elementwise ops cheaper to compute again than to store and load: what may be recomputed
+CHEAP_UFUNCS = frozenset([np.add, np.subtract, np.multiply, np.negative, np.square])
+RECOMPUTE_MAX_OPS = 4   # ops of one recomputed value's cone
 # a chunk loop of fewer chunks runs on the calling thread (the NumPy backend's module reads it)
 MIN_PARALLEL_CHUNKS = 4
 CONVEXITY_BUDGET = 256
@@ -284,7 +294,7 @@ def partition(program, options) -> list[list[Operation]]:
 
 
 def _partition_and_schedule(ops, options):
-    """``(groups, units in schedule order, unit number of each op)``. Convex groups can still
+    """``(groups, units in schedule order, the epilogue ops)``. Convex groups can still
     depend on each other both ways when they interleave; the groups on such a cycle of the
     group graph are dissolved (their ops stay unfused), which leaves it acyclic."""
     partitioner = _Partitioner(ops, options)
@@ -303,7 +313,123 @@ def _partition_and_schedule(ops, options):
         order, unit_of, successors = _schedule(ops, groups, pos)
         if len(order) < len(successors):  # dissolving the cycles' groups leaves none
             raise AssertionError("fusion produced a cyclic schedule")
-    return groups, order, unit_of
+    return groups, order, epilogue_ops
+
+
+# --- recomputing cheap values in their readers' groups ---------------------------------------------
+def _cheap(op) -> bool:
+    return op.opdef.category == ELEMENTWISE and op.opdef.ufunc in CHEAP_UFUNCS
+
+
+def _is_scalar(value) -> bool:
+    return None not in value.shape and math.prod(value.shape) == 1
+
+
+def recompute_cheap_values(order, epilogue_ops, kept) -> list:
+    """``order`` (units in schedule order: lists of ops, groups of two or more) with cheap
+    values recomputed where they are read. A value ``v`` of group G is recomputed in group H
+    when: every reader of ``v`` outside G is a map op of a group (of ``v``'s shape), ``v`` is
+    not in ``kept`` (fetched or yielded), and ``v`` comes from a *cone* of at most
+    :data:`RECOMPUTE_MAX_OPS` cheap map ops of G whose other inputs are stored anyway (made
+    outside G, or read by an op outside every group, or kept); and H then reads at most one
+    array more than it did (a scalar is an inlined constant). The cone's ops are added to H
+    (the same Operations, first: emitting H copies them into its block), and the ops of G
+    that no longer have a reader are dropped from it. Linear in the block's ops."""
+    unit_of, rank = {}, {}
+    for index, members in enumerate(order):
+        for position, op in enumerate(members):
+            unit_of[op], rank[op] = index, position
+    readers: dict = {}
+    for members in order:
+        for op in members:
+            for value in op.inputs:
+                readers.setdefault(value, []).append(op)
+    in_group = {op for members in order if len(members) > 1 for op in members}
+    reads = [_reads(members) if len(members) > 1 else set() for members in order]
+
+    known: dict = {}
+
+    def stored(value, group) -> bool:
+        """Is ``value`` (read by an op of ``group``) stored whatever this pass decides?"""
+        if unit_of.get(value.op) != group:
+            return True
+        answer = known.get(value)
+        if answer is None:
+            answer = known[value] = value in kept or any(
+                r not in in_group for r in readers.get(value, ()))
+        return answer
+
+    cones: dict = {}                   # value of a group -> the ops computing it from stored
+    added = [{} for _ in order]        # per unit: cone ops to recompute there (ordered set)
+    for group, members in enumerate(order):
+        if len(members) < 2:
+            continue
+        for op in members:
+            if not _cheap(op) or op in epilogue_ops:
+                continue
+            cone = {op}
+            for source in op.inputs:
+                if not stored(source, group):
+                    inner = cones.get(source)
+                    if inner is None:
+                        break
+                    cone.update(inner)
+            else:
+                if len(cone) <= RECOMPUTE_MAX_OPS:
+                    value = op.results[0]
+                    cones[value] = cone
+                    _recompute_in_readers(value, sorted(cone, key=rank.get), group, reads,
+                                          unit_of, readers, in_group, epilogue_ops, kept,
+                                          added)
+    if not any(added):
+        return order
+    return _drop_unread([list(extra) + members for members, extra in zip(order, added)],
+                        kept)
+
+
+def _recompute_in_readers(value, cone, group, reads, unit_of, readers, in_group,
+                          epilogue_ops, kept, added):
+    """Add ``cone`` (computing ``value`` of unit ``group``) to the units that read
+    ``value``, when all of them may recompute it (see :func:`recompute_cheap_values`);
+    ``reads``: the Values each unit reads, kept up to date."""
+    outside = [r for r in readers.get(value, ()) if unit_of[r] != group]
+    if not outside or value in kept or any(
+            r not in in_group or r in epilogue_ops or r.opdef.category != ELEMENTWISE
+            or r.results[0].shape != value.shape for r in outside):
+        return
+    leaves = {v for op in cone for v in op.inputs if v.op not in cone and not _is_scalar(v)}
+    targets = {unit_of[r] for r in outside}
+    if all(len(leaves - reads[t]) <= 1 for t in targets):
+        for target in targets:
+            added[target].update(dict.fromkeys(cone))
+            reads[target] |= leaves
+
+
+def _drop_unread(order, kept) -> list:
+    """``order`` without the ops of groups that nothing reads any more: not a later op of
+    their group, not an op of a unit that does not compute the Value itself, not ``kept``."""
+    producers = [set(members) for members in order]
+    outside = set(kept)
+    for members, own in zip(order, producers):
+        outside.update(v for op in members for v in op.inputs if v.op not in own)
+    result = []
+    for members in order:
+        if len(members) < 2:
+            result.append(members)
+            continue
+        read, live = set(), []
+        for op in reversed(members):
+            if any(v in outside or v in read for v in op.results):
+                live.append(op)
+                read.update(op.inputs)
+        live.reverse()
+        if live:
+            result.append(live)
+    return result
+
+
+def _reads(members) -> set:
+    return {v for op in members for v in op.inputs}
 
 
 # --- building the fused program ------------------------------------------------------------------
@@ -437,15 +563,16 @@ class _Fuser:
         if plan is not None:
             return plan
         options = self.options
-        groups, order, unit_of = _partition_and_schedule(ops, options)
+        kept = set(reads_after) | self.fetched
+        _, order, epilogue_ops = _partition_and_schedule(ops, options)
+        order = recompute_cheap_values(order, epilogue_ops, kept)
         alone = {members[0] for members in order
                  if len(members) == 1 and worth_a_loop(members[0], options)}
-        used_outside = set(reads_after) | self.fetched
-        for op in ops:
-            for value in op.inputs:
-                producer = unit_of.get(value.op)
-                if producer is not None and producer != unit_of[op]:
-                    used_outside.add(value)
+        used_outside = kept
+        for members in order:
+            own = set(members)
+            used_outside.update(v for op in members for v in op.inputs if v.op not in own)
+        groups = [members for members in order if len(members) > 1]
         self.groups += len(groups)
         self.fused_ops += sum(len(m) for m in groups)
         self.alone += len(alone)

@@ -195,3 +195,79 @@ def test_single_op_groups_run_on_threads_and_match_the_interpreter():
         got, = compiled(**feeds)
         assert got.dtype == expected.dtype and got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def _tanh_layer_grad():
+    """h = tanh(x @ w + b), loss = sum(h @ v): the backward multiplies by 1 - h * h."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 6], "float64")
+        w = sg.data("w", [6, 5], "float64")
+        b = sg.data("b", [5], "float64")
+        v = sg.data("v", [5, 3], "float64")
+        h = sg.tanh(x @ w + b)
+        gw, gb = ir_backward.grad(sg.sum(h @ v), [w, b])
+    return prog, [gw, gb]
+
+
+def _group_ops(group):
+    return [o.name for o in group.blocks[0].ops]
+
+
+def test_a_cheap_value_is_recomputed_where_it_is_read_instead_of_stored():
+    """The forward group stores tanh's result (the next matmul reads it) but not 1 - h * h:
+    the backward group, which reads it, computes it from h."""
+    prog, fetches = _tanh_layer_grad()
+    new, _, _ = apply(prog, fetches, ["fusion"])
+    forward, backward = _groups(new)
+    assert _group_ops(forward) == ["add", "tanh"]
+    assert [r.op.name for r in forward.blocks[0].yields] == ["tanh"]
+    assert _group_ops(backward)[:2] == ["multiply", "subtract"]   # 1 - h * h, recomputed
+    assert "sum" in _group_ops(backward)                          # then the bias gradient
+    feeds = {"x": np.random.rand(7, 6), "w": np.random.rand(6, 5), "b": np.random.rand(5),
+             "v": np.random.rand(5, 3)}
+    run_both(prog, fetches, ["fusion"], feeds)
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for backend in ("numpy", "c"):
+        for want, got in zip(expected, sg.compile(prog, fetches, backend=backend)(**feeds)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=backend)
+
+
+def test_a_value_an_unfused_op_reads_or_a_fetch_is_stored_not_recomputed():
+    # a = x * 2 is read by a matmul (unfused) and y = a * 3 is fetched: both are stored,
+    # though the second group reads them too
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 4], "float64")
+        a = x * 2.0
+        y = a * 3.0
+        m = sg.matmul(a, x)
+        z = sg.exp(m) * y + a
+    new, _, _ = apply(prog, [z, y], ["fusion"])
+    first, second = _groups(new)
+    assert _group_ops(first) == ["multiply", "multiply"]
+    assert "multiply" in _group_ops(second) and len(second.inputs) == 3   # m, y and a
+    run_both(prog, [z, y], ["fusion"], {"x": np.random.rand(4, 4)})
+
+
+def _stored_then_read(make_d):
+    """``d = make_d(t, b, c)`` with ``t = tanh(a)``, read by a group after a matmul of ``t``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a, b, c = (sg.data(name, [8], "float64") for name in "abc")
+        t = sg.tanh(a)
+        d = make_d(t, b, c)
+        m = sg.matmul(sg.reshape(t, [1, 8]), sg.reshape(a, [8, 1]))
+        y = sg.reshape(m, [1]) * d + 1.0
+    new, _, _ = apply(prog, [y], ["fusion"])
+    run_both(prog, [y], ["fusion"], {n: np.random.rand(8) for n in "abc"})
+    return [_group_ops(group) for group in _groups(new)]
+
+
+def test_recomputing_may_add_at_most_one_array_to_what_the_reader_reads():
+    # t * 2 + 1 reads t only: recomputed after the matmul (tanh is left alone, unfused);
+    # t * b + c would make that group read t, b and c instead of d: stored
+    assert _stored_then_read(lambda t, b, c: t * 2.0 + 1.0) == [
+        ["multiply", "add", "multiply", "add"]]
+    assert _stored_then_read(lambda t, b, c: t * b + c) == [
+        ["tanh", "multiply", "add"], ["multiply", "add"]]
