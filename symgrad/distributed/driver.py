@@ -19,6 +19,7 @@ import dask.array as da
 import numpy as np
 
 from ..errors import FeedError, SymgradError
+from ..ops.random import RNG_STEP
 from ..runtime.artifact import LoadedProgram, host_array
 from ..runtime.compiled import CompiledProgram
 from ..runtime.feeds import check_feed
@@ -246,7 +247,9 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     that takes a mean over its batch) or ``"concat"`` (per-row outputs joined along axis 0),
     or a list with one per fetch. Floating fetches keep their dtype (parts are summed in at
     least float64, by a tree); integer and bool fetches follow NumPy (``sum`` in int64,
-    ``mean`` in float64).
+    ``mean`` in float64). A program that draws random numbers runs chunk ``k`` of ``K`` at
+    step ``step * K + k`` (``step``: its ``rng_step`` as fed, or as its state holds it), as
+    if the chunks were ``K`` calls in a row: each chunk draws its own numbers.
 
     Returns the list of fetches as NumPy arrays, or as Dask arrays with ``compute=False``.
     The graph runs on the active scheduler: a ``dask.distributed.Client`` if one is the
@@ -278,11 +281,14 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     artifact_node = ship_artifact(client, shipped)
     replicated_node = ship(replicated) if replicated else {}
     plan = {"sharded": list(sharded),
-            "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches]}
+            "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches],
+            "step": RNG_STEP if RNG_STEP in specs and RNG_STEP not in sharded else None,
+            "chunks": len(rows)}
     blocks = [array.to_delayed(optimize_graph=False).ravel() for array in sharded.values()]
     per_row = [fetch for fetch in fetches if fetch.mode == "concat"]
     results = [dask.delayed(_RUN_CHUNK, pure=True, nout=1 + len(per_row))(
-        artifact_node, replicated_node, plan, *chunk) for chunk in zip(*blocks)]
+        artifact_node, replicated_node, plan, index, *chunk)
+        for index, chunk in enumerate(zip(*blocks))]
     reduced = iter(_reduced([f for f in fetches if f.mode != "concat"], results, rows))
     joined = iter(_concatenated(per_row, results, rows))
     arrays = [next(joined if fetch.mode == "concat" else reduced) for fetch in fetches]

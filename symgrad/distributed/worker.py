@@ -82,11 +82,9 @@ def uninstall(digest):
         shutil.rmtree(module.__symgrad_root__, ignore_errors=True)
 
 
-def entry_function(artifact):
-    """The function a task runs of ``artifact`` (a full payload, installed here if need be,
-    or ``{"digest", "entry"}`` of one :class:`ArtifactPlugin` installed): the standalone
-    module's ``evaluate``, which leaves the artifact's state alone (tasks share it and never
-    update it), or, in a module without one, its entry function (``run``)."""
+def standalone_module(artifact):
+    """The standalone module of ``artifact`` (a full payload, installed here if need be, or
+    ``{"digest", "entry"}`` of one :class:`ArtifactPlugin` installed)."""
     module = sys.modules.get(MODULE_PREFIX + artifact["digest"])
     if module is None:
         if "files" not in artifact:
@@ -94,7 +92,32 @@ def entry_function(artifact):
                 f"symgrad artifact {artifact['digest']} is not installed on this worker (its "
                 f"ArtifactPlugin was unregistered, or the worker left the cluster's plugins)")
         module = install(artifact)
+    return module
+
+
+def entry_function(artifact):
+    """The function a task runs of ``artifact`` (see :func:`standalone_module`): the
+    standalone module's ``evaluate``, which leaves the artifact's state alone (tasks share it
+    and never update it), or, in a module without one, its entry function (``run``)."""
+    module = standalone_module(artifact)
     return getattr(module, "evaluate", None) or getattr(module, artifact["entry"]["function"])
+
+
+def chunk_step(artifact, feeds, name, chunk, chunks) -> np.ndarray:
+    """The random-number step chunk ``chunk`` of ``chunks`` runs at: ``step * chunks +
+    chunk``, where ``step`` is the fed step counter ``name`` or, when not fed, the value the
+    artifact holds, as if the chunks were that many calls in a row (each draws its own
+    numbers; one chunk draws what a call of the whole batch would)."""
+    if name in feeds:
+        step = feeds[name]
+    else:
+        state = getattr(standalone_module(artifact), "state", None)
+        if state is None:
+            raise RuntimeError(f"the artifact's standalone module has no state(): save the "
+                               f"artifact again with this symgrad to run its random ops with "
+                               f"map_reduce")
+        step = state()[name]
+    return np.asarray(int(step) * chunks + chunk, dtype=np.int64)
 
 
 class ArtifactPlugin(WorkerPlugin):
@@ -135,19 +158,23 @@ def _part(output, rows, mode, accumulator):
     return part
 
 
-def run_chunk(artifact, replicated, plan, *blocks):
-    """Run the artifact on one chunk of rows; returns ``(parts, *per_row)``.
+def run_chunk(artifact, replicated, plan, chunk, *blocks):
+    """Run the artifact on chunk number ``chunk`` of rows; returns ``(parts, *per_row)``.
 
     ``artifact``: the payload (see the module docstring). ``replicated``: feeds by name that
     every chunk shares. ``plan``: ``{"sharded": the names of blocks, "fetches": [(reduce,
-    accumulator dtype name, label)] per fetch}``. ``blocks``: this chunk of every sharded
-    input, in ``plan["sharded"]`` order, all with the same rows. ``parts`` holds the
-    contribution of every ``"sum"``/``"mean"`` fetch (see :func:`_part`), ``per_row`` the
-    output of every ``"concat"`` fetch, each in fetch order.
+    accumulator dtype name, label)] per fetch, "step": the name of the program's random-number
+    step counter or None, "chunks": how many chunks there are}``. ``blocks``: this chunk of
+    every sharded input, in ``plan["sharded"]`` order, all with the same rows. ``parts`` holds
+    the contribution of every ``"sum"``/``"mean"`` fetch (see :func:`_part`), ``per_row`` the
+    output of every ``"concat"`` fetch, each in fetch order. A program that draws random
+    numbers runs at the step :func:`chunk_step` gives.
     """
     run = entry_function(artifact)
     feeds = dict(replicated)
     feeds.update(zip(plan["sharded"], blocks))
+    if plan["step"] is not None:
+        feeds[plan["step"]] = chunk_step(artifact, feeds, plan["step"], chunk, plan["chunks"])
     rows = np.shape(blocks[0])[0]
     parts, per_row = [], []
     for output, (mode, accumulator, label) in zip(run(**feeds), plan["fetches"]):

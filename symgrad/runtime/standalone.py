@@ -687,3 +687,9 @@ def run(*args, **feeds) -> list:
 def evaluate(*args, **feeds) -> list:
     """As :func:`run`, leaving the artifact's state as it is (see :meth:`Runner.evaluate`)."""
     return _own_runner().evaluate(*args, **feeds)
+
+
+def state() -> ProgramState:
+    """The parameters of the artifact this file belongs to: the values saved in it, as calls
+    of :func:`run` have updated them."""
+    return _own_runner().state

@@ -183,3 +183,44 @@ def test_mean_over_zero_rows(fn):
     empty = {"x": da.zeros((0, 3), chunks=(1, 3)), "y": da.zeros((0,), chunks=1)}
     with pytest.raises(ShardingError, match="zero rows"):
         map_reduce(fn, empty, reduce=LINEAR_REDUCE)
+
+
+def _dropout_program():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 8], "float64")
+        y = sg.nn.dropout(x, 0.5)
+    return prog, [y]
+
+
+def test_each_chunk_draws_its_own_random_numbers_as_successive_calls_would():
+    """Chunk k of K runs at step ``step * K + k``: equal-sized chunks draw different masks,
+    and each is the mask a call of that chunk alone at that step draws."""
+    prog, fetches = _dropout_program()
+    fn, local = sg.compile(prog, fetches), sg.compile(prog, fetches)
+    x = np.ones((40, 8))
+    sharded = {"x": da.from_array(x, chunks=(10, 8))}
+    for step, replicated in [(0, None), (5, {"rng_step": np.int64(5)})]:
+        got, = map_reduce(fn, sharded, replicated, reduce="concat")
+        parts = [got[10 * k:10 * k + 10] for k in range(4)]
+        assert all(not np.array_equal(parts[0], part) for part in parts[1:])
+        for k, part in enumerate(parts):
+            want, = local(x=x[:10], rng_step=np.int64(step * 4 + k))
+            np.testing.assert_array_equal(part, want)
+    assert int(fn.state["rng_step"]) == 0          # map_reduce leaves the state alone
+    one_chunk, = map_reduce(fn, {"x": da.from_array(x, chunks=(40, 8))}, reduce="concat")
+    np.testing.assert_array_equal(one_chunk, local(x=x, rng_step=np.int64(0))[0])
+
+
+def test_an_artifact_path_runs_its_random_ops_from_its_saved_step(tmp_path):
+    prog, fetches = _dropout_program()
+    fn = sg.compile(prog, fetches)
+    x = np.ones((20, 8))
+    fn(x=x)
+    fn(x=x)                                       # the state's step is 2 now
+    path = fn.save(tmp_path / "dropout")
+    got, = map_reduce(str(path), {"x": da.from_array(x, chunks=(10, 8))}, reduce="concat")
+    local = sg.compile(prog, fetches)
+    for k in range(2):
+        np.testing.assert_array_equal(got[10 * k:10 * k + 10],
+                                      local(x=x[:10], rng_step=np.int64(2 * 2 + k))[0])
