@@ -335,74 +335,78 @@ def recompute_cheap_values(order, epilogue_ops, kept) -> list:
     array more than it did (a scalar is an inlined constant). The cone's ops are added to H
     (the same Operations, first: emitting H copies them into its block), and the ops of G
     that no longer have a reader are dropped from it. Linear in the block's ops."""
-    unit_of, rank = {}, {}
-    for index, members in enumerate(order):
-        for position, op in enumerate(members):
-            unit_of[op], rank[op] = index, position
-    readers: dict = {}
-    for members in order:
-        for op in members:
-            for value in op.inputs:
-                readers.setdefault(value, []).append(op)
-    in_group = {op for members in order if len(members) > 1 for op in members}
-    reads = [_reads(members) if len(members) > 1 else set() for members in order]
-
-    known: dict = {}
-
-    def stored(value, group) -> bool:
-        """Is ``value`` (read by an op of ``group``) stored whatever this pass decides?"""
-        if unit_of.get(value.op) != group:
-            return True
-        answer = known.get(value)
-        if answer is None:
-            answer = known[value] = value in kept or any(
-                r not in in_group for r in readers.get(value, ()))
-        return answer
-
-    cones: dict = {}                   # value of a group -> the ops computing it from stored
-    added = [{} for _ in order]        # per unit: cone ops to recompute there (ordered set)
+    plan = _Recomputation(order, epilogue_ops, kept)
     for group, members in enumerate(order):
-        if len(members) < 2:
-            continue
-        for op in members:
-            if not _cheap(op) or op in epilogue_ops:
-                continue
-            cone = {op}
-            for source in op.inputs:
-                if not stored(source, group):
-                    inner = cones.get(source)
-                    if inner is None:
-                        break
-                    cone.update(inner)
-            else:
-                if len(cone) <= RECOMPUTE_MAX_OPS:
-                    value = op.results[0]
-                    cones[value] = cone
-                    _recompute_in_readers(value, sorted(cone, key=rank.get), group, reads,
-                                          unit_of, readers, in_group, epilogue_ops, kept,
-                                          added)
-    if not any(added):
+        if len(members) > 1:
+            for op in members:
+                cone = plan.cone(op, group)
+                if cone is not None:
+                    plan.place(op.results[0], cone, group)
+    if not any(plan.added):
         return order
-    return _drop_unread([list(extra) + members for members, extra in zip(order, added)],
+    return _drop_unread([list(extra) + members for members, extra in zip(order, plan.added)],
                         kept)
 
 
-def _recompute_in_readers(value, cone, group, reads, unit_of, readers, in_group,
-                          epilogue_ops, kept, added):
-    """Add ``cone`` (computing ``value`` of unit ``group``) to the units that read
-    ``value``, when all of them may recompute it (see :func:`recompute_cheap_values`);
-    ``reads``: the Values each unit reads, kept up to date."""
-    outside = [r for r in readers.get(value, ()) if unit_of[r] != group]
-    if not outside or value in kept or any(
-            r not in in_group or r in epilogue_ops or r.opdef.category != ELEMENTWISE
-            or r.results[0].shape != value.shape for r in outside):
-        return
-    leaves = {v for op in cone for v in op.inputs if v.op not in cone and not _is_scalar(v)}
-    targets = {unit_of[r] for r in outside}
-    if all(len(leaves - reads[t]) <= 1 for t in targets):
-        for target in targets:
-            added[target].update(dict.fromkeys(cone))
-            reads[target] |= leaves
+class _Recomputation:
+    """The tables :func:`recompute_cheap_values` decides with, and what it decided."""
+
+    def __init__(self, order, epilogue_ops, kept):
+        self.epilogue_ops, self.kept = epilogue_ops, kept
+        self.unit_of, self.rank, self.readers = {}, {}, {}
+        for index, members in enumerate(order):
+            for position, op in enumerate(members):
+                self.unit_of[op], self.rank[op] = index, position
+                for value in op.inputs:
+                    self.readers.setdefault(value, []).append(op)
+        self.in_group = {op for members in order if len(members) > 1 for op in members}
+        self.reads = [_reads(members) if len(members) > 1 else set() for members in order]
+        self.always_stored: dict = {}   # value made in a group -> stored whatever is decided
+        self.cones: dict = {}           # value -> the ops computing it from stored values
+        self.added = [{} for _ in order]   # per unit: ops to recompute there (ordered set)
+
+    def stored(self, value, group) -> bool:
+        """Is ``value`` (read by an op of ``group``) stored whatever this pass decides?"""
+        if self.unit_of.get(value.op) != group:
+            return True
+        answer = self.always_stored.get(value)
+        if answer is None:
+            answer = self.always_stored[value] = value in self.kept or any(
+                r not in self.in_group for r in self.readers.get(value, ()))
+        return answer
+
+    def cone(self, op, group):
+        """The ops (in group order) computing ``op``'s value from stored values, when ``op``
+        is a cheap map op and they are few enough; else None."""
+        if not _cheap(op) or op in self.epilogue_ops:
+            return None
+        cone = {op}
+        for source in op.inputs:
+            if not self.stored(source, group):
+                inner = self.cones.get(source)
+                if inner is None:
+                    return None
+                cone.update(inner)
+        if len(cone) > RECOMPUTE_MAX_OPS:
+            return None
+        self.cones[op.results[0]] = cone
+        return sorted(cone, key=self.rank.get)
+
+    def place(self, value, cone, group) -> None:
+        """Add ``cone`` to the units that read ``value`` (made by ``group``), when every one
+        of them may recompute it."""
+        unit_of, epilogue_ops = self.unit_of, self.epilogue_ops
+        outside = [r for r in self.readers.get(value, ()) if unit_of[r] != group]
+        if not outside or value in self.kept or any(
+                r not in self.in_group or r in epilogue_ops or r.opdef.category != ELEMENTWISE
+                or r.results[0].shape != value.shape for r in outside):
+            return
+        leaves = {v for op in cone for v in op.inputs if v.op not in cone and not _is_scalar(v)}
+        targets = {unit_of[r] for r in outside}
+        if all(len(leaves - self.reads[t]) <= 1 for t in targets):
+            for target in targets:
+                self.added[target].update(dict.fromkeys(cone))
+                self.reads[target] |= leaves
 
 
 def _drop_unread(order, kept) -> list:
