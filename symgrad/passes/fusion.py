@@ -316,7 +316,7 @@ def _partition_and_schedule(ops, options):
     return groups, order, epilogue_ops
 
 
-# --- recomputing cheap values in their readers' groups ---------------------------------------------
+# --- recomputing cheap values in their readers' groups -----------------------------------------
 def _cheap(op) -> bool:
     return op.opdef.category == ELEMENTWISE and op.opdef.ufunc in CHEAP_UFUNCS
 
@@ -325,17 +325,18 @@ def _is_scalar(value) -> bool:
     return None not in value.shape and math.prod(value.shape) == 1
 
 
-def recompute_cheap_values(order, epilogue_ops, kept) -> list:
+def recompute_cheap_values(order, epilogue_ops, kept, max_size) -> list:
     """``order`` (units in schedule order: lists of ops, groups of two or more) with cheap
     values recomputed where they are read. A value ``v`` of group G is recomputed in group H
     when: every reader of ``v`` outside G is a map op of a group (of ``v``'s shape), ``v`` is
     not in ``kept`` (fetched or yielded), and ``v`` comes from a *cone* of at most
     :data:`RECOMPUTE_MAX_OPS` cheap map ops of G whose other inputs are stored anyway (made
     outside G, or read by an op outside every group, or kept); and H then reads at most one
-    array more than it did (a scalar is an inlined constant). The cone's ops are added to H
-    (the same Operations, first: emitting H copies them into its block), and the ops of G
-    that no longer have a reader are dropped from it. Linear in the block's ops."""
-    plan = _Recomputation(order, epilogue_ops, kept)
+    array more than it did (a scalar is an inlined constant) and holds at most ``max_size``
+    ops. The cone's ops are added to H (the same Operations, first: emitting H copies them
+    into its block), and the ops of G that no longer have a reader are dropped from it.
+    Linear in the block's ops."""
+    plan = _Recomputation(order, epilogue_ops, kept, max_size)
     for group, members in enumerate(order):
         if len(members) > 1:
             for op in members:
@@ -351,8 +352,9 @@ def recompute_cheap_values(order, epilogue_ops, kept) -> list:
 class _Recomputation:
     """The tables :func:`recompute_cheap_values` decides with, and what it decided."""
 
-    def __init__(self, order, epilogue_ops, kept):
-        self.epilogue_ops, self.kept = epilogue_ops, kept
+    def __init__(self, order, epilogue_ops, kept, max_size):
+        self.epilogue_ops, self.kept, self.max_size = epilogue_ops, kept, max_size
+        self.sizes = [len(members) for members in order]
         self.unit_of, self.rank, self.readers = {}, {}, {}
         for index, members in enumerate(order):
             for position, op in enumerate(members):
@@ -403,10 +405,13 @@ class _Recomputation:
             return
         leaves = {v for op in cone for v in op.inputs if v.op not in cone and not _is_scalar(v)}
         targets = {unit_of[r] for r in outside}
-        if all(len(leaves - self.reads[t]) <= 1 for t in targets):
+        new = {t: [op for op in cone if op not in self.added[t]] for t in targets}
+        if all(len(leaves - self.reads[t]) <= 1 and self.sizes[t] + len(new[t]) <= self.max_size
+               for t in targets):
             for target in targets:
-                self.added[target].update(dict.fromkeys(cone))
+                self.added[target].update(dict.fromkeys(new[target]))
                 self.reads[target] |= leaves
+                self.sizes[target] += len(new[target])
 
 
 def _drop_unread(order, kept) -> list:
@@ -569,7 +574,7 @@ class _Fuser:
         options = self.options
         kept = set(reads_after) | self.fetched
         _, order, epilogue_ops = _partition_and_schedule(ops, options)
-        order = recompute_cheap_values(order, epilogue_ops, kept)
+        order = recompute_cheap_values(order, epilogue_ops, kept, max(1, options.max_group_size))
         alone = {members[0] for members in order
                  if len(members) == 1 and worth_a_loop(members[0], options)}
         used_outside = kept

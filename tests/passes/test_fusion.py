@@ -271,3 +271,14 @@ def test_recomputing_may_add_at_most_one_array_to_what_the_reader_reads():
         ["multiply", "add", "multiply", "add"]]
     assert _stored_then_read(lambda t, b, c: t * b + c) == [
         ["tanh", "multiply", "add"], ["multiply", "add"]]
+
+
+def test_recomputing_keeps_groups_within_the_size_cap():
+    prog, fetches = _tanh_layer_grad()
+    for cap in (2, 3, 4):
+        new, _, _ = apply(prog, fetches, ["fusion"], max_group_size=cap)
+        assert all(len(group.blocks[0].ops) <= cap for group in _groups(new)), cap
+    new, _, _ = apply(prog, fetches, ["fusion"], max_group_size=3)
+    assert not any(_group_ops(group)[:2] == ["multiply", "subtract"] for group in _groups(new))
+    run_both(prog, fetches, ["fusion"], {"x": np.random.rand(7, 6), "w": np.random.rand(6, 5),
+                                         "b": np.random.rand(5), "v": np.random.rand(5, 3)})
