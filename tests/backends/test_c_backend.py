@@ -5,6 +5,7 @@ batches, errors, dumps and custom ops. Most programs of this module are compiled
 import ctypes
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -173,6 +174,39 @@ def test_generated_c_compiles_without_warnings(name, tmp_path):
     result = subprocess.run([tools.compiler, *flags, "-Wall", "-Werror", "-fsyntax-only",
                              str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_where_over_computed_arms_vectorizes(tmp_path):
+    """Both arms of a where are computed and blended (``-fno-trapping-math``): the loop does
+    not branch on every element, which is what keeps it from vectorizing (gcc says why)."""
+    tools = compiler.toolchain()
+    version = subprocess.run([tools.compiler, "--version"], capture_output=True, text=True)
+    if "gcc" not in version.stdout.lower() and "free software" not in version.stdout.lower():
+        pytest.skip("reads gcc's vectorizer report")
+    prog, fetches = _program(lambda a, b: sg.where(a > b, a * b + 1.0, a - b * 0.5) * 2.0,
+                             ("a", [None], "float64"), ("b", [None], "float64"))
+    source = sg.compile(prog, fetches, backend="c").source
+    path = tmp_path / "where.c"
+    path.write_text(source)
+    pragmas = [number + 1 for number, line in enumerate(source.splitlines())
+               if line.strip() == "#pragma omp simd"]   # line numbers, from 1
+    flags = [flag for flag in tools.flags if flag != "-shared"]
+    report = subprocess.run([tools.compiler, *flags, "-c", str(path), "-o", os.devnull,
+                             "-fopt-info-vec-optimized"], capture_output=True, text=True).stderr
+    vectorized = {int(found) for found in re.findall(r"where\.c:(\d+):\d+: optimized: loop "
+                                                     r"vectorized", report)}
+    assert pragmas and all(vectorized & {line + 1, line + 2} for line in pragmas), report
+
+
+def test_the_flag_probe_is_cached_per_set_of_base_flags(monkeypatch, tmp_path):
+    """A symgrad whose base flags changed probes the compiler again instead of reading the
+    flags an older one found."""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path))
+    tools = compiler.toolchain()
+    assert "-fno-trapping-math" in compiler._probe(tools.compiler)["flags"]
+    monkeypatch.setattr(compiler, "BASE_FLAGS", compiler.BASE_FLAGS + ("-fno-common",))
+    assert "-fno-common" in compiler._probe(tools.compiler)["flags"]
+    assert len(list(tmp_path.glob("c_toolchain_*.json"))) == 2
 
 
 def test_threads_option():

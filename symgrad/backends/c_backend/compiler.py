@@ -4,7 +4,9 @@ A program's C source becomes ``c_<key>.so`` in the cache directory, ``key`` bein
 the source, the compiler and its flags; a second process compiling the same program loads
 that file without running the compiler. Flags: ``-O3`` without ``-ffast-math`` (NaN and
 infinities keep their IEEE meaning), ``-fno-math-errno`` so math calls vectorize,
-``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so integers wrap
+``-fno-trapping-math`` so both arms of a ``where`` may be computed and blended (the values
+are IEEE's all the same; only the floating-point exception flags, which nothing reads, may
+differ), ``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so integers wrap
 as NumPy's do, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the prelude's own
 pool, see ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it builds, and
 glibc's libmvec (``-lmvec``)
@@ -42,7 +44,7 @@ from .. import cache
 
 COMPILERS = ("cc", "gcc", "clang")
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fno-math-errno",
-              "-ffp-contract=off", "-fwrapv", "-fno-strict-aliasing")
+              "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-fno-strict-aliasing")
 # sin and cos of one value would become one sincos call, which has no vector variant and keeps
 # the whole loop from vectorizing
 NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
@@ -117,10 +119,12 @@ def _builds(compiler, flags, libraries) -> bool:
 
 
 def _probe(compiler) -> dict:
-    """Which optional flags build with ``compiler`` (cached on disk per compiler binary)."""
+    """Which optional flags build with ``compiler`` (cached on disk per compiler binary and
+    set of base flags)."""
     stat = os.stat(compiler)
     tag = hashlib.sha256(f"{os.path.realpath(compiler)}:{stat.st_mtime_ns}:{stat.st_size}:"
-                         f"{platform.machine()}:{_glibc_mvec()}".encode()).hexdigest()[:24]
+                         f"{platform.machine()}:{_glibc_mvec()}:{BASE_FLAGS}:{NO_SINCOS}"
+                         .encode()).hexdigest()[:24]
     path = os.path.join(cache.cache_dir(), f"c_toolchain_{tag}.json")
     try:
         with open(path, encoding="utf-8") as handle:
