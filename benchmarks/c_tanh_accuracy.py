@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 from symgrad.backends.c_backend import compiler
-from symgrad.backends.c_backend.host import MATH, OWN_FLOAT_MATH, environment
+from symgrad.backends.c_backend.host import render_prelude
 
 MAIN = r"""
 #include <math.h>
@@ -69,8 +69,7 @@ int main(void)
 
 def own_math_source() -> str:
     """The prelude's ``sg_pick`` and ``sg_tanhf`` (with the declarations they need)."""
-    prelude = environment().get_template("c/prelude.h.j2").render(
-        math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=1, chunk=1)
+    prelude = render_prelude()
     start = prelude.index("/* `condition ? when_true : otherwise`")
     end = prelude.index("#endif", prelude.index("static inline float sg_tanhf")) + len("#endif")
     return ("#include <stdint.h>\nfloat fabsf(float);\n" + prelude[start:end] + "\n")

@@ -6,12 +6,12 @@ that file without running the compiler. Flags: ``-O3`` without ``-ffast-math`` (
 infinities keep their IEEE meaning), ``-fno-math-errno`` so math calls vectorize,
 ``-fno-trapping-math`` so both arms of a ``where`` may be computed and blended (the values
 are IEEE's all the same; only the floating-point exception flags, which nothing reads, may
-differ), ``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so integers wrap
-as NumPy's do, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the prelude's own
-pool, see ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it builds, and
-glibc's libmvec (``-lmvec``)
-where it exists, which the prelude's ``simd`` declarations of math functions call into (with
-``sin`` and ``cos`` kept apart: merged into ``sincos`` they would not vectorize).
+differ), ``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so
+integers wrap as NumPy's do, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the
+prelude's own pool, see ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it
+builds, and glibc's libmvec (``-lmvec``) where it exists, which the prelude's ``simd``
+declarations of math functions call into (with ``sin`` and ``cos`` kept apart: merged into
+``sincos`` they would not vectorize).
 
 Inside :func:`deferred`, programs are not compiled one by one: their sources are put together
 and compiled into one library the first time one of them runs (or when the ``with`` block

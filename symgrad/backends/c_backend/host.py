@@ -52,6 +52,12 @@ def environment() -> jinja2.Environment:
     return template_environment(".")
 
 
+def render_prelude() -> str:
+    """The C prelude every program starts with (``c/prelude.h.j2``)."""
+    return environment().get_template("c/prelude.h.j2").render(
+        math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK)
+
+
 @dataclasses.dataclass
 class GeneratedProgram:
     source: str              # the host module
@@ -130,8 +136,6 @@ class CHostGenerator(Generator):
         renderer = SegmentRenderer(number, group_members, escaping, self.expr)
         shapes = renderer.host_shapes()
         self.segments.append(renderer.render(environment()))
-        name = self.namer.fresh(f"_sg_s{number}")
-        self.entries.append((name, f"sg_{UNIT}_s{number}"))
         produced = {v for member in group_members for v in member.plan.op.results}
         self.hidden.update(produced - set(renderer.outputs))
         lines = list(hoisted)
@@ -142,7 +146,7 @@ class CHostGenerator(Generator):
                          f"{dtype_code(value.dtype)})")
         arguments = [self.expr(v) for v in renderer.inputs] + \
             [self.namer.value(v) for v in renderer.outputs]
-        lines.append(f"{name}(({''.join(a + ', ' for a in arguments)}))")
+        lines.append(self.entry_call(f"s{number}", arguments))
         return lines
 
     def row_op(self, op) -> list | None:
@@ -155,13 +159,18 @@ class CHostGenerator(Generator):
         names = [self.expr(v) for v in op.inputs]
         call = render_row_op(number, op, kind, names, environment())
         self.row_ops.append(call.code)
-        name = self.namer.fresh(f"_sg_r{number}")
-        self.entries.append((name, f"sg_{UNIT}_r{number}"))
         result = op.results[0]
         target = self.namer.value(result)
         return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
-                Commented(f"{name}(({''.join(a + ', ' for a in names)}{target}, ))",
+                Commented(self.entry_call(f"r{number}", names + [target]),
                           self.text.provenance, op)]
+
+    def entry_call(self, suffix, arguments) -> str:
+        """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
+        of ``arguments`` (Python expressions), bound to the name the call returns."""
+        name = self.namer.fresh(f"_sg_{suffix}")
+        self.entries.append((name, f"sg_{UNIT}_{suffix}"))
+        return f"{name}(({''.join(a + ', ' for a in arguments)}))"
 
     def helpers_used(self) -> dict:
         """The helpers of the ops the host computes with NumPy (a fused group's members
@@ -181,8 +190,7 @@ class CHostGenerator(Generator):
                           f"{len(self.fetches)} outputs")
         c_source = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary,
-            prelude=environment().get_template("c/prelude.h.j2").render(
-                math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK),
+            prelude=render_prelude(),
             functions=list(self.c_functions.values()),
             segments=self.segments + self.row_ops)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]

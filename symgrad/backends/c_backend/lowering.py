@@ -2,9 +2,10 @@
 
 A rule is a :class:`CLowering`: ``expression`` is a C expression as
 :mod:`symgrad.backends.c_expressions` describes (the table starts from those); the generated
-prelude makes each math function type-generic, so ``tanh`` of a ``float`` calls ``tanhf``
-(vectorized through glibc's libmvec where it has that function). ``floats_only``: the expression is right only
-when the compute type is a float (``pow`` of integers is exact in NumPy, not in C); such an op
+prelude makes each math function type-generic, so ``exp`` of a ``float`` calls ``expf``
+(vectorized through glibc's libmvec where it has that function; ``tanh`` of a ``float`` is
+the prelude's own inline ``sg_tanhf``). ``floats_only``: the expression is right only when
+the compute type is a float (``pow`` of integers is exact in NumPy, not in C); such an op
 with integer operands runs on NumPy instead.
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
