@@ -333,6 +333,10 @@ def make_parser() -> argparse.ArgumentParser:
         description="Dump, compile, run and inspect symgrad programs.", epilog=BUILDER_HELP)
     parser.add_argument("--version", action="version", version=_version_text())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from .backends import available_backends, get_backend
+
+    backends = available_backends()
+    code_generators = [name for name in backends if get_backend(name).generates_code]
 
     def add_target(command):
         command.add_argument("target", metavar="FILE.py[:builder]",
@@ -342,7 +346,7 @@ def make_parser() -> argparse.ArgumentParser:
     dump = commands.add_parser("dump", help="print the generated source of a program",
                                formatter_class=text_help, epilog=BUILDER_HELP)
     add_target(dump)
-    dump.add_argument("--backend", choices=["numpy", "c", "cuda"], default="numpy")
+    dump.add_argument("--backend", choices=code_generators, default="numpy")
     dump.add_argument("--ir", action="store_true", help="print the optimized IR instead")
     dump.add_argument("--out", metavar="DIR", help="write one file per module / kernel")
     dump.set_defaults(handler=cmd_dump)
@@ -352,8 +356,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_target(comp)
     comp.add_argument("-o", "--output", required=True, metavar="ARTIFACT",
                       help="artifact directory (or .zip)")
-    comp.add_argument("--backend", choices=["numpy", "c", "cuda", "interpreter"],
-                      default="numpy")
+    comp.add_argument("--backend", choices=backends, default="numpy")
     comp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + " to sign the artifact with")
     comp.set_defaults(handler=cmd_compile)
 
@@ -367,7 +370,7 @@ def make_parser() -> argparse.ArgumentParser:
                           "output_0, output_1...)")
     run.add_argument("--output", metavar="OUT.npz",
                      help="write the outputs to an .npz, keyed by output name")
-    run.add_argument("--backend", choices=["numpy", "c", "cuda", "interpreter"], default=None,
+    run.add_argument("--backend", choices=backends, default=None,
                      help="what runs it (default: the backend it was saved for; a CUDA "
                           "artifact falls back to NumPy, with a warning, without CuPy or a GPU)")
     run.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "

@@ -10,6 +10,9 @@ import dataclasses
 import importlib
 from typing import Callable
 
+from ..option_schema import unknown_name_message
+from ..passes.options import FusionPolicy
+
 _BACKEND_MODULES = {
     "interpreter": "symgrad.backends.interpreter",
     "numpy": "symgrad.backends.numpy_backend",
@@ -24,6 +27,10 @@ def _as_list(results) -> list:
 
 def _nothing() -> None:
     return None
+
+
+def _no_fusion_policy(options) -> FusionPolicy:
+    return FusionPolicy()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +53,10 @@ class Backend:
     ``require_build()`` / ``require_run()`` raise the backend's own error when this machine
     cannot build (no C compiler) or run (no CUDA device) its programs. ``host_arrays(results)
     -> list of NumPy arrays``: what a runner returning NumPy gives back.
+    ``options``: the :class:`~symgrad.option_schema.Option` s the backend reads (besides the
+    pass pipeline's), which ``CompileOptions``, artifacts and the CLI validate them by.
+    ``fusion_policy(options) -> FusionPolicy``: how the fusion pass should group for it.
+    ``generates_code``: it generates source (``symgrad dump`` shows it).
     """
 
     name: str
@@ -58,16 +69,31 @@ class Backend:
     require_build: Callable = _nothing
     require_run: Callable = _nothing
     host_arrays: Callable = _as_list
+    options: tuple = ()
+    fusion_policy: Callable = _no_fusion_policy
+    generates_code: bool = True
 
 
 def get_backend(name: str) -> Backend:
     if not isinstance(name, str) or name not in _BACKEND_MODULES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {sorted(_BACKEND_MODULES)}")
+        raise ValueError(unknown_name_message("backend", name, _BACKEND_MODULES))
     return importlib.import_module(_BACKEND_MODULES[name]).BACKEND
 
 
 def available_backends() -> list[str]:
     return list(_BACKEND_MODULES)
+
+
+def backend_options() -> dict:
+    """``{option name: Option}`` of every registered backend (one Option object per name:
+    backends sharing an option declare the same one)."""
+    declared: dict = {}
+    for name in _BACKEND_MODULES:
+        for option in get_backend(name).options:
+            if declared.setdefault(option.name, option) != option:
+                raise RuntimeError(f"backend {name!r} declares option {option.name!r} unlike "
+                                   f"another backend")
+    return declared
 
 
 def lowering_backends(opdef) -> list[str]:

@@ -93,4 +93,5 @@ def build(program, fetches, options):
 
 
 # every op has a NumPy reference; the oracle runs the program exactly as it was built
-BACKEND = Backend("interpreter", build, lowers=lambda opdef: True, default_passes=())
+BACKEND = Backend("interpreter", build, lowers=lambda opdef: True, default_passes=(),
+                  generates_code=False)

@@ -1,6 +1,8 @@
 """The pass pipeline: pure ``Program -> Program`` rewrites run before code generation.
 
-Every pass is ``pass(program, fetches, options) -> (program, fetches, stats)``: it builds a new
+Every pass is ``pass(program, fetches, options) -> (program, fetches, stats)``, ``options`` a
+:class:`~.options.PassOptions` (the pipeline's own options and the backend's fusion policy:
+passes read no backend knob): it builds a new
 program (the input is never modified), maps the fetches into it and reports counters. A pass
 with nothing to change returns its input program itself, so treat the programs passes return
 as read-only. :func:`optimize` runs a list of passes by name (``None``:
@@ -20,10 +22,12 @@ import functools
 from ..gc_pause import gc_paused
 from ..ir.graph import walk_ops
 from ..ir.printer import counted, format_program
+from ..option_schema import Option, unknown_name_message
 from ..ops.fused import FUSION, is_fusion
 from .cse import cse
 from .fusion import fuse, partition, split_body
 from .memory import attach_plan, memory_plan
+from .options import FusionPolicy, PassOptions
 from .prune import prune
 from .simplify import simplify
 
@@ -35,13 +39,24 @@ PASSES = {
     "fusion": fuse,
     "memory_plan": memory_plan,
 }
+# the pipeline's own options (each backend declares its own: ``Backend.options``)
+PIPELINE_OPTIONS = (
+    Option("passes", str, None, "names of the passes to run, in pipeline order, or None for "
+           "the backend's default pipeline (the interpreter runs none; code generators run "
+           "all)", nullable=True, sequence=True, choices=tuple(PASSES)),
+    Option("fusion", bool, True, "build fused groups (switch off to get one kernel or NumPy "
+           "call per op)"),
+    Option("max_group_size", int, 64, "cap on the ops of one fused group", minimum=1),
+)
+
 DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
 # pass name -> ``annotate(program, fetches, options) -> stats``, storing the pass's analysis
 # on ``program`` itself (the pass = a copy of its input, annotated)
 ANNOTATIONS = {"memory_plan": attach_plan}
 ADDED_STATS = ("cse_merged", "simplified", "pruned_ops")   # summed over passes
 
-__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "PASSES",
+__all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "PASSES", "PIPELINE_OPTIONS",
+           "FusionPolicy", "PassOptions",
            "PassReport", "count_ops", "cse", "fuse", "is_fusion", "memory_plan", "optimize",
            "partition", "prune", "simplify", "split_body"]
 
@@ -74,11 +89,15 @@ def _annotate(op):
 
 
 def optimize(program, fetches, options, passes=None):
-    """Run ``passes`` (names, in order; ``None`` = :data:`DEFAULT_PIPELINE`) on ``program``."""
+    """Run ``passes`` (names, in order; ``None`` = :data:`DEFAULT_PIPELINE`) on ``program``.
+    ``options``: a :class:`PassOptions`, or compile options (then under the default
+    :class:`FusionPolicy`)."""
+    if not isinstance(options, PassOptions):
+        options = PassOptions.of(options)
     names = DEFAULT_PIPELINE if passes is None else tuple(passes)
     unknown = [n for n in names if n not in PASSES]
     if unknown:
-        raise ValueError(f"unknown pass {unknown[0]!r}; choose from {sorted(PASSES)}")
+        raise ValueError(unknown_name_message("pass", unknown[0], PASSES))
     stats: dict = {}
     fetches = list(fetches)
     owned = False   # is ``program`` built by a pass of this run (not the caller's)?

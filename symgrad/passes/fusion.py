@@ -32,9 +32,9 @@ Rules (dispatching only on ``OpDef.category`` and ``OpDef.reduction``):
   group of ``tanh`` no longer writes ``1 - t * t`` for the backward, which computes it from
   ``t``, an input of the next matmul anyway;
 * an elementwise op or a reduction that fuses with nothing still becomes a group of its own
-  when it is statically big enough to split between threads (:func:`worth_a_loop`): the NumPy
-  backend runs groups as chunk loops on its thread pool, a single NumPy call runs on one
-  thread. These groups are counted apart (``stats["single_op_groups"]``) from
+  when it is statically big enough for the backend's :class:`~.options.FusionPolicy` to want
+  it split between threads (:func:`worth_a_loop`): the NumPy backend runs groups as chunk
+  loops on its thread pool, a single NumPy call runs on one thread. These groups are counted apart (``stats["single_op_groups"]``) from
   ``stats["fused_groups"]``.
 
 Linear in program size (times the bounded checks, which only search from captures made after
@@ -59,8 +59,6 @@ MAX_GROUP_ARGS = 32
 # elementwise ops cheaper to compute again than to store and load: what may be recomputed
 CHEAP_UFUNCS = frozenset([np.add, np.subtract, np.multiply, np.negative, np.square])
 RECOMPUTE_MAX_OPS = 4   # ops of one recomputed value's cone
-# a chunk loop of fewer chunks runs on the calling thread (the NumPy backend's module reads it)
-MIN_PARALLEL_CHUNKS = 4
 CONVEXITY_BUDGET = 256
 
 
@@ -107,15 +105,16 @@ def _fusible(op) -> bool:
 
 def worth_a_loop(op, options) -> bool:
     """Should ``op``, fused with nothing, run as a group of its own? Yes for a fusible op whose
-    static size spans at least :data:`MIN_PARALLEL_CHUNKS` chunks, with a leading dim other
-    than 1 (the rows the chunks split), unless ``options.threads == 1``. A size known only at
-    run time is not enough: for small arrays the loop would only add calls."""
-    if options.threads == 1 or not _fusible(op):
+    static size has at least the policy's ``alone_min_elements``, with a leading dim other
+    than 1 (the rows a loop splits). A size known only at run time is not enough: for small
+    arrays the loop would only add calls."""
+    least = options.policy.alone_min_elements
+    if least is None or not _fusible(op):
         return False
     shape = op.inputs[0].shape if op.opdef.category == REDUCTION else op.results[0].shape
     if not shape or shape[0] == 1 or None in shape:
         return False
-    return math.prod(shape) >= MIN_PARALLEL_CHUNKS * options.chunk_size
+    return math.prod(shape) >= least
 
 
 class _Partitioner:

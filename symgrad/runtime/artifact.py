@@ -73,7 +73,7 @@ from ..version import __version__
 from . import standalone
 from .compiled import output_specs
 from .feeds import InputSpec, OutputSpec, build_signature
-from .options import CompileOptions
+from .options import CompileOptions, checked_option, option_schema
 
 PROGRAM_FILE = "program.json"
 NUMPY_MODULE = "numpy/program.py"
@@ -236,38 +236,29 @@ def _runtime_modules(tree) -> dict:
 
 # --- options in the manifest --------------------------------------------------------------------
 def _options_to_json(options) -> dict:
-    fields = dataclasses.asdict(options)
+    fields = options.as_dict()
     fields["cache_dir"] = None   # where a machine caches code is not part of the artifact
     fields["passes"] = None if options.passes is None else list(options.passes)
     return fields
 
 
-_OPTION_TYPES = {"fusion": bool, "chunk_size": int, "accumulate_float64": bool,
-                 "max_group_size": int, "return_numpy": bool}
-
-
 def _options_from_json(obj) -> CompileOptions:
-    """The manifest's options, checked field by field (they steer the code symgrad
-    generates); ``cache_dir`` is never taken from an artifact."""
-    from ..passes import PASSES
-
-    names = {f.name for f in dataclasses.fields(CompileOptions)}
-    if not isinstance(obj, dict) or set(obj) != names:
-        raise ArtifactError(f"manifest.json: 'options' must have exactly the fields "
-                            f"{sorted(names)}")
-    for name, kind in _OPTION_TYPES.items():
-        value = obj[name]
-        if type(value) is not kind or (kind is int and value < 1):
-            raise ArtifactError(f"manifest.json: option {name}={value!r} is invalid")
-    passes = obj["passes"]
-    if passes is not None and (not isinstance(passes, list) or
-                               any(not isinstance(p, str) or p not in PASSES for p in passes)):
-        raise ArtifactError(f"manifest.json: option passes={passes!r} is invalid")
-    threads = obj["threads"]
-    if threads is not None and (type(threads) is not int or threads < 1):
-        raise ArtifactError(f"manifest.json: option threads={threads!r} is invalid")
-    return CompileOptions(**{**obj, "cache_dir": None,
-                             "passes": None if passes is None else tuple(passes)})
+    """The manifest's options, each checked against its declaration (they steer the code
+    symgrad generates; one not listed keeps its default); ``cache_dir`` is never taken from an
+    artifact."""
+    if not isinstance(obj, dict):
+        raise ArtifactError("manifest.json: 'options' must be an object")
+    schema = option_schema()
+    values = {}
+    for name, value in obj.items():
+        if name == "cache_dir":
+            continue
+        try:
+            values[name] = checked_option(name, value, schema)
+        except (TypeError, ValueError) as exc:
+            raise ArtifactError(f"manifest.json: option {name}={value!r} is invalid: "
+                                f"{exc}") from None
+    return CompileOptions(**values)
 
 
 # --- saving ------------------------------------------------------------------------------------

@@ -39,8 +39,9 @@ def normalize_fetch_list(program, fetch_list) -> list[Value]:
 def compile(program, fetch_list, backend="numpy", options=None, *, updates=True, state=None,
             **option_changes):
     """Compile ``program`` to compute ``fetch_list`` with ``backend`` ("numpy", "c", "cuda"
-    or "interpreter"). Options are a :class:`CompileOptions` and/or its fields as keywords
-    (``passes=[...]``, ``fusion=False``...). The program is copied: appending more ops to it
+    or "interpreter"). Options are a :class:`CompileOptions` and/or options as keywords
+    (``passes=[...]``, ``fusion=False``, ``threads=1``...): an unknown keyword is a
+    ``TypeError`` that suggests the option meant (``chunksize=`` -> ``chunk_size``). The program is copied: appending more ops to it
     later does not change the compiled callable.
 
     State: the compiled program's ``state`` holds the parameters it reads; every call reads
@@ -54,11 +55,12 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     if state is not None and not isinstance(state, ProgramState):
         raise TypeError(f"compile: state must be the state of a compiled program (fn.state) "
                         f"or an Executor, got {type(state).__name__}")
-    options = options or CompileOptions()
-    if "passes" in option_changes and option_changes["passes"] is not None:
-        option_changes["passes"] = tuple(option_changes["passes"])
-    options = options.replace(**option_changes) if option_changes else options
     chosen = get_backend(backend)
+    if options is not None and not isinstance(options, CompileOptions):
+        raise TypeError(f"compile: options must be a CompileOptions, got "
+                        f"{type(options).__name__}")
+    options = options or CompileOptions()
+    options = options.replace(**option_changes) if option_changes else options
     fetches = normalize_fetch_list(program, fetch_list)
     assigned = assignments(program) if updates else {}
     count = len(fetches)
@@ -76,9 +78,10 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     passes = options.passes if options.passes is not None else chosen.default_passes
     ir = None
     if passes is None or passes:
-        from ..passes import optimize
+        from ..passes import PassOptions, optimize
 
-        copy, fetches, report = optimize(copy, fetches, options, passes)
+        pass_options = PassOptions.of(options, chosen.fusion_policy(options))
+        copy, fetches, report = optimize(copy, fetches, pass_options, passes)
         stats.update(report.stats)
         ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
     executable = chosen.build(copy, fetches, options)

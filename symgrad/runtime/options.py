@@ -1,44 +1,96 @@
-"""Compile options shared by the pass pipeline and the backends."""
+"""``CompileOptions``: the options of :func:`symgrad.compile`, validated from declarations.
+
+The pass pipeline declares its options (:data:`symgrad.passes.options.PIPELINE_OPTIONS`) and
+each backend declares those it reads (``Backend.options``); this module only gathers them, so a
+backend's new option needs no change here.
+"""
 from __future__ import annotations
 
-import dataclasses
+from ..backends import backend_options, get_backend
+from ..option_schema import Option, unknown_name_message
+from ..passes import PIPELINE_OPTIONS
 
 
-@dataclasses.dataclass(frozen=True)
+def option_schema() -> dict[str, Option]:
+    """``{name: Option}``: the pipeline's options, then every registered backend's."""
+    schema = {option.name: option for option in PIPELINE_OPTIONS}
+    schema.update(backend_options())
+    return schema
+
+
+def options_of_backend(backend: str) -> dict[str, Option]:
+    """The options ``backend`` reads: the pipeline's and its own declared ones."""
+    schema = {option.name: option for option in PIPELINE_OPTIONS}
+    schema.update((option.name, option) for option in get_backend(backend).options)
+    return schema
+
+
+def checked_option(name, value, schema=None):
+    """``value`` as option ``name`` keeps it; an unknown name is a ``TypeError`` with a "did
+    you mean", a bad value a ``ValueError`` naming the option."""
+    schema = option_schema() if schema is None else schema
+    option = schema.get(name)
+    if option is None:
+        raise TypeError(unknown_name_message("option", name, schema))
+    problem = option.problem(value)
+    if problem:
+        raise ValueError(f"option {name}: {problem}")
+    return option.normalized(value)
+
+
 class CompileOptions:
-    """Options of :func:`symgrad.compile`.
+    """Options of :func:`symgrad.compile`: every option the pass pipeline or a backend
+    declares, by keyword (``CompileOptions(chunk_size=1 << 14, threads=1)``); the rest keep
+    their defaults. Immutable; :meth:`replace` returns a changed copy.
 
-    ``passes``: names of the passes to run, in pipeline order, or ``None`` for the backend's
-    default pipeline (the interpreter runs none; code generators run all). ``fusion``: build
-    fused groups (switch off to get one kernel per op). ``chunk_size``: elements per chunk of
-    a fused NumPy loop. ``accumulate_float64``: accumulate float32 sums in float64.
-    ``cache_dir``: where generated modules are cached (default ``$SYMGRAD_CACHE_DIR`` or
-    ``~/.cache/symgrad``). ``max_group_size``: cap on ops per fused group. ``threads``: threads
-    a chunked NumPy loop of at least 4 chunks is split across (contiguous row ranges on a
-    thread pool the generated module makes on first use); ``None`` means the number of CPUs
-    the process may use (``os.sched_getaffinity``, else ``os.cpu_count()``), at most 8, read
-    when the program runs; ``1`` runs every loop on the calling thread and
-    the module has no pool.
+    The pipeline's: ``passes`` (names of the passes to run, in order; None: the backend's
+    default pipeline), ``fusion`` (build fused groups), ``max_group_size`` (ops per fused
+    group). The NumPy and C backends': ``chunk_size`` (elements per chunk of a fused loop),
+    ``threads`` (threads a chunked loop of at least 4 chunks is split across; None: the CPUs
+    the process may use, at most 8, read when the program runs; 1: no thread pool),
+    ``accumulate_float64`` (accumulate float32 sums in float64), ``cache_dir`` (where
+    generated code is cached; default ``$SYMGRAD_CACHE_DIR`` or ``~/.cache/symgrad``). The
+    CUDA backend's: also ``return_numpy`` (NumPy results instead of CuPy arrays).
+    :func:`option_schema` lists them all with their types and docs. An option only another
+    backend reads is accepted and has no effect; an unknown name is a ``TypeError`` that says
+    which option was probably meant.
     """
 
-    passes: tuple | None = None
-    fusion: bool = True
-    chunk_size: int = 65536
-    accumulate_float64: bool = True
-    cache_dir: str | None = None
-    max_group_size: int = 64
-    return_numpy: bool = False   # CUDA backend: return NumPy arrays instead of CuPy
-    threads: int | None = None
+    __slots__ = ("_values",)
 
-    def __post_init__(self):
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ValueError(f"threads must be None or a positive int, got {self.threads!r}")
+    def __init__(self, **values):
+        schema = option_schema()
+        chosen = {name: option.default for name, option in schema.items()}
+        for name, value in values.items():
+            chosen[name] = checked_option(name, value, schema)
+        object.__setattr__(self, "_values", chosen)
+
+    def __getattr__(self, name):
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(unknown_name_message("option", name, self._values)) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("CompileOptions is immutable; use .replace(...)")
+
+    def __eq__(self, other):
+        return isinstance(other, CompileOptions) and self._values == other._values
+
+    def __hash__(self):
+        return hash(tuple(sorted(self._values.items())))
+
+    def __repr__(self):
+        return "CompileOptions(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def as_dict(self) -> dict:
+        return dict(self._values)
 
     def replace(self, **changes) -> "CompileOptions":
-        return dataclasses.replace(self, **changes)
+        return CompileOptions(**{**self._values, **changes})
 
     def key(self) -> str:
-        """Stable text of the options for cache keys."""
-        fields = dataclasses.asdict(self)
-        fields.pop("cache_dir")
-        return repr(sorted(fields.items()))
+        """Stable text of the options that change generated code, for cache keys."""
+        schema = option_schema()
+        return repr(sorted((name, value) for name, value in self._values.items()
+                           if schema[name].in_cache_key))

@@ -2,7 +2,8 @@
 import numpy as np
 
 import symgrad as sg
-from symgrad.passes import optimize
+from symgrad.backends import get_backend
+from symgrad.passes import PassOptions, optimize
 from symgrad.runtime.options import CompileOptions
 
 
@@ -16,10 +17,13 @@ def run_both(prog, fetches, passes, feeds, rtol=1e-12):
     return compiled
 
 
-def apply(prog, fetches, passes, **options):
-    """``(program, fetches, report)`` after ``passes`` (the input program is left intact)."""
+def apply(prog, fetches, passes, backend="numpy", **options):
+    """``(program, fetches, report)`` after ``passes`` run with ``options`` under ``backend``'s
+    fusion policy, as ``sg.compile`` runs them (the input program is left intact)."""
     copy, value_map = prog.clone()
-    return optimize(copy, [value_map[v] for v in fetches], CompileOptions(**options), passes)
+    options = CompileOptions(**options)
+    pass_options = PassOptions.of(options, get_backend(backend).fusion_policy(options))
+    return optimize(copy, [value_map[v] for v in fetches], pass_options, passes)
 
 
 def op_names(program):

@@ -16,6 +16,7 @@ from ...gc_pause import gc_paused
 from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..numpy_backend import PACKAGE, RUNTIME_MODULES, bind_references
 from ..numpy_backend import lowers as numpy_lowers
 from . import compiler
@@ -121,4 +122,6 @@ def lowers(opdef) -> bool:
 
 BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_binaries=("library",),
-                  artifact_build_facts=("machine", "cpu_features"), require_build=_require_build)
+                  artifact_build_facts=("machine", "cpu_features"), require_build=_require_build,
+                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
+                  fusion_policy=chunk_loop_policy)

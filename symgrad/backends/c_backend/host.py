@@ -26,7 +26,7 @@ from ...ir.graph import users
 from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
-from ...passes.fusion import MIN_PARALLEL_CHUNKS
+from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
 from ..numpy_backend.codegen import Generator, helpers_of, uses_extension_dtypes
 from ..numpy_backend.functions import Commented

@@ -18,8 +18,10 @@ import subprocess
 import tempfile
 
 from ...errors import SymgradError
+from ...option_schema import Option
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..numpy_backend import bind_references
 from ..numpy_backend import lowers as numpy_lowers
 from ..numpy_backend.codegen import uses_extension_dtypes
@@ -203,6 +205,8 @@ def lowers(opdef) -> bool:
     every other op the NumPy backend lowers runs on CuPy."""
     return LOWERINGS.lowers(opdef) or opdef.reduction is not None or numpy_lowers(opdef)
 
+RETURN_NUMPY = Option("return_numpy", bool, False, "return NumPy arrays instead of CuPy arrays")
+
 
 def _host_arrays(results) -> list:
     return [r.get() if hasattr(r, "get") else r for r in results]
@@ -210,4 +214,7 @@ def _host_arrays(results) -> list:
 
 BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_binaries=("cubins",), require_run=lambda: device_arch(),
-                  host_arrays=_host_arrays)
+                  host_arrays=_host_arrays,
+                  # the host module is the NumPy generator's: its loops read chunk_size, threads
+                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR, RETURN_NUMPY),
+                  fusion_policy=chunk_loop_policy)

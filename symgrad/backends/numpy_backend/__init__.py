@@ -10,6 +10,7 @@ from ...gc_pause import gc_paused
 from ...ops.core import SOURCE
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
+from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from . import row_pool
 from .codegen import generate
 from .lowering import LOWERINGS
@@ -83,4 +84,5 @@ def lowers(opdef) -> bool:
     return opdef.category == SOURCE or LOWERINGS.lowers(opdef)
 
 
-BACKEND = Backend(NAME, build, lowers)
+BACKEND = Backend(NAME, build, lowers, options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
+                  fusion_policy=chunk_loop_policy)

@@ -36,7 +36,7 @@ from ...ir.graph import last_uses, walk_ops
 from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
-from ...passes.fusion import MIN_PARALLEL_CHUNKS
+from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
 from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, FunctionTable
