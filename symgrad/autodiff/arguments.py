@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import DTypeError, GradError, ProgramMismatchError
 from ..ir.printer import value_label
+from ..ir.dims import unify
 from ..ir.value import Value, format_shape
 from .backward import shapes_match
 
@@ -92,6 +93,9 @@ def _per_value(arg, values, what, program):
             raise GradError(f"grad: {what}[{index}] has shape {format_shape(item.shape)}, "
                             f"which does not match the shape {format_shape(value.shape)} of "
                             f"{describe(value)}")
+        for axis, (dim, expected) in enumerate(zip(item.dims, value.dims)):
+            unify(dim, expected, f"grad: {what}[{index}] {item.type_str} for "
+                                 f"{describe(value)} {value.type_str}, axis {axis}")
         if item.dtype != value.dtype:
             raise DTypeError(f"grad: {what}[{index}] has dtype {item.dtype}, but "
                              f"{describe(value)} has dtype {value.dtype}")

@@ -197,7 +197,7 @@ class _Loop:
         if not self.is_scan:
             attrs = dict(attrs, num_stacked=attrs["num_stacked"] + 1)
         # results: the carries, then the stacked values
-        return self._grow((self.length,) + value.shape, value.dtype, attrs,
+        return self._grow((self.length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:
@@ -263,7 +263,7 @@ def _loop_vjp(op, cotangents):
     backward = Block(program, outer=current_block(program))
 
     def new_arg(like):
-        return Value(program, program._take_id(), like.shape, like.dtype, arg_of=backward)
+        return Value(program, program._take_id(), like.dims, like.dtype, arg_of=backward)
 
     carry_cts = [new_arg(loop.carry_args[k]) for k in diff]
     accumulators = [new_arg(value) for _, value in captured]

@@ -84,13 +84,20 @@ def loop_parts(op):
     return None
 
 
-def dim_sources(shape, captures) -> list:
-    """Per dim of ``shape``: None when static, else ``(capture, axis)`` of the first capture
-    whose aligned (trailing) dim is run-time too."""
+def dim_sources(shape, captures, dims=None) -> list:
+    """Per dim of ``shape``: None when static, else ``(capture, axis)`` of a capture holding
+    it at run time: one with the same symbolic dim (``dims``, the symbolic form of ``shape``),
+    else the first capture whose aligned (trailing) dim is run-time too."""
     sources = []
     for axis, dim in enumerate(shape):
         if dim is not None:
             sources.append(None)
+            continue
+        symbol = dims[axis] if dims is not None else None
+        found = next(((value, k) for value in captures for k, d in enumerate(value.dims)
+                      if symbol is not None and d == symbol), None)
+        if found is not None:
+            sources.append(found)
             continue
         for value in captures:
             k = axis - (len(shape) - value.ndim)
@@ -147,7 +154,7 @@ def plan_parts(op, parts, accumulate_float64=True) -> GroupPlan:
     accumulator = identity = None
     if reduction is not None:
         source, result = reduction.inputs[0], reduction.results[0]
-        shape = tuple(source.shape)
+        shape, dims = tuple(source.shape), source.dims
         axes = normalize_axis(reduction.attrs.get("axis"), len(shape))
         keepdims = result.ndim == len(shape)
         reduced = tuple(result.shape)
@@ -155,9 +162,9 @@ def plan_parts(op, parts, accumulate_float64=True) -> GroupPlan:
         accumulator = facts.accumulator(source.dtype, result.dtype, accumulate_float64)
         identity = facts.identity_value(accumulator)
     else:
-        shape = tuple(map_ops[0].results[0].shape)
+        shape, dims = tuple(map_ops[0].results[0].shape), map_ops[0].results[0].dims
         axes, keepdims, reduced = (), True, shape
     map_set = set(map_ops)
     return GroupPlan(op, list(map_ops), reduction, list(epilogue), captures, outputs,
                      [v.op in map_set for v in outputs], shape, tuple(axes), keepdims,
-                     reduced, accumulator, identity, dim_sources(shape, captures))
+                     reduced, accumulator, identity, dim_sources(shape, captures, dims))

@@ -40,7 +40,7 @@ def format_attr(value) -> str:
     return repr(value)
 
 
-_IMPLIED_BY_RESULT_TYPE = ("shape", "dtype")
+_IMPLIED_BY_RESULT_TYPE = ("shape", "dtype", "names")
 
 
 def format_attrs(attrs: dict, result=None) -> str:

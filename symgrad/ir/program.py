@@ -21,6 +21,7 @@ import itertools
 
 from ..gc_pause import gc_paused
 from .operation import Operation
+from .dims import Symbol
 from .value import Value
 
 _program_ids = itertools.count()
@@ -112,6 +113,15 @@ class Program:
         self._undo: list = []              # changes to existing ops, undone by a failed transaction
         self._open_transactions = 0
         self.grown: list[Value] = []       # results added to existing ops (loops recording residuals)
+        self._next_dim = 0                 # number of the next anonymous dim (?0, ?1...)
+        # (Constraint, op): equalities of dims an op assumed, checked when the program runs
+        self.dim_constraints: list = []
+
+    def fresh_dim(self) -> Symbol:
+        """A new anonymous dim of this program (printed ``?N``)."""
+        number = self._next_dim
+        self._next_dim = number + 1
+        return Symbol(None, number)
 
     @property
     def feedable(self) -> list[Value]:
@@ -169,12 +179,15 @@ class Program:
     def _snapshot(self):
         block = current_block(self)
         return (block, len(block.ops), self._next_id, len(self.inputs), len(self.parameters),
-                len(self._undo))
+                len(self._undo), self._next_dim, len(self.dim_constraints))
 
     def _restore(self, snapshot):
         """Drop every op and Value created after ``snapshot`` in the insertion block, and
         revert the changes recorded since (used by failed transformations)."""
-        block, num_ops, next_id, num_inputs, num_params, num_undo = snapshot
+        block, num_ops, next_id, num_inputs, num_params, num_undo, next_dim, num_constraints = \
+            snapshot
+        self._next_dim = next_dim
+        del self.dim_constraints[num_constraints:]
         while len(self._undo) > num_undo:
             self._undo.pop()()
         del block.ops[num_ops:]
@@ -236,6 +249,8 @@ class Program:
                 block.ops.append(copy_op(op, [value_map[v] for v in op.inputs], op.attrs,
                                          block, value_map, op_map))
         new._next_id = self._next_id
+        new._next_dim = self._next_dim
+        new.dim_constraints = [(c, op_map[op]) for c, op in self.dim_constraints if op in op_map]
         new.inputs = [value_map[v] for v in self.inputs if v in value_map]
         new.parameters = [value_map[v] for v in self.parameters if v in value_map]
         for old, value in value_map.items():
@@ -283,6 +298,7 @@ def copy_value(old, program, op=None, arg_of=None) -> Value:
     value.program = program
     value.id = old.id
     value.shape = old.shape
+    value.dims = old.dims
     value.dtype = old.dtype
     value.op = op
     value.index = old.index

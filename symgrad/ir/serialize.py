@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import ArtifactError
 from ..gc_pause import gc_paused
+from .dims import dim_from_json, dim_to_json
 from .graph import walk_defined, walk_ops
 from .operation import Operation
 from .program import Block, Program
@@ -152,8 +153,11 @@ def _dtype(name) -> np.dtype:
 
 
 def _value_record(value):
-    return {"id": value.id, "shape": list(value.shape), "dtype": _dtype_name(value.dtype),
-            "name": value.name, "stop_gradient": bool(value.stop_gradient)}
+    record = {"id": value.id, "shape": list(value.shape), "dtype": _dtype_name(value.dtype),
+              "name": value.name, "stop_gradient": bool(value.stop_gradient)}
+    if value.dims is not value.shape:
+        record["dims"] = [dim_to_json(d) for d in value.dims]
+    return record
 
 
 def program_to_json(program: Program, array_sink, fetches=()) -> dict:
@@ -238,6 +242,17 @@ def _lookup_opdef(table, name):
 
 def _new_value(program, record, op, index, arg_of=None):
     shape = [None if d is None else int(d) for d in record["shape"]]
+    if "dims" in record:
+        try:
+            dims = [dim_from_json(d, program._anonymous_dims) for d in record["dims"]]
+        except ValueError as exc:
+            raise ArtifactError(f"value %{record['id']}: {exc}") from None
+        if len(dims) != len(shape) or any(
+                (d is None) == (type(s) is int) or d is not None and d != s
+                for d, s in zip(shape, dims)):
+            raise ArtifactError(f"value %{record['id']}: dims {record['dims']!r} do not fit "
+                                f"its shape {record['shape']!r}")
+        shape = dims
     return Value(program, int(record["id"]), shape, _dtype(record["dtype"]), op=op,
                  index=index, name=record["name"], stop_gradient=bool(record["stop_gradient"]),
                  arg_of=arg_of)
@@ -284,6 +299,7 @@ def _program_from_json(obj, array_source, table):
                             f"symgrad (this one reads version {VERSION}); compile and save the "
                             f"program again")
     program = Program()
+    program._anonymous_dims = {}   # number -> Symbol of the anonymous dims met (while loading)
     values: list[Value] = []
     ops: dict[int, Operation] = {}
     pending = []         # (op, record): inputs, attrs and provenance are wired in the second pass
@@ -342,6 +358,8 @@ def _program_from_json(obj, array_source, table):
         block.yields = [_at(values, v, "a block's yields") for v in positions]
 
     program._next_id = max([int(obj["next_id"])] + [v.id + 1 for v in values])
+    program._next_dim = max(program._anonymous_dims, default=-1) + 1
+    del program._anonymous_dims
     program.inputs = [_at(values, i, "inputs") for i in obj["inputs"]]
     program.parameters = [_at(values, i, "parameters") for i in obj["parameters"]]
     for position, grad_position in obj.get("grads", []):

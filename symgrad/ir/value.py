@@ -3,8 +3,9 @@
 A Value is either the result of exactly one :class:`~symgrad.ir.operation.Operation` (``op``
 is that operation, ``index`` the result position) or an argument of a
 :class:`~symgrad.ir.program.Block` (``op`` is None, ``arg_of`` is the block, ``index`` the
-argument position). Its shape is a tuple whose entries are ints or ``None`` (size known only
-at run time). Values are hashed by identity and ``bool(value)`` raises, because ``==`` builds an
+argument position). Its ``dims`` are ints and symbolic dims (:mod:`symgrad.ir.dims`: named
+symbols, anonymous ones, expressions); its ``shape`` shows every symbolic dim as ``None``
+(size known only at run time). Values are hashed by identity and ``bool(value)`` raises, because ``==`` builds an
 elementwise op as in NumPy.
 
 The IR layer defines no arithmetic: the ops package installs Value's operators (``+``, ``@``,
@@ -14,14 +15,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dims import dims_text
+
 
 def format_shape(shape) -> str:
+    """``[?, 784]`` for a shape; a dims tuple reads ``[batch, 784]``."""
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def split_dims(program, dims) -> tuple[tuple, tuple]:
+    """``(shape, dims)`` of a declared or inferred ``dims`` sequence (ints, symbolic dims, or
+    None for a fresh anonymous dim of ``program``)."""
+    if all(type(d) is int for d in dims):
+        dims = tuple(dims)
+        return dims, dims
+    dims = tuple(program.fresh_dim() if d is None else d for d in dims)
+    return tuple(d if type(d) is int else None for d in dims), dims
+
+
 class Value:
-    """A typed SSA value: ``shape`` (a tuple of ints, ``None`` for a dim known only at run
-    time), ``dtype`` (a NumPy dtype), ``name`` (None unless the user named it),
+    """A typed SSA value: ``dims`` (a tuple of ints and symbolic dims: ``batch``, ``?0``,
+    ``batch*784``), ``shape`` (the same with ``None`` for every symbolic dim), ``dtype`` (a NumPy dtype), ``name`` (None unless the user named it),
     ``stop_gradient``, ``grad`` (set by ``grad(..., set_grad=True)`` or ``retain_grad``) and
     ``op``, the operation that defines it (None for a block argument, whose block is
     ``arg_of``). ``bool(value)`` raises and hashing is by identity.
@@ -32,14 +46,15 @@ class Value:
     ``.reshape(*shape)``, ``.transpose(*axes)`` and ``.astype(dtype)``. They are installed by
     the op library (:mod:`symgrad.ops.operators`) when ``symgrad`` is imported."""
 
-    __slots__ = ("program", "id", "shape", "dtype", "name", "stop_gradient", "op",
+    __slots__ = ("program", "id", "shape", "dims", "dtype", "name", "stop_gradient", "op",
                  "index", "grad", "arg_of", "__weakref__")
 
     def __init__(self, program, id, shape, dtype, op=None, index=0, name=None,
                  stop_gradient=False, arg_of=None):
+        """``shape``: the dims (ints, symbolic dims, or None for a fresh anonymous dim)."""
         self.program = program
         self.id = id
-        self.shape = shape if type(shape) is tuple else tuple(shape)
+        self.shape, self.dims = split_dims(program, shape)
         self.dtype = dtype if type(dtype) is np.dtype or isinstance(dtype, np.dtype) \
             else np.dtype(dtype)
         self.op = op
@@ -56,7 +71,7 @@ class Value:
 
     @property
     def type_str(self) -> str:
-        return f"{self.dtype}{format_shape(self.shape)}"
+        return f"{self.dtype}{dims_text(self.dims)}"
 
     @property
     def size(self):

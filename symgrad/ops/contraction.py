@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import ShapeError
+from ..ir.dims import unify
 from ..ir.value import format_shape
 from .core import OPAQUE, OpDef, bind, register
 from .source import as_values
@@ -132,6 +133,17 @@ def _einsum_rule(types, attrs):
     return tuple(sizes[c] for c in output), dtypes.promote(*[d for _, d in types])
 
 
+def _einsum_dims(input_dims, attrs, shapes):
+    """Each letter's dim: its dims unify (a dim of 1 broadcasts, as NumPy's einsum allows)."""
+    terms, output = _terms(attrs["subscripts"])
+    sizes: dict = {}
+    for term, dims in zip(terms, input_dims):
+        for c, d in zip(term, dims):
+            seen = sizes.get(c, 1)
+            sizes[c] = d if seen == 1 else seen if d == 1 else unify(seen, d, f"subscript {c!r}")
+    return [tuple(sizes[c] for c in output)]
+
+
 def _sg_einsum(*operands, subscripts):
     """``np.einsum`` (BLAS where it applies); bfloat16 operands are computed in float32."""
     dtype = np.result_type(*operands)
@@ -194,6 +206,7 @@ def _onto_diagonal(grad, unique, term, x):
 
 einsum_p = register(OpDef(
     "einsum", OPAQUE, _einsum_rule, impl=_sg_einsum, vjp=_einsum_vjp,
+    dims=_einsum_dims,
     doc="Einstein summation over explicit subscripts (one letter per dim)."))
 
 

@@ -42,6 +42,7 @@ import contextvars
 import numpy as np
 
 from ..errors import DTypeError, ProgramMismatchError, ShapeError
+from ..ir.dims import Symbol, broadcast_dims, dim_text, is_symbolic, symbols_of, unify
 from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
@@ -103,6 +104,31 @@ def _describe_structure(structure) -> str:
 
 def _types(values):
     return [(v.shape, v.dtype) for v in values]
+
+
+def _arg_types(values):
+    """Types of block arguments standing for ``values``: their dims (symbols kept)."""
+    return [(v.dims, v.dtype) for v in values]
+
+
+def carried_dims(op_name, carries, yields, what="carry"):
+    """The dims of loop carries whose initial values are ``carries`` (dims tuples) and whose
+    body gives ``yields``: the body must give each carry back with the same dims. A dim that
+    the body computes from the carry's own symbols differently (``?0 + 1`` for ``?0``: the
+    carry grows) is refused, naming the loop and the carry; an anonymous dim of the body meets
+    the carry's dim (:func:`~symgrad.ir.dims.unify`)."""
+    for index, (dims, given) in enumerate(zip(carries, yields)):
+        for axis, (dim, got) in enumerate(zip(dims, given)):
+            if dim == got:
+                continue
+            if is_symbolic(got) and not (type(got) is Symbol and got.anonymous) and \
+                    symbols_of(got) & symbols_of(dim):
+                raise ShapeError(
+                    f"{what} {index} has dim {dim_text(dim)} on axis {axis} but the "
+                    f"body gives it back as {dim_text(got)}: a loop {what} must keep its size "
+                    f"(pad it to a fixed size, or stack per-step values as an output instead)")
+            unify(dim, got, f"{what} {index}, axis {axis}")
+    return [tuple(dims) for dims in carries]
 
 
 def _check_same_types(op_name, got, expected, got_what, expected_what):
@@ -204,8 +230,14 @@ def _narrow_cond(op, used):
     return dict(op.attrs), kept, [kept, kept]
 
 
+def _cond_dims(input_dims, attrs, shapes, blocks):
+    then_block, else_block = blocks
+    return [broadcast_dims(a.dims, b.dims, what="the branches' results")
+            if a.ndim == b.ndim else None for a, b in zip(then_block.yields, else_block.yields)]
+
+
 cond_p = register(OpDef(
-    "cond", REGION, infer=_cond_rule, impl=None,
+    "cond", REGION, infer=_cond_rule, impl=None, dims=_cond_dims,
     region=Region(("then", "else"), lambda attrs: 1 + attrs["num_operands"], _run_cond,
                   _narrow_cond),
     doc="Runs one of two blocks: ``then`` when pred holds, else ``else``."))
@@ -229,7 +261,8 @@ def cond(pred, true_fn, false_fn, *operands):
         operands = _as_values("cond", "operands", list(operands), program)
         branches = []
         for name, function in (("true_fn", true_fn), ("false_fn", false_fn)):
-            branches.append(_run_in_block(program, _types(operands), function, "cond", name))
+            branches.append(_run_in_block(program, _arg_types(operands), function, "cond",
+                                          name))
         (then_block, then_leaves, then_structure), (else_block, else_leaves,
                                                     else_structure) = branches
         if then_structure != else_structure:
@@ -302,8 +335,17 @@ def _narrow_while(op, used):
     return attrs, kept, [[0], list(range(count)) + [count + j for j in keep_stacked]]
 
 
+def _while_dims(input_dims, attrs, shapes, blocks):
+    count = attrs["num_vars"]
+    _, body = blocks
+    out = carried_dims("while_loop", input_dims[:count], [v.dims for v in body.yields[:count]],
+                       "loop variable")
+    out += [(None,) + v.dims for v in body.yields[count:]]
+    return out + ([()] if attrs["counted"] else [])
+
+
 while_p = register(OpDef(
-    "while_loop", REGION, infer=_while_rule, impl=None,
+    "while_loop", REGION, infer=_while_rule, impl=None, dims=_while_dims,
     region=Region(("cond", "body"), lambda attrs: attrs["num_vars"], _run_while,
                   _narrow_while),
     doc="Runs ``body`` while ``cond`` holds, carrying the loop vars."))
@@ -323,13 +365,13 @@ def while_loop(cond_fn, body_fn, loop_vars):
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
         var_types = _types(init)
         cond_block, cond_leaves, cond_structure = _run_in_block(
-            program, var_types, cond_fn, "while_loop", "cond_fn", repeats=True)
+            program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
         if cond_structure != _LEAF:
             raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
                             f"{_describe_structure(cond_structure)}")
         _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
         body, body_leaves, body_structure = _run_in_block(
-            program, var_types, body_fn, "while_loop", "body_fn",
+            program, _arg_types(init), body_fn, "while_loop", "body_fn",
             expected_dtypes=[d for _, d in var_types], repeats=True)
         if body_structure == _LEAF and len(init) == 1:
             body_structure = (list, (_LEAF,))
@@ -406,8 +448,18 @@ def _narrow_scan(op, used):
     return dict(op.attrs), kept, [kept]
 
 
+def _scan_dims(input_dims, attrs, shapes, blocks):
+    (body,) = blocks
+    carries, count = attrs["num_carry"], attrs["num_xs"]
+    out = carried_dims("scan", input_dims[:carries], [v.dims for v in body.yields[:carries]])
+    length = attrs["length"]
+    for dims in input_dims[carries:carries + count]:
+        length = dims[0] if length is None else unify(length, dims[0], "xs' leading dims")
+    return out + [(length,) + v.dims for v in body.yields[carries:]]
+
+
 scan_p = register(OpDef(
-    "scan", REGION, infer=_scan_rule, impl=None,
+    "scan", REGION, infer=_scan_rule, impl=None, dims=_scan_dims,
     region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan),
     doc="Runs ``body`` once per slice of ``xs``, carrying state and stacking outputs."))
 
@@ -454,7 +506,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
         if not xs_leaves and static_length is None:
             raise TypeError("scan: give xs or length")
         carry_types = _types(init_leaves)
-        slice_types = [(x.shape[1:], x.dtype) for x in xs_leaves]
+        slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
 
         def call(*args):
             carry = _unflatten(init_structure, args[:len(init_leaves)])
@@ -466,7 +518,7 @@ def scan(f, init, xs=None, length=None, reverse=False):
             return out
 
         body, leaves, structure = _run_in_block(
-            program, carry_types + slice_types, call, "scan", "f",
+            program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
             expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
         carry_structure, y_structure = structure[1]
         if carry_structure != init_structure:

@@ -26,6 +26,15 @@ touches no op file. Contract of each field:
     input, ``None`` meaning "no gradient flows". An entry may be a zero-argument callable
     returning the Value: the backward pass calls it only when that input needs a gradient
     (so ``x * 2.0`` builds no gradient for the constant). ``None`` as the whole rule: no VJP.
+``dims(input_dims, attrs, result_shapes) -> [dims, ...]``
+    The symbolic-dims rule (:mod:`symgrad.ir.dims`): given each input's dims (ints, named and
+    anonymous symbols, expressions) and the shapes ``infer`` computed, the dims of each
+    result. Dims that must be equal meet through :func:`~symgrad.ir.dims.unify`, which raises
+    the ``ShapeError`` of two different names (or a name and a constant other than 1) and
+    records what the run-time binding must check. A dim the rule cannot express exactly is
+    ``None``: the result gets a fresh anonymous dim (never a guess). Without a rule,
+    elementwise ops broadcast their inputs' dims, reductions drop (or keep as 1) their axes,
+    and every other op's unknown result dims are fresh anonymous dims.
 ``reduction``
     For a reduction that backends may fuse with the elementwise ops feeding it, its
     :class:`Reduction` (how partial results combine, from what identity, in which dtype).
@@ -53,6 +62,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ProgramMismatchError, ScopeError, ShapeError
+from ..ir.dims import broadcast_dims, recording_constraints, unify
 from ..ir.graph import free_values, is_visible
 from ..ir.location import user_location
 from ..ir.program import current_block, default_main_program, is_default_program
@@ -221,6 +231,7 @@ class OpDef:
     user_defined: bool = False
     algebra: Algebra = NO_ALGEBRA
     region: Region | None = None
+    dims: Callable | None = None
 
     def __post_init__(self):
         self._infer_cache: dict = {}
@@ -381,12 +392,72 @@ def _append(opdef, inputs, attrs, program, blocks=()):
     input_types = [(v.shape, v.dtype) for v in inputs]
     try:
         result_types = opdef.infer_types(input_types, attrs, blocks)
+        constraints = ()
+        if any(v.shape is not v.dims for v in inputs) or any(
+                None in shape for shape, _ in result_types):
+            with recording_constraints() as constraints:
+                result_types = result_dims(opdef, inputs, attrs, result_types, blocks)
     except (ShapeError, DTypeError) as exc:
-        raise_with_context(exc, opdef.name, input_types)
+        raise_with_context(exc, opdef.name, [(v.dims, v.dtype) for v in inputs])
     # Backward ops point at the forward op's line (cheaper than walking the stack each time).
     forward_op = program._backward_of
     loc = forward_op.loc if forward_op is not None else user_location()
-    return block.append_op(opdef, inputs, attrs, result_types, loc=loc, blocks=blocks)
+    op = block.append_op(opdef, inputs, attrs, result_types, loc=loc, blocks=blocks)
+    program.dim_constraints.extend((constraint, op) for constraint in constraints)
+    return op
+
+
+def result_dims(opdef, inputs, attrs, result_types, blocks=()) -> list:
+    """``result_types`` with each result's dims from the op's dims rule (see the module
+    docstring), reconciled with the shapes ``infer`` computed: a dim ``infer`` knows is that
+    int (a symbolic dim the rule found there is unified with it), a dim it does not know is
+    the rule's symbolic dim, else a fresh anonymous dim (None)."""
+    rule = opdef.dims or _DEFAULT_DIMS.get(opdef.category)
+    shapes = [shape for shape, _ in result_types]
+    found = None
+    if rule is not None:
+        input_dims = [v.dims for v in inputs]
+        found = rule(input_dims, attrs, shapes, blocks) if opdef.region is not None \
+            else rule(input_dims, attrs, shapes)
+    out = []
+    for index, (shape, dtype) in enumerate(result_types):
+        dims = found[index] if found is not None else None
+        if dims is None or len(dims) != len(shape):
+            out.append((shape, dtype))
+            continue
+        merged = []
+        for axis, (known, dim) in enumerate(zip(shape, dims)):
+            if known is not None:
+                if dim is not None and dim != known:
+                    unify(dim, known, f"result dim {axis}")
+                merged.append(known)
+            else:
+                merged.append(dim if dim is not None and type(dim) is not int else None)
+        out.append((tuple(merged), dtype))
+    return out
+
+
+def _elementwise_dims(input_dims, attrs, shapes):
+    dims = broadcast_dims(*input_dims)
+    return [dims] * len(shapes)
+
+
+def _reduction_dims(input_dims, attrs, shapes):
+    dims = input_dims[0]
+    axes = normalize_axis(attrs.get("axis"), len(dims))
+    keep = attrs.get("keepdims", False)
+    out = tuple(1 if a in axes else d for a, d in enumerate(dims) if keep or a not in axes)
+    return [out] * len(shapes)
+
+
+def same_dims(index=0):
+    """The dims rule of an op whose every result has the dims of input ``index``."""
+    def rule(input_dims, attrs, shapes):
+        return [input_dims[index]] * len(shapes)
+    return rule
+
+
+_DEFAULT_DIMS = {ELEMENTWISE: _elementwise_dims, REDUCTION: _reduction_dims}
 
 
 _scope_checked: contextvars.ContextVar = contextvars.ContextVar("symgrad_scope_checked",
@@ -477,26 +548,16 @@ def atomic_functions(namespace: dict, names) -> None:
 
 
 # --- shared shape rules -------------------------------------------------------------------------
-class RuntimeDim(int):
-    """The size a dim has when the program runs, where the program was built with that dim
-    unknown (``None``). Shape rules re-run on run-time shapes (``symgrad.runtime.dims``) see
-    these, so :func:`broadcast_shapes` can refuse to stretch one of size 1: the program was
-    built assuming an unknown dim is not broadcast (its gradients were built that way)."""
-
-    __slots__ = ()
-
-
 def broadcast_shapes(*shapes):
     """NumPy broadcasting with unknown dims (``None``). An unknown dim against 1 stays
     unknown; against a known n it becomes n (size-1 broadcasting of an unknown dim is assumed
-    not to happen: broadcasting must be visible statically). On run-time shapes, a
-    :class:`RuntimeDim` of 1 stretched against a larger dim is a ``ShapeError``."""
+    not to happen: broadcasting must be visible statically; the symbolic dims record what the
+    run-time binding checks, see :mod:`symgrad.ir.dims`)."""
     first = shapes[0] if shapes else ()
     if all(s == first for s in shapes):
         return tuple(first)
     ndim = max((len(s) for s in shapes), default=0)
     result = []
-    stretched = []   # (axis, shape) of run-time dims of 1 that would broadcast
     for axis in range(ndim):
         dim = 1
         for shape in shapes:
@@ -505,8 +566,6 @@ def broadcast_shapes(*shapes):
                 continue
             d = shape[offset]
             if d == 1:
-                if type(d) is RuntimeDim:
-                    stretched.append((axis, shape))
                 continue
             if dim == 1:
                 dim = d
@@ -518,13 +577,6 @@ def broadcast_shapes(*shapes):
                 raise ShapeError("shapes " + ", ".join(format_shape(s) for s in shapes)
                                  + " cannot be broadcast together")
         result.append(dim)
-    for axis, shape in stretched:
-        if result[axis] != 1:
-            raise ShapeError(
-                f"shapes {', '.join(format_shape(s) for s in shapes)}: dim {axis} of "
-                f"{format_shape(shape)} is 1 when the program runs but was unknown when it was "
-                f"built, and symgrad assumes an unknown dim is never broadcast (the program's "
-                f"gradients rely on it); declare that dim as 1, or broadcast explicitly")
     return tuple(result)
 
 

@@ -19,7 +19,7 @@ from .. import dtypes
 from ..errors import ShapeError
 from ..ir.value import format_shape
 from . import elementwise as ew
-from .core import OPAQUE, OpDef, bind, normalize_axis, register
+from .core import OPAQUE, OpDef, bind, normalize_axis, register, same_dims
 from .shape import frontend_checks, reshape
 from .source import as_value
 
@@ -62,11 +62,13 @@ def _cumprod_vjp(op, g):
 
 cumsum_p = register(OpDef(
     "cumsum", OPAQUE, _cumulative_rule, impl=_sg_cumsum, vjp=_cumsum_vjp,
+    dims=same_dims(0),
     doc="Running sums along axis (from the end with reverse)."))
 
 cumprod_p = register(OpDef(
     "cumprod", OPAQUE, _cumulative_rule,
     impl=lambda x, axis, dtype=None: np.cumprod(x, axis=axis, dtype=dtype), vjp=_cumprod_vjp,
+    dims=same_dims(0),
     doc="Running products along axis (a VJP exact with zeros)."))
 
 

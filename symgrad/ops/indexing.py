@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
 from .core import INJECTIVE, OPAQUE, OpDef, bind, broadcast_shapes, normalize_axis, register
 from .shape import frontend_checks
@@ -96,13 +97,34 @@ def _take_grad_vjp(op, g):
     return [take(g[0], op.inputs[1], op.attrs["axis"])] + [None] * (len(op.inputs) - 1)
 
 
+def _take_dims(input_dims, attrs, shapes):
+    return [_take_shape(input_dims[0], input_dims[1], attrs["axis"])]
+
+
+def _scattered_dims(input_dims, attrs, shapes):
+    """A scatter's result is shaped like its third input (when it has one)."""
+    return [input_dims[2] if len(input_dims) > 2 else None]
+
+
+def _along_dims(input_dims, attrs, shapes):
+    x, indices = input_dims
+    axis = attrs["axis"]
+    if axis is None:
+        return [tuple(indices)]
+    others = [tuple(1 if d == axis else n for d, n in enumerate(dims)) for dims in (x, indices)]
+    merged = broadcast_dims(*others, what="the indices against the input")
+    return [merged[:axis] + (indices[axis],) + merged[axis + 1:]]
+
+
 take_p = register(OpDef(
     "take", INJECTIVE, _gather_rule(_take_shape),
     impl=lambda x, indices, axis: np.take(x, indices, axis=axis), vjp=_take_vjp,
+    dims=_take_dims,
     doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
 
 take_grad_p = register(OpDef(
     "take_grad", OPAQUE, _scatter_rule(_take_shape), impl=_sg_take_grad, vjp=_take_grad_vjp,
+    dims=_scattered_dims,
     doc="Gradient of take: the cotangent scatter-added into zeros of the input's shape (the "
         "run-time shape of the optional third input)."))
 
@@ -164,11 +186,13 @@ def _along_grad_vjp(op, g):
 take_along_axis_p = register(OpDef(
     "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
     impl=lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis), vjp=_along_vjp,
+    dims=_along_dims,
     doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
 
 take_along_axis_grad_p = register(OpDef(
     "take_along_axis_grad", OPAQUE, _scatter_rule(_along_shape), impl=_sg_take_along_axis_grad,
     vjp=_along_grad_vjp,
+    dims=_scattered_dims,
     doc="Gradient of take_along_axis: the cotangent scatter-added into zeros of the input's "
         "shape (the run-time shape of the optional third input)."))
 

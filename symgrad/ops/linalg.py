@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..ir.dims import broadcast_dims, unify
 from ..ir.value import format_shape
 from .core import OPAQUE, OpDef, bind, broadcast_shapes, register
 from .source import as_values
@@ -42,6 +43,16 @@ def matmul_rule(types, attrs):
     return batch + rows + cols, dtypes.promote(da, db)
 
 
+def matmul_dims(input_dims, attrs, shapes):
+    """Batch dims broadcast, the inner dims unify, rows and columns are kept."""
+    da, db = input_dims
+    a = da if len(da) > 1 else (1,) + da
+    b = db if len(db) > 1 else db + (1,)
+    unify(a[-1], b[-2], "the inner dims")
+    batch = broadcast_dims(a[:-2], b[:-2], what="the batch dims")
+    return [batch + ((a[-2],) if len(da) > 1 else ()) + ((b[-1],) if len(db) > 1 else ())]
+
+
 def _swap_last(x):
     perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
     return _ops().transpose(x, perm)
@@ -73,6 +84,7 @@ def matmul_vjp(op, cotangents):
 
 matmul_p = register(OpDef(
     "matmul", OPAQUE, matmul_rule, np.matmul, vjp=matmul_vjp,
+    dims=matmul_dims,
     doc="Matrix product with NumPy semantics (1-D promotion, broadcast batch dims)."))
 
 

@@ -24,9 +24,10 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..ir.dims import add, broadcast_dims, floordiv
 from ..ir.value import format_shape
 from . import kernels
-from .core import OPAQUE, OpDef, bind, normalize_axis, register
+from .core import OPAQUE, OpDef, bind, normalize_axis, register, same_dims
 from .source import as_value, as_values
 
 __all__ = ["one_hot"]
@@ -72,6 +73,40 @@ def _window_count(size, kernel, stride, padding, dilation, where):
 def _windows_hw(hw, kernel, stride, padding, dilation, where):
     return tuple(_window_count(hw[i], kernel[i], stride[i], padding[i], dilation[i], where)
                  for i in range(2))
+
+
+# --- symbolic dims rules (see OpDef.dims) ---------------------------------------------------
+def _batch_dims_of(index):
+    """Dims rule: the batch dim (axis 0) is input ``index``'s; the others are static."""
+    def rule(input_dims, attrs, shapes):
+        return [(input_dims[index][0],) + tuple(shapes[0][1:])]
+    return rule
+
+
+def _window_dim(size, kernel, stride, padding, dilation=1):
+    span = dilation * (kernel - 1) + 1
+    return floordiv(add(size, 2 * padding - span + stride), stride)   # (... - span)//s + 1
+
+
+def _pooled_dims(input_dims, attrs, shapes):
+    dims = input_dims[0]
+    kernel, stride, padding = (attrs[k] for k in POOL_ATTRS)
+    return [tuple(dims[:2]) + tuple(_window_dim(dims[2 + i], kernel[i], stride[i], padding[i])
+                                    for i in range(2))]
+
+
+def _cross_entropy_dims(input_dims, attrs, shapes):
+    logits, labels = input_dims
+    axis = attrs["axis"]
+    reduced = tuple(logits[:axis] + logits[axis + 1:])
+    if len(labels) == len(reduced):
+        reduced = broadcast_dims(reduced, labels, what="labels against the logits")
+    return [reduced]
+
+
+def _one_hot_dims(input_dims, attrs, shapes):
+    dims, axis = input_dims[0], attrs["axis"]
+    return [tuple(dims[:axis]) + (attrs["num_classes"],) + tuple(dims[axis:])]
 
 
 # --- conv2d -----------------------------------------------------------------------------------
@@ -188,11 +223,13 @@ def conv2d_weight_grad_vjp(op, cotangents):
 
 conv2d_p = register(OpDef(
     "conv2d", OPAQUE, conv2d_rule, kernels.conv2d_forward, vjp=conv2d_vjp,
+    dims=_batch_dims_of(0),
     doc="2-D convolution (cross-correlation), NCHW, weight [out, in/groups, kh, kw]."))
 
 conv2d_input_grad_p = register(OpDef(
     "conv2d_input_grad", OPAQUE, conv2d_input_grad_rule, kernels.conv2d_input_grad,
     vjp=conv2d_input_grad_vjp,
+    dims=_batch_dims_of(0),
     doc="Gradient of conv2d with respect to its input, from (cotangent, weight)."))
 
 conv2d_weight_grad_p = register(OpDef(
@@ -284,26 +321,31 @@ def avg_pool2d_grad_vjp(op, cotangents):
 max_pool2d_p = register(OpDef(
     "max_pool2d", OPAQUE, _pool_rule(static_hw=False), kernels.max_pool2d_forward,
     vjp=max_pool2d_vjp,
+    dims=_pooled_dims,
     doc="Window maxima (padding is -inf); the gradient splits evenly among ties."))
 
 max_pool2d_grad_p = register(OpDef(
     "max_pool2d_grad", OPAQUE, _pair_rule(pooled_second=True), kernels.max_pool2d_grad,
     vjp=max_pool2d_grad_vjp,
+    dims=same_dims(0),
     doc="Gradient of max_pool2d from (input, cotangent)."))
 
 max_pool2d_select_p = register(OpDef(
     "max_pool2d_select", OPAQUE, _pair_rule(pooled_second=False), kernels.max_pool2d_select,
     vjp=max_pool2d_select_vjp,
+    dims=_pooled_dims,
     doc="Per window of x, the mean of h over the tied maxima (adjoint of max_pool2d_grad)."))
 
 avg_pool2d_p = register(OpDef(
     "avg_pool2d", OPAQUE, _pool_rule(static_hw=True), kernels.avg_pool2d_forward,
     vjp=avg_pool2d_vjp,
+    dims=_pooled_dims,
     doc="Window means; padding is not counted."))
 
 avg_pool2d_grad_p = register(OpDef(
     "avg_pool2d_grad", OPAQUE, avg_pool2d_grad_rule, kernels.avg_pool2d_grad,
     vjp=avg_pool2d_grad_vjp,
+    dims=_batch_dims_of(0),
     doc="Gradient of avg_pool2d from the cotangent."))
 
 
@@ -377,15 +419,18 @@ def cross_entropy_vjp(op, cotangents):
 
 softmax_p = register(OpDef(
     "softmax", OPAQUE, softmax_rule, kernels.softmax_forward, vjp=softmax_vjp,
+    dims=same_dims(0),
     doc="exp(x) / sum(exp(x)) along axis (stable)."))
 
 log_softmax_p = register(OpDef(
     "log_softmax", OPAQUE, softmax_rule, kernels.log_softmax_forward, vjp=log_softmax_vjp,
+    dims=same_dims(0),
     doc="x - logsumexp(x) along axis (stable)."))
 
 softmax_cross_entropy_p = register(OpDef(
     "softmax_cross_entropy", OPAQUE, cross_entropy_rule, kernels.softmax_cross_entropy_forward,
     vjp=cross_entropy_vjp,
+    dims=_cross_entropy_dims,
     doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
 
 
@@ -402,6 +447,7 @@ def one_hot_rule(types, attrs):
 
 one_hot_p = register(OpDef(
     "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
+    dims=_one_hot_dims,
     doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
 
 

@@ -177,12 +177,17 @@ def _random_rule(types, attrs):
     return shape, dtypes.as_dtype(attrs["dtype"])
 
 
+def _random_dims(input_dims, attrs, shapes):
+    """The numbers take the dims of the optional third input (the run-time shape)."""
+    return [input_dims[2] if len(input_dims) > 2 else None]
+
+
 def _random_op(name, helper, params, what):
     """Register the random op ``name`` with the NumPy ``helper`` as its reference; ``params``
     are its distribution's two attrs (after :data:`ATTRS`)."""
     PARAMS[name] = params
     return register(OpDef(
-        name, OPAQUE, _random_rule, impl=helper,
+        name, OPAQUE, _random_rule, impl=helper, dims=_random_dims,
         doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
             f"the run-time shape); no gradient."))
 

@@ -25,9 +25,11 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ShapeError
+from ..ir.dims import add, floordiv, mul, product, unify
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
-from .core import INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis, register
+from .core import (INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis,
+                   register, same_dims)
 from .elementwise import zeros_like
 from .source import as_value, as_values, full_p
 
@@ -81,6 +83,136 @@ def _int_list(values, what):
     return tuple(out)
 
 
+# --- symbolic dims rules (see OpDef.dims) -------------------------------------------------------
+def _reshape_dims(input_dims, attrs, shapes):
+    dims, = input_dims
+    target = tuple(attrs["shape"])
+    total = product(dims)
+    if -1 not in target:
+        unify(total, product(target), "the element count")
+        return [target]
+    fixed = product(d for d in target if d != -1)
+    inferred = floordiv(total, fixed) if fixed else None
+    return [tuple(inferred if d == -1 else d for d in target)]
+
+
+def _reshape_like_dims(input_dims, attrs, shapes):
+    dims, ref = input_dims
+    unify(product(dims), product(ref), "the element count")
+    return [ref]
+
+
+def _transpose_dims(input_dims, attrs, shapes):
+    dims, = input_dims
+    return [tuple(dims[a] for a in attrs["axes"])]
+
+
+def _broadcast_dims_to(dims, target, what):
+    """``dims`` broadcast to ``target`` (dims, None keeping the input's own dim)."""
+    lead = len(target) - len(dims)
+    out = []
+    for i, t in enumerate(target):
+        d = dims[i - lead] if i >= lead else 1
+        if t is None:
+            out.append(d)
+        elif d == 1:
+            out.append(t)
+        else:
+            out.append(unify(d, t, f"{what}, axis {i}"))
+    return tuple(out)
+
+
+def _broadcast_to_dims(input_dims, attrs, shapes):
+    target = tuple(None if t == -1 else t for t in attrs["shape"])
+    return [_broadcast_dims_to(input_dims[0], target, "the target")]
+
+
+def _broadcast_like_dims(input_dims, attrs, shapes):
+    return [_broadcast_dims_to(input_dims[0], input_dims[1], "the target")]
+
+
+def _expand_dims_dims(input_dims, attrs, shapes):
+    dims, = input_dims
+    axes = set(attrs["axis"])
+    rest = iter(dims)
+    return [tuple(1 if i in axes else next(rest) for i in range(len(dims) + len(axes)))]
+
+
+def _squeeze_dims(input_dims, attrs, shapes):
+    return [tuple(d for i, d in enumerate(input_dims[0]) if i not in attrs["axis"])]
+
+
+def _joined_dims(all_dims, skip_axis, what):
+    merged = list(all_dims[0])
+    for dims in all_dims[1:]:
+        for i, d in enumerate(dims):
+            if i != skip_axis:
+                merged[i] = unify(merged[i], d, f"{what}, axis {i}")
+    return merged
+
+
+def _concatenate_dims(input_dims, attrs, shapes):
+    axis = attrs["axis"]
+    merged = _joined_dims(input_dims, axis, "the inputs")
+    total = 0
+    for dims in input_dims:
+        total = add(total, dims[axis])
+    merged[axis] = total
+    return [tuple(merged)]
+
+
+def _stack_dims(input_dims, attrs, shapes):
+    merged = _joined_dims(input_dims, None, "the inputs")
+    merged.insert(attrs["axis"], len(input_dims))
+    return [tuple(merged)]
+
+
+def _piece_dim(start, stop, n):
+    """The length of ``a[start:stop]`` along a dim ``n`` (symbolic), the bounds inside it."""
+    def position(bound, default):
+        if bound is None:
+            return default
+        return bound if bound >= 0 else add(n, bound)
+    return add(position(stop, n), mul(position(start, 0), -1))
+
+
+def _split_dims(input_dims, attrs, shapes):
+    dims, = input_dims
+    axis, spec = attrs["axis"], attrs["indices_or_sections"]
+    n = dims[axis]
+    if isinstance(spec, int):
+        sizes = [floordiv(n, spec)] * spec
+    else:
+        bounds = [0] + list(spec) + [None]
+        sizes = [_piece_dim(a, b, n) for a, b in zip(bounds[:-1], bounds[1:])]
+    return [dims[:axis] + (size,) + dims[axis + 1:] for size in sizes]
+
+
+def _split_like_dims(input_dims, attrs, shapes):
+    dims, axis = input_dims[0], attrs["axis"]
+    return [dims[:axis] + (ref[axis],) + dims[axis + 1:] for ref in input_dims[1:]]
+
+
+def _pad_dims(input_dims, attrs, shapes):
+    return [tuple(add(d, b + a) for d, (b, a) in zip(input_dims[0], attrs["pad_width"]))]
+
+
+def _slice_dims(input_dims, attrs, shapes):
+    """A whole slice (``:``) keeps a symbolic dim; any other slice of one is a fresh dim."""
+    dims, = input_dims
+    out, axis = [], 0
+    for item in attrs["index"]:
+        if item is None:
+            out.append(1)
+            continue
+        if isinstance(item, (list, tuple)):
+            whole = tuple(item) in ((None, None, None), (None, None, 1), (0, None, 1),
+                                    (0, None, None))
+            out.append(dims[axis] if whole else None)
+        axis += 1
+    return [tuple(out) + tuple(dims[axis:])]
+
+
 # --- reshape ------------------------------------------------------------------------------------
 def _reshape_rule(types, attrs):
     (shape, dtype), = types
@@ -117,6 +249,7 @@ reshape_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, collapses=True, keeps_fill=True),
     impl=lambda x, shape: np.reshape(x, shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0])],
+    dims=_reshape_dims,
     doc="Reshape to a static target; -1 (at most once) is inferred at run time."))
 
 
@@ -132,6 +265,7 @@ reshape_like_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True, shape_only=(1,)),
     impl=lambda x, ref: np.reshape(x, ref.shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0]), None],
+    dims=_reshape_like_dims,
     doc="Reshape the first input to the run-time shape of the second (which gets no gradient)."))
 
 
@@ -164,6 +298,7 @@ transpose_p = register(OpDef(
     algebra=Algebra(permutation="axes", keeps_fill=True),
     impl=lambda x, axes: np.transpose(x, axes),
     vjp=lambda op, g: [transpose(g[0], tuple(int(i) for i in np.argsort(op.attrs["axes"])))],
+    dims=_transpose_dims,
     doc="Permute axes (``axes[i]`` is the input axis that becomes axis i)."))
 
 
@@ -213,6 +348,7 @@ broadcast_to_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, collapses=True, broadcast=True, keeps_fill=True),
     impl=_sg_broadcast_to,
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0])],
+    dims=_broadcast_to_dims,
     doc="NumPy broadcasting to a static target; -1 keeps the input's (run-time) dim."))
 
 
@@ -232,6 +368,7 @@ broadcast_like_p = register(OpDef(
                     shape_only=(1,)),
     impl=lambda x, ref: np.broadcast_to(x, ref.shape),
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0]), None],
+    dims=_broadcast_like_dims,
     doc="Broadcast the first input to the run-time shape of the second (no gradient to it)."))
 
 
@@ -307,6 +444,7 @@ expand_dims_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.expand_dims(x, axis),
     vjp=lambda op, g: [squeeze(g[0], op.attrs["axis"])],
+    dims=_expand_dims_dims,
     doc="Insert size-1 axes at ``axis`` (positions in the result)."))
 
 squeeze_p = register(OpDef(
@@ -314,6 +452,7 @@ squeeze_p = register(OpDef(
     algebra=Algebra(no_op_when_same_type=True, keeps_fill=True),
     impl=lambda x, axis: np.squeeze(x, axis),
     vjp=lambda op, g: [expand_dims(g[0], op.attrs["axis"])],
+    dims=_squeeze_dims,
     doc="Remove size-1 axes ``axis`` (an unknown dim there must be 1 at run time)."))
 
 
@@ -408,6 +547,7 @@ concatenate_p = register(OpDef(
     "concatenate", INJECTIVE, _concatenate_rule,
     impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     vjp=_concatenate_vjp,
+    dims=_concatenate_dims,
     doc="Join inputs along an existing axis (dtypes promote as in NumPy)."))
 
 
@@ -432,6 +572,7 @@ stack_p = register(OpDef(
     "stack", INJECTIVE, _stack_rule,
     impl=lambda *xs, axis: np.stack(xs, axis=axis),
     vjp=_stack_vjp,
+    dims=_stack_dims,
     doc="Join inputs of one shape along a new axis."))
 
 
@@ -505,6 +646,7 @@ split_p = register(OpDef(
     "split", INJECTIVE, _split_rule,
     impl=lambda x, indices_or_sections, axis: tuple(np.split(x, indices_or_sections, axis)),
     vjp=_pieces_vjp,
+    dims=_split_dims,
     doc="``np.split``: equal sections (an int) or pieces between split points (a tuple); "
         "one result per piece."))
 
@@ -523,6 +665,7 @@ def _sg_split_like(x, *refs, axis):
 split_like_p = register(OpDef(
     "split_like", INJECTIVE, _split_like_rule, impl=_sg_split_like,
     vjp=_pieces_vjp,
+    dims=_split_like_dims,
     doc="Cut the first input into pieces sized like the other inputs along ``axis`` "
         "(their run-time sizes; used by the VJP of concatenate)."))
 
@@ -566,6 +709,7 @@ pad_p = register(OpDef(
     impl=lambda x, pad_width, constant_values: np.pad(x, pad_width,
                                                      constant_values=constant_values),
     vjp=_pad_vjp,
+    dims=_pad_dims,
     doc="Constant padding; ``pad_width`` is one (before, after) pair per axis."))
 
 
@@ -639,6 +783,7 @@ slice_p = register(OpDef(
     lambda types, attrs: (_sliced_shape(types[0][0], attrs["index"]), types[0][1]),
     impl=lambda x, index: x[_index_tuple(index)],
     vjp=lambda op, g: [slice_scatter(g[0], op.inputs[0], op.attrs["index"])],
+    dims=_slice_dims,
     doc="Basic indexing: ints, strided slices (negative steps too) and new axes."))
 
 
@@ -667,6 +812,7 @@ slice_scatter_p = register(OpDef(
     impl=lambda g, *ref, index, shape: _sg_slice_scatter(
         g, ref[0].shape if ref else shape, _index_tuple(index)),
     vjp=lambda op, g: [strided_slice(g[0], op.attrs["index"])] + [None] * (len(op.inputs) - 1),
+    dims=lambda input_dims, attrs, shapes: [input_dims[1] if len(input_dims) > 1 else None],
     doc="The cotangent of a slice written into zeros of the sliced input's shape (the run-time "
         "shape of the optional second input when dims are unknown)."))
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import PromotionWarning, ScopeError, ShapeError
+from ..ir.dims import Symbol
 from ..ir.location import user_stacklevel
 from ..ir.program import current_block, default_main_program
 from ..ir.value import Value, format_shape
@@ -15,16 +16,26 @@ from .core import SOURCE, Algebra, OpDef, bind, program_of, register
 from .initializers import default_init
 
 
-def _static_shape(shape, what, allow_unknown):
+def _static_shape(shape, what, allow_unknown, names=None):
+    """``shape`` as a tuple of ints and None (unknown); a named dim (a ``str`` identifier,
+    where ``names`` is a list) is None in the shape and its name goes into ``names``."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     if not isinstance(shape, (list, tuple)):
         raise TypeError(f"{what}: shape must be a list or tuple, got {type(shape).__name__}")
     out = []
     for d in shape:
+        if names is not None:
+            names.append(d if isinstance(d, str) else None)
+            if isinstance(d, str):
+                if not d.isidentifier():
+                    raise ShapeError(f"{what}: a named dim must be an identifier, got {d!r} "
+                                     f"in shape {list(shape)}")
+                out.append(None)
+                continue
         if isinstance(d, (bool, np.bool_)):
-            raise TypeError(f"{what}: dims must be ints or None, got the bool {d!r} in shape "
-                            f"{list(shape)}")
+            raise TypeError(f"{what}: dims must be ints{', names' if names is not None else ''}"
+                            f" or None, got the bool {d!r} in shape {list(shape)}")
         if d is None or (isinstance(d, (int, np.integer)) and d == -1):
             if not allow_unknown:
                 raise ShapeError(f"{what}: shape {list(shape)} must be fully known")
@@ -38,6 +49,16 @@ def _static_shape(shape, what, allow_unknown):
 
 def _declared(types, attrs):
     return attrs["shape"], attrs["dtype"]
+
+
+def _declared_dims(input_dims, attrs, shapes):
+    """A data input's dims: its named dims are the program's symbols of those names; its other
+    unknown dims are fresh anonymous ones."""
+    names = attrs.get("names")
+    if names is None:
+        return [None]
+    return [tuple(Symbol(name) if name is not None else d
+                  for name, d in zip(names, attrs["shape"]))]
 
 
 def _feed_only(**attrs):
@@ -58,7 +79,7 @@ def _uniform_value(op):
 
 
 data_p = register(OpDef(
-    "data", SOURCE, infer=_declared, impl=_feed_only, feedable=True,
+    "data", SOURCE, infer=_declared, impl=_feed_only, feedable=True, dims=_declared_dims,
     doc="A program input, fed at run time by name or position."))
 
 parameter_p = register(OpDef(
@@ -90,12 +111,17 @@ def _check_name(program, name):
 
 
 def data(name, shape, dtype="float32", stop_gradient=False):
-    """A program input. Unknown dims are ``None`` or ``-1`` (known when the program runs)."""
+    """A program input. A dim is an int, a name (``"batch"``: a symbolic dim, the same size
+    wherever the program names it) or ``None``/``-1`` (an anonymous symbolic dim); symbolic
+    dims are known when the program runs."""
     program = default_main_program()
     _check_name(program, name)
-    shape = _static_shape(shape, f"data {name!r}", allow_unknown=True)
-    value = bind(data_p, [], {"name": name, "shape": shape, "dtype": dtypes.as_dtype(dtype)},
-                 program=program)
+    names: list = []
+    shape = _static_shape(shape, f"data {name!r}", allow_unknown=True, names=names)
+    attrs = {"name": name, "shape": shape, "dtype": dtypes.as_dtype(dtype)}
+    if any(names):
+        attrs["names"] = tuple(names)
+    value = bind(data_p, [], attrs, program=program)
     value.name = name
     value.stop_gradient = stop_gradient
     program.inputs.append(value)

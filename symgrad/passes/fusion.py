@@ -542,7 +542,7 @@ def _emit_group(builder, members, number, exported):
         builder.block = outer
     block.yields = [builder.get(v) for v in exported]
     for index, (old, inner) in enumerate(zip(exported, block.yields)):
-        result = Value(program, inner.id, inner.shape, inner.dtype, op=fusion_op, index=index,
+        result = Value(program, inner.id, inner.dims, inner.dtype, op=fusion_op, index=index,
                        name=inner.name, stop_gradient=inner.stop_gradient)
         fusion_op.results.append(result)
         builder.alias(old, result)

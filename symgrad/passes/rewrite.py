@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..ir.graph import free_values, live_ops
 from ..ir.program import Program, copy_op
 from ..ir.value import Value
+from ..ops.core import result_dims
 from ..ops.fused import is_fusion
 
 __all__ = ["Rebuilder", "clone", "live_ops", "rewrites_inside"]
@@ -99,6 +100,10 @@ class Rebuilder:
         """Append a new one-result op (its type from the op's shape rule); with ``like``, the
         result takes that old Value's id, name and flags and stands for it."""
         types = opdef.infer_types([(v.shape, v.dtype) for v in inputs], attrs)
+        if like is not None and types[0][0] == like.shape:
+            types = [(like.dims, types[0][1])]
+        else:
+            types = result_dims(opdef, inputs, attrs, types)
         op = self.block.append_op(opdef, inputs, attrs, types, forward_op=forward_op)
         result = op.results[0]
         if like is not None:

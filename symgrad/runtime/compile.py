@@ -9,7 +9,7 @@ from ..ir.value import Value
 from ..ops.core import default_program_hint
 from ..ops.state import assignments, mark_commits
 from .compiled import CompiledProgram, output_specs
-from .dims import DimCheck
+from .dims import DimBinding
 from .feeds import build_signature
 from .options import CompileOptions
 from .standalone import ProgramState
@@ -68,7 +68,7 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     needed = ancestors_of(fetches)
     needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
     signature = build_signature(program, needed_sources)
-    dim_check = DimCheck.for_fetches(program, needed)   # before passes drop what they assumed
+    dim_check = DimBinding.for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]

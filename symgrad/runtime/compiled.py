@@ -30,7 +30,7 @@ class CompiledProgram:
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
                  fetches=(), dim_check=None, parameters=None, assigned=(), state=None):
         self._executable = executable
-        self._dim_check = dim_check   # runtime.dims.DimCheck, or None: no unknown dims
+        self._dim_check = dim_check   # runtime.dims.DimBinding, or None: no symbolic dims
         self.fetches = list(fetches)
         self.signature = signature
         self.outputs = outputs

@@ -1,141 +1,106 @@
-"""Run-time checks of what a program assumed about its unknown dims.
+"""The one binding of a program's symbolic dims, made from the feeds before anything runs.
 
-A program built with unknown dims (``None``) rests on assumptions its shape rules make about
-them: the unknown dims an elementwise op combines are equal, and an unknown dim that meets a
-known ``n`` is ``n``, never a broadcast 1 (the gradients were built that way: an input with an
-unknown dim gets its cotangent without a sum over that dim). NumPy would silently broadcast a
-fed 1, giving a gradient of the wrong shape, and disagreeing batch dims would fail deep inside
-generated code.
+A program's inputs declare their dims: ints, named symbols (``"batch"``) and anonymous ones
+(``None``). When ops were built, dims that had to be equal met through
+:func:`symgrad.ir.dims.unify`: two names that differ, or a name and a constant, were refused
+then; an anonymous dim (or an expression) that met another dim left a constraint, recorded on
+the program with the op that made it. At call time :class:`DimBinding`:
 
-Before a compiled program runs on a new set of input shapes, :class:`DimCheck` re-runs the
-shape rules of the ops that touch unknown dims on the run-time shapes, each formerly unknown
-dim a :class:`~symgrad.ops.core.RuntimeDim`, and raises :class:`~symgrad.errors.FeedError`
-naming the op and the line that built it when an assumption fails. Each distinct set of input
-shapes is checked once; later calls with the same shapes cost one dict lookup. Programs whose
-inputs have no unknown dim get no check at all.
+1. binds every symbol of the fed inputs to its size, once. A named dim fed two different sizes
+   is a :class:`~symgrad.errors.FeedError` naming the symbol, both inputs and both sizes
+   (``dim 'batch' is 6 in t but 8 in x``);
+2. checks every constraint of the ops the fetches need whose dims it can now evaluate, and
+   raises a FeedError naming the op, the line that built it, both dims and their sizes.
 
-Ops inside control-flow regions are not followed (their results count as unknown, and so do
-the ops that read them); fused groups of an optimized program are followed into.
+A program built assuming an anonymous dim is some other size (``x + y`` of ``[?0]`` and
+``[8]``: a dim known when it was built is never broadcast from a fed 1) is checked the same way.
+Each distinct set of fed shapes is bound once; later calls with the same shapes cost one dict
+lookup. Programs whose inputs have no symbolic dim get no binding at all.
 """
 from __future__ import annotations
 
-from ..errors import DTypeError, FeedError, ShapeError
+from ..errors import FeedError
+from ..ir.dims import Symbol, dim_text, evaluate
 from ..ir.graph import ancestors_of
-from ..ir.value import format_shape
-from ..ops.core import RuntimeDim
-from ..ops.fused import is_fusion
 
 MAX_CHECKED_SHAPES = 256   # distinct input-shape sets remembered as checked
 
 
-def _has_unknown(value) -> bool:
-    return None in value.shape
+def _top_level(op):
+    """The op of the global block that ``op`` is (or is nested in)."""
+    while op.block is not None and op.block.parent_op is not None:
+        op = op.block.parent_op
+    return op
 
 
-class DimCheck:
-    """``check(feeds)`` raises FeedError when the fed shapes break an assumption of the
-    program about its unknown dims (see the module docstring)."""
+class DimBinding:
+    """``binding(feeds) -> {Symbol: size}`` binds and checks the symbolic dims (see the module
+    docstring); a feed missing here is left to the feed check."""
 
-    def __init__(self, inputs, ops):
-        self.inputs = inputs          # data Values with an unknown dim, in signature order
-        self.ops = ops                # the ops to re-check, in program order
-        self.checked: set = set()
-
-    @classmethod
-    def for_fetches(cls, program, needed) -> "DimCheck | None":
-        """The check for computing the fetches whose ancestor ops are ``needed``: those ops
-        and the forward ops of the backward ops among them, with their ancestors (a gradient
-        may no longer read the input whose shape its forward op assumed)."""
-        if not any(map(_has_unknown, program.inputs)):
-            return None
-        forward = {op.forward_op for op in needed if op.forward_op is not None}
-        return cls.for_program(
-            program, needed | ancestors_of([v for op in forward for v in op.results]))
+    def __init__(self, inputs, constraints):
+        self.inputs = inputs              # (name, dims) of data inputs with a symbolic dim
+        self.constraints = constraints    # (Constraint, op name, its line or None), in order
+        self.bound: dict = {}             # fed shapes -> sizes
 
     @classmethod
-    def for_program(cls, program, ops=None) -> "DimCheck | None":
-        """The check for ``program`` restricted to ``ops`` (default: all its top-level ops),
-        or None when no data input has an unknown dim."""
-        inputs = [v for v in program.inputs if _has_unknown(v)]
+    def for_fetches(cls, program, needed) -> "DimBinding | None":
+        """The binding for computing the fetches whose ancestor ops are ``needed``: the
+        constraints of those ops and of the forward ops of the backward ops among them (a
+        gradient may no longer read the input whose dims its forward op assumed)."""
+        inputs = [(v.name, v.dims) for v in program.inputs if v.dims is not v.shape]
         if not inputs:
             return None
-        ops = program.ops if ops is None else [op for op in program.ops if op in ops]
-        touching = [op for op in ops if not op.opdef.feedable and (
-            op.blocks or any(map(_has_unknown, op.inputs))
-            or any(map(_has_unknown, op.results)))]
-        return cls(inputs, touching)
+        forward = {op.forward_op for op in needed if op.forward_op is not None}
+        ops = set(needed) | ancestors_of([v for op in forward for v in op.results])
+        constraints = [(c, op.name, op.loc) for c, op in program.dim_constraints
+                       if _top_level(op) in ops]
+        return cls(inputs, constraints)
 
-    def __call__(self, feeds) -> None:
-        key = tuple(getattr(feeds.get(v.name), "shape", None) for v in self.inputs)
-        if key in self.checked:
-            return
-        shapes = {value: tuple(map(int, shape)) for value, shape in zip(self.inputs, key)
-                  if shape is not None}
-        _propagate(self.ops, shapes)
-        if len(self.checked) >= MAX_CHECKED_SHAPES:
-            self.checked.clear()
-        self.checked.add(key)
+    def __call__(self, feeds) -> dict:
+        key = tuple(getattr(feeds.get(name), "shape", None) for name, _ in self.inputs)
+        sizes = self.bound.get(key)
+        if sizes is None:
+            sizes = self._bind(key)
+            if len(self.bound) >= MAX_CHECKED_SHAPES:
+                self.bound.clear()
+            self.bound[key] = sizes
+        return sizes
 
-
-def _shape_of(shapes, value):
-    """The run-time shape of ``value`` (ints), or None when it cannot be known here."""
-    shape = shapes.get(value)
-    if shape is None and not _has_unknown(value):
-        return value.shape
-    return shape
-
-
-def _propagate(ops, shapes) -> None:
-    for op in ops:
-        if op.blocks:
-            if is_fusion(op):
-                _propagate(op.blocks[0].ops, shapes)
-                for outer, inner in zip(op.results, op.blocks[0].yields):
-                    if inner in shapes:
-                        shapes[outer] = shapes[inner]
-            continue
-        input_shapes = [_shape_of(shapes, v) for v in op.inputs]
-        if None in input_shapes:
-            continue
-        try:
-            result = _infer(op, input_shapes)
-        except (ShapeError, DTypeError) as exc:
-            raise FeedError(_message(op, input_shapes, exc)) from None
-        except Exception:   # a rule that cannot take run-time shapes: nothing to check
-            continue
-        for value, (shape, _) in zip(op.results, result):
-            shapes[value] = _run_time_shape(op, value, tuple(shape), input_shapes)
+    def _bind(self, shapes) -> dict:
+        sizes: dict = {}
+        source: dict = {}
+        for (name, dims), shape in zip(self.inputs, shapes):
+            if shape is None or len(shape) != len(dims):
+                continue
+            for dim, size in zip(dims, shape):
+                if type(dim) is not Symbol:
+                    continue
+                size = int(size)
+                if dim in sizes and sizes[dim] != size:
+                    raise FeedError(f"dim {dim_text(dim)} is {size} in {name} but "
+                                    f"{sizes[dim]} in {source[dim]}")
+                sizes.setdefault(dim, size)
+                source.setdefault(dim, name)
+        for constraint, op_name, loc in self.constraints:
+            left = evaluate(constraint.left, sizes)
+            right = evaluate(constraint.right, sizes)
+            if left is not None and right is not None and left != right:
+                raise FeedError(_message(op_name, loc, constraint, left, right, source))
+        return sizes
 
 
-def _infer(op, input_shapes) -> list:
-    """The op's result types on run-time input shapes. Where a formerly unknown dim is 1, the
-    rule sees it as a :class:`RuntimeDim` (so that broadcasting it is refused); otherwise the
-    plain shapes go through the rule's memo (long programs repeat the same types)."""
-    types = [(shape, v.dtype) for shape, v in zip(input_shapes, op.inputs)]
-    if any(n == 1 and d is None for shape, v in zip(input_shapes, op.inputs)
-           for d, n in zip(v.shape, shape)):
-        marked = [(tuple(RuntimeDim(n) if d is None else n for d, n in zip(v.shape, shape)),
-                   v.dtype) for shape, v in zip(input_shapes, op.inputs)]
-        result = op.opdef.infer(marked, op.attrs)
-        return result if isinstance(result, list) else [result]
-    return op.opdef.infer_types(types, op.attrs)
+def _message(op_name, loc, constraint, left, right, source) -> str:
+    where = f" (built at {loc})" if loc else ""
 
+    def shown(dim, size):
+        if type(dim) is Symbol and dim in source:
+            return f"dim {dim_text(dim)} ({size} in {source[dim]})"
+        return f"dim {dim_text(dim)} (= {size})"
 
-def _run_time_shape(op, value, shape, input_shapes):
-    """``shape`` (from the rule on run-time shapes) as ints, or None when the rule could not
-    tell; a known dim the rule now computes differently is a FeedError."""
-    if len(shape) != len(value.shape) or None in shape:
-        return None
-    for axis, (static, now) in enumerate(zip(value.shape, shape)):
-        if static is not None and static != now:
-            raise FeedError(_message(op, input_shapes, ShapeError(
-                f"its result's dim {axis} would be {now} at run time, but the program was "
-                f"built for {static}")))
-    return tuple(map(int, shape))
-
-
-def _message(op, input_shapes, exc) -> str:
-    where = f" (built at {op.loc})" if op.loc else ""
-    shown = ", ".join(format_shape(s) for s in input_shapes)
-    return (f"the fed shapes do not fit the program: op {op.name}{where} gets inputs of "
-            f"shapes {shown} at run time: {exc}")
+    (dim, size), (other, other_size) = sorted(
+        [(constraint.left, left), (constraint.right, right)], key=lambda p: isinstance(p[0], int))
+    need = f"to be {other_size}" if isinstance(other, int) else \
+        f"and {shown(other, other_size)} to be equal"
+    return (f"the fed shapes do not fit the program: op {op_name}{where} needs "
+            f"{shown(dim, size)} {need} (a dim unknown when the program was built is never "
+            f"broadcast)")

@@ -62,8 +62,8 @@ def test_printer_shows_one_op_a_line_with_types_and_names():
     text = str(prog)
     lines = text.splitlines()
     assert len(lines) == len(prog.ops) + 2
-    assert "%x = data() : float32[?, 3]" in text
-    assert f"%{y.id} = tanh(%{y.op.inputs[0].id}) : float32[?, 3]" in text
+    assert "%x = data() : float32[?0, 3]" in text
+    assert f"%{y.id} = tanh(%{y.op.inputs[0].id}) : float32[?0, 3]" in text
     assert "init=" in text
 
 

@@ -49,10 +49,14 @@ class SegmentRenderer:
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
         self.c_dims: dict = {}          # value -> C dim expressions
         self.py_dims: dict = {}         # value -> Python dim expressions (host side)
+        self.symbols: dict = {}         # symbolic dim -> the C expression first giving it
         for value in self.inputs:
             k = self.arg[value]
             self.c_dims[value] = [f"sg_b[{k}].shape[{a}]" if d is None else str(d)
                                   for a, d in enumerate(value.shape)]
+            for a, dim in enumerate(value.dims):
+                if value.shape[a] is None:
+                    self.symbols.setdefault(dim, self.c_dims[value][a])
             self.py_dims[value] = [f"{python_name(value)}.shape[{a}]" if d is None else str(d)
                                    for a, d in enumerate(value.shape)]
 
@@ -62,17 +66,18 @@ class SegmentRenderer:
         return [str(dim) if source is None else table[source[0]][source[1]]
                 for dim, source in zip(plan.shape, plan.dim_sources)]
 
+    @staticmethod
+    def reduced_dims(plan, space) -> list:
+        """Dims of ``plan``'s reduced space (its epilogue's) given its space's dims."""
+        if plan.keepdims:
+            return ["1" if a in plan.axes else d for a, d in enumerate(space)]
+        return [d for a, d in enumerate(space) if a not in plan.axes]
+
     def result_dims(self, plan, space) -> dict:
         """Dims of each result of ``plan``'s op given its space's dims."""
-        out = {}
-        for value, is_map in zip(plan.op.results, plan.map_outputs):
-            if is_map:
-                out[value] = list(space)
-            elif plan.keepdims:
-                out[value] = ["1" if a in plan.axes else d for a, d in enumerate(space)]
-            else:
-                out[value] = [d for a, d in enumerate(space) if a not in plan.axes]
-        return out
+        reduced = self.reduced_dims(plan, space)
+        return {value: list(space) if is_map else reduced
+                for value, is_map in zip(plan.op.results, plan.map_outputs)}
 
     def host_shapes(self) -> dict:
         """Python shape expressions of the outputs, for the host's ``np.empty``."""
@@ -98,12 +103,19 @@ class SegmentRenderer:
             plan = member.plan
             space = self.space_dims(plan, self.c_dims)
             self.c_dims.update(self.result_dims(plan, space))
+            reduced = self.reduced_dims(plan, space)
+            loop_reads = {v for op in plan.loop_ops for v in op.inputs}
             for value in member.inputs:   # run-time dims must agree
-                lead = len(plan.shape) - value.ndim
+                # a value the loop reads aligns with the iteration space, one only the
+                # epilogue reads with the reduced space; a symbolic dim is one size anywhere
+                aligned = space if value in loop_reads else reduced
+                lead = len(aligned) - value.ndim
                 for axis, dim in enumerate(value.shape):
-                    want, got = space[lead + axis], self.c_dims[value][axis]
-                    if dim is None and want != got:
-                        checks.append((got, want, self.arg.get(value), axis))
+                    got = self.c_dims[value][axis]
+                    for want in (aligned[lead + axis], self.symbols.get(value.dims[axis])):
+                        if dim is None and want is not None and want != got and \
+                                (got, want, self.arg.get(value), axis) not in checks:
+                            checks.append((got, want, self.arg.get(value), axis))
             pointers = [self.pointer(value, temporaries) for value in member.inputs]
             allocate = []
             for value in plan.op.results:

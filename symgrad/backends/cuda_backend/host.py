@@ -26,7 +26,7 @@ from ..numpy_backend.codegen import Generator
 from ..numpy_backend.functions import _ranges
 from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.lowering import exact_ufunc
-from ..plan import dim_sources, structure as group_structure
+from ..plan import structure as group_structure
 from . import ctype
 from . import kernels as kernel_lowering
 
@@ -72,11 +72,11 @@ class HostGenerator(Generator):
         return f"CONSTANTS[{ascii(key)}]"
 
     # --- one kernel launch -----------------------------------------------------------------------
-    def dims(self, shape, captures) -> list[str]:
-        """Host expressions of ``shape``'s dims: literals, or a capture's run-time dim
-        (:func:`~symgrad.backends.plan.dim_sources`; scalars are 0-d, so never a source)."""
+    def dims(self, plan) -> list[str]:
+        """Host expressions of the dims of ``plan``'s iteration space: literals, or a capture's
+        run-time dim (``plan.dim_sources``; scalars are 0-d, so never a source)."""
         return [str(dim) if source is None else f"{self.expr(source[0])}.shape[{source[1]}]"
-                for dim, source in zip(shape, dim_sources(shape, captures))]
+                for dim, source in zip(plan.shape, plan.dim_sources)]
 
     def kernel_for(self, plan):
         """``(kernel, own, shared)``: the kernel that runs group ``plan.op`` (built, or, when
@@ -117,7 +117,7 @@ class HostGenerator(Generator):
             inner = op.blocks[0].ops if is_fusion(op) else [op]
             lines += [f"#   {comment(format_op_head(o))}" for o in inner]
         shape_var = self.namer.fresh("_shape")
-        lines.append(f"{shape_var} = {shape_code(self.dims(kernel.shape, op.inputs))}")
+        lines.append(f"{shape_var} = {shape_code(self.dims(plan))}")
         dims = [f"{shape_var}[{d}]" for d in range(len(kernel.shape))]
         buffers = op.attrs.get("_buffers") or (None,) * len(op.results)
         outputs = []
