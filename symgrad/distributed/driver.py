@@ -71,7 +71,7 @@ def _check_sharded_array(name, array, spec):
             f"sharded input {name!r} is chunked along axis {split[0]} "
             f"({len(array.chunks[split[0]])} chunks); map_reduce splits rows only: "
             f"rechunk it with {name}.rechunk({{{', '.join(f'{a}: -1' for a in split)}}})")
-    batch_free = dataclasses.replace(spec, shape=(None, *spec.shape[1:]))
+    batch_free = spec._replace(shape=(None, *spec.shape[1:]))
     check_feed(batch_free, np.empty((0, *array.shape[1:]), array.dtype))
     if spec.shape[0] is not None and any(n != spec.shape[0] for n in array.chunks[0]):
         raise ShardingError(f"input {name!r} has a fixed leading dim {spec.shape[0]}, but "
