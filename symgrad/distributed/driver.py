@@ -270,8 +270,9 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True, key=No
 
     Errors, raised before anything runs: an artifact path that ``sg.load`` refuses
     (:class:`~symgrad.ArtifactError`), ``key`` with anything but a path (``TypeError``), an
-    unknown input name or a missing required input (:class:`~symgrad.FeedError`), a feed of the wrong rank, dims or dtype kind
-    (:class:`~symgrad.FeedError` / :class:`~symgrad.FeedTypeError`), and
+    unknown input name or a missing required input (:class:`~symgrad.FeedError`), a feed of
+    the wrong rank, dims or dtype kind (:class:`~symgrad.FeedError` /
+    :class:`~symgrad.FeedTypeError`), and
     :class:`ShardingError` for inputs chunked along another axis, chunked unlike each other
     or of unknown chunk sizes, and for ``"concat"`` of a fetch whose leading dim is not the
     batch (a fetch that only shows this when it runs raises ``ValueError`` then).

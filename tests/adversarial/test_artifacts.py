@@ -22,7 +22,7 @@ import pytest
 import symgrad as sg
 from symgrad.cli import main
 from symgrad.runtime import artifact, standalone
-from tests.runtime.test_artifact import manifest_of, replace_file
+from tests.runtime.test_artifact import _rewrite_manifest, manifest_of, replace_file
 
 KEY = b"a key only the owner has"
 # executed by a module of the artifact, it proves that foreign code ran
@@ -125,13 +125,6 @@ def test_a_zero_generator_switches_no_comparison_off(saved, marker):
                                                "generates"):
         sg.load(saved)
     assert not marker.exists()
-
-
-def _rewrite_manifest(path, change):
-    manifest = manifest_of(path)
-    change(manifest)
-    with open(os.path.join(path, "manifest.json"), "w") as handle:
-        json.dump(manifest, handle)
 
 
 @pytest.mark.parametrize("generator", ["0" * 64, None, "missing"])
@@ -272,17 +265,14 @@ def test_cached_bytecode_that_is_not_the_verified_source_is_refused(saved, chang
                              doraise=True)   # as an import writes it: accepted
     standalone.load(saved)
     data = open(pyc, "rb").read()
-    if change == "last byte":        # a constant, a name or an instruction changed
-        data = data[:-1] + bytes([data[-1] ^ 1])
-    elif change == "header":
-        data = b"\0\0\0\0" + data[4:]
-    if change == "other python":
-        os.rename(pyc, pyc.replace(sys.implementation.cache_tag, "cpython-27"))
-    elif change == "other module":   # the bytecode of standalone.py, named as program.py's
-        os.rename(pyc, pyc.replace("standalone.", "program."))
+    renamed = {"other python": pyc.replace(sys.implementation.cache_tag, "cpython-27"),
+               "other module": pyc.replace("standalone.", "program.")}   # its bytes unchanged
+    if change in renamed:
+        os.rename(pyc, renamed[change])
     else:
-        with open(pyc, "wb") as handle:
-            handle.write(data)
+        with open(pyc, "wb") as handle:   # a constant, name or instruction; the magic number
+            handle.write(data[:-1] + bytes([data[-1] ^ 1]) if change == "last byte"
+                         else b"\0\0\0\0" + data[4:])
     with pytest.raises(sg.ArtifactError, match="__pycache__"):
         sg.load(saved)
     with pytest.raises(standalone.ArtifactIntegrityError, match="__pycache__"):

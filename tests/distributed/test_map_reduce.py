@@ -1,7 +1,6 @@
 """map_reduce's contract on Dask's local (threaded) scheduler: every kind of ``fn``, the
 reductions and their dtypes, empty chunks, ``compute=False``, what the workers run (only what
 ``sg.load`` checked, or code symgrad regenerated), and a clear error for every bad call."""
-import json
 import os
 import subprocess
 
@@ -16,7 +15,7 @@ import dask.array as da  # noqa: E402
 import symgrad as sg  # noqa: E402
 from symgrad.backends.c_backend import compiler  # noqa: E402
 from symgrad.distributed import ShardingError, map_reduce  # noqa: E402
-from symgrad.runtime import standalone  # noqa: E402
+from tests.runtime.test_artifact import _rewrite_manifest, replace_file  # noqa: E402
 
 from .programs import (LINEAR_REDUCE, linear_data, linear_model,  # noqa: E402
                        trained_linear_model)
@@ -229,21 +228,10 @@ def marker(tmp_path, monkeypatch):
     return path
 
 
-def _rewrite(path, rel, data):
-    """Replace ``rel`` with ``data`` and rewrite its hash and size in the manifest."""
-    with open(os.path.join(path, rel), "wb") as handle:
-        handle.write(data)
-    with open(os.path.join(path, "manifest.json")) as handle:
-        manifest = json.load(handle)
-    manifest["files"][rel] = standalone.sha256_hex(data)
-    manifest["sizes"][rel] = len(data)
-    with open(os.path.join(path, "manifest.json"), "w") as handle:
-        json.dump(manifest, handle)
-
-
 def _runner_with_marker(path):
+    """numpy/standalone.py with code that proves it ran; its hash and size rewritten."""
     with open(os.path.join(path, "numpy", "standalone.py"), "rb") as handle:
-        _rewrite(path, "numpy/standalone.py", MARKER_CODE + handle.read())
+        replace_file(path, "numpy/standalone.py", MARKER_CODE + handle.read())
 
 
 def test_a_loaded_artifact_ships_what_sg_load_checked(fn, data, tmp_path, marker):
@@ -263,11 +251,7 @@ def test_an_artifact_path_is_checked_as_sg_load_checks_it(fn, data, tmp_path, ma
     x, y, sharded = data
     path = fn.save(tmp_path / "linear")
     _runner_with_marker(path)
-    with open(os.path.join(path, "manifest.json")) as handle:
-        manifest = json.load(handle)
-    manifest["generator"] = "0" * 64
-    with open(os.path.join(path, "manifest.json"), "w") as handle:
-        json.dump(manifest, handle)
+    _rewrite_manifest(path, lambda manifest: manifest.update(generator="0" * 64))
     with pytest.raises(sg.ArtifactError, match="numpy/standalone.py is not what symgrad "
                                                "generates"):
         map_reduce(path, sharded, reduce=LINEAR_REDUCE)
@@ -301,14 +285,14 @@ def test_a_swapped_c_library_never_runs(data, tmp_path, marker):
     x, y, sharded = data
     fn = linear_model(backend="c")
     path = fn.save(tmp_path / "linear_c")
-    with open(os.path.join(path, "c", "program.so"), "ab") as handle:   # sg.load hash-checks the library too
-        handle.write(b"\0")
+    with open(os.path.join(path, "c", "program.so"), "ab") as handle:
+        handle.write(b"\0")   # sg.load hash-checks the library too
     with pytest.raises(sg.ArtifactError, match="'c/program.so' was modified"):
         sg.load(path)
     (tmp_path / "evil.c").write_text(LIBRARY_WITH_MARKER)
     subprocess.run([compiler.find_compiler(), "-shared", "-fPIC", "-o", str(tmp_path / "evil.so"),
                     str(tmp_path / "evil.c")], check=True)
-    _rewrite(path, "c/program.so", (tmp_path / "evil.so").read_bytes())
+    replace_file(path, "c/program.so", (tmp_path / "evil.so").read_bytes())
     loaded = sg.load(path)
     assert loaded.backend == "c"
     _assert_same(map_reduce(loaded, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))

@@ -275,7 +275,8 @@ def every_runner(compiled, template):
     the artifact's own runner (a copy of the file, with error classes of its own) run it."""
     own = runpy.run_path(os.path.join(template, "numpy", "standalone.py"))
     return {"compiled": compiled, "sg.load": sg.load(template),
-            "symgrad's runner": standalone.load(template), "artifact's runner": own["load"](template)}
+            "symgrad's runner": standalone.load(template),
+            "artifact's runner": own["load"](template)}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FEEDS))
