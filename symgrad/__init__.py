@@ -23,15 +23,17 @@ from .autodiff import ir_backward  # noqa: E402
 from .registry import custom_op, register_vjp, show_registry  # noqa: E402
 
 
-def load(path, backend=None, key=None):
+def load(path, backend=None, key=None, check_generated=True):
     """Load an AOT artifact saved with ``CompiledProgram.save``: checks its signature (with
-    ``key``), format, files and hashes, then runs code that symgrad generates from its
+    ``key``), format, files and hashes, and that its generated files are what this symgrad
+    generates from its ``program.json`` (``check_generated=False`` skips that comparison, for
+    an artifact of another symgrad version), then runs code that symgrad generates from its
     ``program.json`` (never the artifact's own files). ``backend``: None (the one it was saved
     for; a CUDA artifact falls back to NumPy with a warning where CuPy or a GPU is missing),
     ``"numpy"``, ``"cuda"`` or ``"interpreter"``. See ``symgrad.runtime.artifact.load``."""
     from .runtime.artifact import load as _load
 
-    return _load(path, backend=backend, key=key)
+    return _load(path, backend=backend, key=key, check_generated=check_generated)
 
 
 __all__ = [

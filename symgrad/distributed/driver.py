@@ -6,8 +6,8 @@ and the shared replicated inputs. The parts of all ``"sum"`` and ``"mean"`` fetc
 added by one tree of tasks (fan-in :data:`TREE_FAN_IN`; a handful of tasks, whatever the
 number of fetches), whose root divides the means by the rows and casts to the fetches'
 dtypes; the per-row outputs of ``"concat"`` fetches are joined into a Dask array chunked like
-the inputs. Everything the call can check without running the program is checked here,
-before anything is shipped.
+the inputs. A chunk of no rows is not run and contributes nothing. Everything the call can
+check without running the program is checked here, before anything is shipped.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import dask.array as da
 import numpy as np
 
 from ..errors import FeedError, SymgradError
+from ..ir.value import format_shape
 from ..ops.random import RNG_STEP
 from ..runtime.artifact import LoadedProgram, host_array
 from ..runtime.compiled import CompiledProgram
@@ -71,9 +72,9 @@ def _check_sharded_array(name, array, spec):
             f"sharded input {name!r} is chunked along axis {split[0]} "
             f"({len(array.chunks[split[0]])} chunks); map_reduce splits rows only: "
             f"rechunk it with {name}.rechunk({{{', '.join(f'{a}: -1' for a in split)}}})")
-    batch_free = dataclasses.replace(spec, shape=(None, *spec.shape[1:]))
+    batch_free = spec._replace(shape=(None, *spec.shape[1:]))
     check_feed(batch_free, np.empty((0, *array.shape[1:]), array.dtype))
-    if spec.shape[0] is not None and any(n != spec.shape[0] for n in array.chunks[0]):
+    if spec.shape[0] is not None and any(n not in (0, spec.shape[0]) for n in array.chunks[0]):
         raise ShardingError(f"input {name!r} has a fixed leading dim {spec.shape[0]}, but "
                             f"sharded[{name!r}] has {_shown_chunks(array.chunks[0])}")
 
@@ -170,27 +171,28 @@ class _Fetch:
     def result_dtype(self) -> np.dtype:
         return self.dtype if self.dtype.kind in "fc" else self.accumulator
 
+    @property
+    def empty_shape(self) -> tuple:
+        """The shape of the part a chunk of no rows gives (zeros, or no per-row outputs)."""
+        return (0, *self.shape[1:]) if self.mode == "concat" else self.shape
+
     def check(self, rows):
         """Refuse, before running anything, what the parts could not be reduced into."""
         if self.mode == "concat":
             if not self.shape or (self.shape[0] is not None
-                                  and any(n != self.shape[0] for n in rows)):
+                                  and any(n not in (0, self.shape[0]) for n in rows)):
                 raise ShardingError(
                     f"reduce='concat' needs per-row outputs, but {self.label} has shape "
-                    f"{_shape_text(self.shape)}, whose leading dim is not the batch (the "
+                    f"{format_shape(self.shape)}, whose leading dim is not the batch (the "
                     f"inputs have {_shown_chunks(rows)}); reduce it with 'sum' or 'mean'")
             known = self.shape[1:]
         else:
             known = self.shape
         if None in known:
             raise ShardingError(
-                f"{self.label} has shape {_shape_text(self.shape)} with unknown dims, which "
+                f"{self.label} has shape {format_shape(self.shape)} with unknown dims, which "
                 f"reduce={self.mode!r} cannot lay out"
                 + (" (per-row outputs need 'concat')" if self.mode != "concat" else ""))
-
-
-def _shape_text(shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
 def _fetches(outputs, modes, rows) -> list[_Fetch]:
@@ -233,7 +235,7 @@ def _concatenated(fetches, results, rows) -> list:
             for index, fetch in enumerate(fetches)]
 
 
-def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
+def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True, key=None):
     """Run ``fn`` data-parallel over the rows of Dask arrays and reduce its fetches.
 
     ``fn``: a compiled program, a loaded artifact or an artifact path. ``sharded``: input
@@ -249,7 +251,15 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     least float64, by a tree); integer and bool fetches follow NumPy (``sum`` in int64,
     ``mean`` in float64). A program that draws random numbers runs chunk ``k`` of ``K`` at
     step ``step * K + k`` (``step``: its ``rng_step`` as fed, or as its state holds it), as
-    if the chunks were ``K`` calls in a row: each chunk draws its own numbers.
+    if the chunks were ``K`` calls in a row: each chunk draws its own numbers. A chunk of no
+    rows is not run and contributes nothing (zeros to a ``"sum"`` or ``"mean"``, no rows to
+    a ``"concat"``).
+
+    What the workers run is always an artifact that the installed symgrad writes from the
+    program: a loaded artifact ships the program ``sg.load`` verified and compiled from its
+    ``program.json`` (never its files), and an artifact path is first loaded with
+    ``sg.load(path, key=key)``, every check included. ``key`` (bytes or str; only with a
+    path): the key the artifact must be signed with.
 
     Returns the list of fetches as NumPy arrays, or as Dask arrays with ``compute=False``.
     The graph runs on the active scheduler: a ``dask.distributed.Client`` if one is the
@@ -258,14 +268,16 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     scheduler. Workers run the artifact's standalone module and need
     NumPy and Dask, not symgrad.
 
-    Errors, raised before anything runs: an unknown input name or a missing required input
-    (:class:`~symgrad.FeedError`), a feed of the wrong rank, dims or dtype kind
-    (:class:`~symgrad.FeedError` / :class:`~symgrad.FeedTypeError`), and
+    Errors, raised before anything runs: an artifact path that ``sg.load`` refuses
+    (:class:`~symgrad.ArtifactError`), ``key`` with anything but a path (``TypeError``), an
+    unknown input name or a missing required input (:class:`~symgrad.FeedError`), a feed of
+    the wrong rank, dims or dtype kind (:class:`~symgrad.FeedError` /
+    :class:`~symgrad.FeedTypeError`), and
     :class:`ShardingError` for inputs chunked along another axis, chunked unlike each other
     or of unknown chunk sizes, and for ``"concat"`` of a fetch whose leading dim is not the
     batch (a fetch that only shows this when it runs raises ``ValueError`` then).
     """
-    shipped = artifact_payload(fn)
+    shipped = artifact_payload(fn, key)
     specs = {spec.name: spec for spec in shipped.inputs}
     sharded, rows = _checked_sharded(sharded, specs)
     if isinstance(replicated, Mapping):
@@ -281,7 +293,7 @@ def map_reduce(fn, sharded, replicated=None, reduce="mean", compute=True):
     artifact_node = ship_artifact(client, shipped)
     replicated_node = ship(replicated) if replicated else {}
     plan = {"sharded": list(sharded),
-            "fetches": [(f.mode, f.accumulator.name, f.label) for f in fetches],
+            "fetches": [(f.mode, f.accumulator.name, f.label, f.empty_shape) for f in fetches],
             "step": RNG_STEP if RNG_STEP in specs and RNG_STEP not in sharded else None,
             "chunks": len(rows)}
     blocks = [array.to_delayed(optimize_graph=False).ravel() for array in sharded.values()]

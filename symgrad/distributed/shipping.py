@@ -1,7 +1,9 @@
 """Getting a program and its shared inputs to the Dask workers, once.
 
 * :func:`artifact_payload`: the artifact of a compiled program, a loaded artifact or an
-  artifact path, as a payload of plain bytes (its files by relative path) plus its signature.
+  artifact path, as a payload of plain bytes (its files by relative path) plus its signature:
+  always an artifact that the installed symgrad writes from the program's ``program.json``
+  (a loaded artifact's files are never shipped, nor read again from its path).
 * :func:`ship_artifact`: the artifact installed once on every worker of a
   ``dask.distributed`` cluster by a worker plugin (tasks carry only its digest), or one graph
   node for the local schedulers; :func:`ship`: a value every task of one call shares, as one
@@ -26,14 +28,14 @@ import dask
 
 from ..runtime import artifact
 from ..runtime.compiled import CompiledProgram
-from ..runtime.feeds import InputSpec, OutputSpec
 from . import worker
 
 
 @dataclasses.dataclass(frozen=True)
 class ArtifactPayload:
     """An artifact ready to ship: ``payload`` (what the workers get: ``digest``, the manifest's
-    ``standalone`` ``entry`` and every file's bytes), and the signature read from its manifest."""
+    ``standalone`` ``entry`` and every file's bytes), and the program's signature (``inputs``,
+    ``outputs``: InputSpecs and OutputSpecs)."""
 
     payload: dict
     inputs: list
@@ -53,42 +55,48 @@ class ArtifactPayload:
         return sum(len(data) for data in self.payload["files"].values())
 
 
-def _payload_from_path(path) -> ArtifactPayload:
-    """Verify the artifact at ``path`` (format, listing and every hash) and read its files,
-    once (:func:`artifact.verified_files`)."""
-    manifest, files = artifact.verified_files(path)
+def _payload_from_compiled(compiled) -> ArtifactPayload:
+    """Save ``compiled`` to a private temporary folder and read the artifact back, once
+    (:func:`artifact.verified_files`)."""
+    with tempfile.TemporaryDirectory(prefix="symgrad-ship-") as folder:
+        manifest, files = artifact.verified_files(
+            compiled.save(os.path.join(folder, "artifact")))
     digest = hashlib.sha256()
     for rel in sorted(files):
         digest.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(files[rel]).digest())
     payload = {"digest": digest.hexdigest()[:32], "entry": dict(manifest["standalone"]),
                "files": files}
-    return ArtifactPayload(payload, [InputSpec.from_json(obj) for obj in manifest["inputs"]],
-                           [OutputSpec.from_json(obj) for obj in manifest["outputs"]])
-
-
-def _payload_from_compiled(compiled) -> ArtifactPayload:
-    with tempfile.TemporaryDirectory(prefix="symgrad-ship-") as folder:
-        return _payload_from_path(compiled.save(os.path.join(folder, "artifact")))
+    return ArtifactPayload(payload, list(compiled.signature), list(compiled.outputs))
 
 
 _PAYLOADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def artifact_payload(fn) -> ArtifactPayload:
-    """The payload of ``fn``: a :class:`~symgrad.CompiledProgram` (saved once and
-    remembered for as long as it lives), a loaded artifact (read again from its path) or the
-    path of an artifact (a directory or a zip)."""
-    if isinstance(fn, CompiledProgram):
-        payload = _PAYLOADS.get(fn)
-        if payload is None:
-            payload = _PAYLOADS[fn] = _payload_from_compiled(fn)
-        return payload
-    if isinstance(fn, artifact.LoadedProgram):
-        return _payload_from_path(fn.path)
+def artifact_payload(fn, key=None) -> ArtifactPayload:
+    """The payload of ``fn``, saved by symgrad from the program it runs (once per
+    :class:`~symgrad.CompiledProgram`, remembered for as long as that lives):
+
+    * a compiled program: its artifact;
+    * a loaded artifact (``sg.load(path)``): the artifact of the program ``sg.load`` compiled
+      from its verified ``program.json``, never its files (which may have changed on disk
+      since, or hold binaries that ``sg.load`` cannot check, such as a C library);
+    * an artifact path: loaded first with ``sg.load(path, key=key)``, every check included
+      (``key``: the key it must be signed with), then as a loaded artifact.
+    """
     if isinstance(fn, (str, os.PathLike)):
-        return _payload_from_path(os.fspath(fn))
-    raise TypeError(f"fn must be a compiled program, a loaded artifact or an artifact path, "
-                    f"got {type(fn).__name__}")
+        fn = artifact.load(os.fspath(fn), key=key)
+    elif key is not None:
+        raise TypeError(f"key= is the key an artifact path must be signed with; "
+                        f"fn is a {type(fn).__name__}, whose artifact symgrad saves itself "
+                        f"(check a signed artifact with sg.load(path, key=...))")
+    compiled = fn.compiled if isinstance(fn, artifact.LoadedProgram) else fn
+    if not isinstance(compiled, CompiledProgram):
+        raise TypeError(f"fn must be a compiled program, a loaded artifact or an artifact "
+                        f"path, got {type(fn).__name__}")
+    payload = _PAYLOADS.get(compiled)
+    if payload is None:
+        payload = _PAYLOADS[compiled] = _payload_from_compiled(compiled)
+    return payload
 
 
 # --- the scheduler ---------------------------------------------------------------------------

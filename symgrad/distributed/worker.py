@@ -163,21 +163,27 @@ def run_chunk(artifact, replicated, plan, chunk, *blocks):
 
     ``artifact``: the payload (see the module docstring). ``replicated``: feeds by name that
     every chunk shares. ``plan``: ``{"sharded": the names of blocks, "fetches": [(reduce,
-    accumulator dtype name, label)] per fetch, "step": the name of the program's random-number
-    step counter or None, "chunks": how many chunks there are}``. ``blocks``: this chunk of
-    every sharded input, in ``plan["sharded"]`` order, all with the same rows. ``parts`` holds
-    the contribution of every ``"sum"``/``"mean"`` fetch (see :func:`_part`), ``per_row`` the
-    output of every ``"concat"`` fetch, each in fetch order. A program that draws random
-    numbers runs at the step :func:`chunk_step` gives.
+    accumulator dtype name, label, shape of an empty chunk's part)] per fetch, "step": the name
+    of the program's random-number step counter or None, "chunks": how many chunks there
+    are}``. ``blocks``: this chunk of every sharded input, in ``plan["sharded"]`` order, all
+    with the same rows. ``parts`` holds the contribution of every ``"sum"``/``"mean"`` fetch
+    (see :func:`_part`), ``per_row`` the output of every ``"concat"`` fetch, each in fetch
+    order. A program that draws random numbers runs at the step :func:`chunk_step` gives. A
+    chunk of no rows is not run: it contributes zeros and no rows (a program's mean over no
+    rows would be NaN, and NaN times no rows is still NaN).
     """
-    run = entry_function(artifact)
-    feeds = dict(replicated)
-    feeds.update(zip(plan["sharded"], blocks))
-    if plan["step"] is not None:
-        feeds[plan["step"]] = chunk_step(artifact, feeds, plan["step"], chunk, plan["chunks"])
     rows = np.shape(blocks[0])[0]
+    if rows:
+        feeds = dict(replicated)
+        feeds.update(zip(plan["sharded"], blocks))
+        if plan["step"] is not None:
+            feeds[plan["step"]] = chunk_step(artifact, feeds, plan["step"], chunk,
+                                             plan["chunks"])
+        outputs = entry_function(artifact)(**feeds)
+    else:
+        outputs = [np.zeros(shape, accumulator) for _, accumulator, _, shape in plan["fetches"]]
     parts, per_row = [], []
-    for output, (mode, accumulator, label) in zip(run(**feeds), plan["fetches"]):
+    for output, (mode, accumulator, label, _) in zip(outputs, plan["fetches"]):
         if mode == "concat":
             per_row.append(_per_row(output, rows, label))
         else:

@@ -22,14 +22,18 @@ An artifact is a directory (or, for a path ending in ``.zip``, a zip of the same
 other file is derived from it. :func:`load` executes only code that the installed symgrad
 generates from ``program.json``: it regenerates the NumPy module (and its backend's code: the
 CUDA sources, the C program, which it compiles) and runs what it generated, never a file of the
-artifact (built binaries, cubins or a C library, are for the standalone runner). When the artifact was written by this
-very symgrad build (same generator fingerprint), the regenerated files, the constants table
-and the entry points must also equal the artifact's, so a modified ``numpy/program.py`` (the
-file the standalone runner executes) is refused. The signature, inputs and outputs in the
-manifest are always cross-checked with ``program.json``, every listed file's size and sha256
-are checked (sizes before reading, hashes in chunks), and a file the manifest does not list
-(``__pycache__`` included) is refused. Hashes stored next to the files detect corruption, not
-tampering: whoever can rewrite the files can rewrite the hashes. A signed artifact
+artifact (built binaries, cubins or a C library, are for the standalone runner). The
+regenerated files, the constants table, the entry points and the listed files must also equal
+the artifact's, so a modified ``numpy/program.py`` or ``numpy/standalone.py`` (the files the
+standalone runner executes) is refused; no manifest field turns this off (an artifact of
+another symgrad version, whose generated files differ, loads only when the caller passes
+``check_generated=False``). The signature, inputs and outputs in the manifest are always
+cross-checked with ``program.json``, every listed file's size and sha256 are checked (sizes
+before reading, hashes in chunks), and a file the manifest does not list is refused, but for
+a ``__pycache__/*.pyc`` that is the compilation of a verified module of the artifact (what
+Python's import system writes when that module is imported). Hashes stored next to the
+files detect corruption, not tampering: whoever can rewrite the files can rewrite the
+hashes. A signed artifact
 (``key=``) is authenticated: its manifest's HMAC is checked before anything else, and the
 manifest holds the hash of every file. Loading an unsigned artifact with symgrad runs only
 symgrad's code, but the program it computes is whatever ``program.json`` says; running an
@@ -72,7 +76,7 @@ from ..ops.state import split_state_fetches, with_parameter_values
 from ..version import __version__
 from . import standalone
 from .compiled import output_specs
-from .feeds import InputSpec, OutputSpec, build_signature
+from .feeds import build_signature
 from .options import CompileOptions, checked_option, option_schema
 
 PROGRAM_FILE = "program.json"
@@ -524,19 +528,22 @@ def _open_files(path):
     path = os.fspath(path)
     if os.path.isdir(path):
         return standalone.DirectoryFiles(path)
-    if os.path.isfile(path):
+    if os.path.isfile(path) and (path.endswith(".zip") or zipfile.is_zipfile(path)):
         return _ZipFiles(path)
+    if os.path.exists(path):
+        raise ArtifactError(f"{path!r} is not a symgrad artifact: an artifact is the directory "
+                            f"that fn.save(path) writes, or a zip of it")
     raise ArtifactError(f"no artifact at {path!r}")
 
 
 def _verified(path, key, keep=True):
     """``(files, manifest, contents)`` of the artifact at ``path`` after the signature (with
-    ``key``), the format, the listing, every size and every hash were checked."""
+    ``key``), the format, the listing, every size and every hash (and any cached bytecode of
+    its modules) were checked."""
     files = _open_files(path)
     with _artifact_errors(path):
         manifest = standalone.read_manifest(files, key)
-        standalone.check_listing(files, manifest)
-        contents = standalone.verify_files(files, manifest, keep=keep)
+        contents = standalone.verify_artifact(files, manifest, keep=keep)
     return files, manifest, contents
 
 
@@ -572,8 +579,9 @@ class LoadedProgram:
     ``"numpy"``, ``"cuda"`` or ``"interpreter"``), ``source`` (the module symgrad generated
     from program.json and runs), ``kernels`` (CUDA sources by name, if any), ``compiled``
     (the :class:`~symgrad.runtime.compiled.CompiledProgram` that runs), ``checked_files``
-    (whether the artifact's generated files were compared with the regenerated ones: true
-    when this symgrad build wrote it), ``manifest`` and ``path``.
+    (whether all the artifact's generated files were compared with the regenerated ones:
+    false with ``check_generated=False``, and for a C artifact where no C compiler builds
+    its code), ``manifest`` and ``path``.
     """
 
     def __init__(self, path, manifest, compiled, program, fetches, signature, outputs, kernels,
@@ -649,16 +657,6 @@ def _parse_program(contents, path):
         raise ArtifactError(f"artifact {path!r}: program.json: {exc}") from None
 
 
-def _specs(manifest, path):
-    try:
-        signature = [InputSpec.from_json(obj) for obj in manifest["inputs"]]
-        outputs = [OutputSpec.from_json(obj) for obj in manifest["outputs"]]
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ArtifactError(f"artifact {path!r}: malformed signature in manifest.json ({exc})") \
-            from None
-    return signature, outputs
-
-
 def _cross_check_signature(path, signature, outputs, program, fetches):
     """The manifest's inputs and outputs must be what program.json implies: each input or
     parameter of the program listed with its type and whether the fetches need it; other
@@ -687,9 +685,22 @@ def _cross_check_signature(path, signature, outputs, program, fetches):
                             f"program.json's fetches")
 
 
+def _another_build(manifest) -> str:
+    """What a refusal adds when the manifest says that another symgrad build wrote the
+    artifact (only said: the manifest is not trusted, and this steers no check)."""
+    if manifest.get("generator") == library_fingerprint():
+        return ""
+    versions = manifest.get("versions")
+    named = versions.get("symgrad") if isinstance(versions, dict) else None
+    return (f"; its manifest says another symgrad build saved it (symgrad {named!r}): to run "
+            f"the program of its program.json with what this symgrad generates, load it with "
+            f"check_generated=False")
+
+
 def _compare_with_regenerated(path, manifest, contents, generated):
     """The artifact must be exactly what this symgrad build makes of its program.json: the
-    generated files, the constants table, the entry points and the listed files."""
+    generated files, the constants table, the entry points and the listed files. Made
+    whatever the manifest says (its ``generator`` only shapes the message)."""
     tree = _Tree()
     store = _ConstantStore(tree)
     by_digest = {digest: rel for rel, digest in manifest["files"].items()
@@ -698,12 +709,13 @@ def _compare_with_regenerated(path, manifest, contents, generated):
     for rel, data in tree.data.items():
         if contents.get(rel) != data:
             raise ArtifactError(f"artifact {path!r}: {rel} is not what symgrad generates from "
-                                f"program.json (the artifact was modified after it was saved)")
+                                f"program.json (the artifact was modified after it was saved)"
+                                f"{_another_build(manifest)}")
     for name in set(table) | set(manifest["constants"]):
         digest = tree.hashes.get(table.get(name, ""))
         if digest is None or by_digest.get(digest) != manifest["constants"].get(name):
             raise ArtifactError(f"artifact {path!r}: manifest.json's constants table does not "
-                                f"match program.json (entry {name!r})")
+                                f"match program.json (entry {name!r}){_another_build(manifest)}")
     backend = generated.backend
     listed = manifest["entry_points"].get(backend.name)
     binaries = set()
@@ -722,7 +734,7 @@ def _compare_with_regenerated(path, manifest, contents, generated):
     if manifest["entry_points"] != expected_points or \
             manifest.get("standalone") != expected_points["standalone"]:
         raise ArtifactError(f"artifact {path!r}: manifest.json's entry points are not the "
-                            f"ones symgrad writes")
+                            f"ones symgrad writes{_another_build(manifest)}")
     known = set(tree.hashes) | set(by_digest.values()) | {PROGRAM_FILE} | binaries
     unexpected = sorted(set(manifest["files"]) - known)
     if unexpected:
@@ -758,7 +770,7 @@ def _runner(path, generated, program, fetches, backend, requested):
     return generated.native
 
 
-def load(path, backend=None, key=None) -> LoadedProgram:
+def load(path, backend=None, key=None, check_generated=True) -> LoadedProgram:
     """Verify and load the artifact at ``path`` (see the module docstring for what is
     checked and what runs).
 
@@ -767,7 +779,12 @@ def load(path, backend=None, key=None) -> LoadedProgram:
     that backend cannot run (no CuPy or CUDA device; no C compiler to build the regenerated C
     program). ``"numpy"`` or ``"interpreter"`` choose those; the artifact's own backend
     insists (an error where it cannot run). ``key`` (bytes or str): the artifact must be
-    signed with it (HMAC-SHA256 of its manifest, checked before anything else is read)."""
+    signed with it (HMAC-SHA256 of its manifest, checked before anything else is read).
+    ``check_generated``: the artifact's generated files, constants table, entry points and
+    listing must be what this symgrad generates from its ``program.json``; ``False`` (for an
+    artifact saved by another symgrad version, whose generated files differ) loads it
+    without that comparison, which nothing in the artifact can choose. Either way only what
+    this symgrad generates from ``program.json`` runs."""
     if backend not in (None, *BACKENDS):
         raise ValueError(f"backend must be None or one of {', '.join(BACKENDS)}, "
                          f"got {backend!r}")
@@ -777,7 +794,8 @@ def load(path, backend=None, key=None) -> LoadedProgram:
         raise ArtifactError(f"artifact {path!r}: manifest.json names an unknown backend "
                             f"{artifact_backend!r}")
     options = _options_from_json(manifest.get("options"))
-    signature, outputs = _specs(manifest, path)
+    with _artifact_errors(path):
+        signature, outputs = standalone.signature_from_manifest(manifest)
     program, fetches = _parse_program(contents, path)
     _cross_check_signature(path, signature, outputs, program, fetches)
     try:
@@ -788,10 +806,12 @@ def load(path, backend=None, key=None) -> LoadedProgram:
     if manifest.get("state", []) != generated.numpy.assigned:
         raise ArtifactError(f"artifact {path!r}: manifest.json's state (the assigned "
                             f"parameters) differs from program.json's")
-    same_generator = manifest.get("generator") == library_fingerprint()
-    if same_generator:
+    if check_generated:
         _compare_with_regenerated(path, manifest, contents, generated)
     compiled = _runner(path, generated, program, fetches, artifact_backend, backend)
     kernels = generated.native.kernels if generated.native is not None else {}
+    # the backend's own files were compared too unless it cannot build here (no C compiler)
+    compared = check_generated and (generated.native is not None
+                                    or generated.backend.artifact_files is None)
     return LoadedProgram(os.fspath(path), manifest, compiled, program, fetches, signature,
-                         outputs, kernels, same_generator)
+                         outputs, kernels, compared)

@@ -8,17 +8,22 @@ symgrad copies this file into every artifact as ``numpy/standalone.py`` (the man
     model = runner["load"]("my_artifact", key=KEY)  # key: the bytes the artifact was signed with
     outputs = model(x=x_array)                      # feeds by name (or by position)
 
+The artifact's own copy may also be imported (``import standalone`` with the artifact's
+``numpy`` folder on ``sys.path``, or through ``importlib``) and its ``run`` called.
+
 ``load`` checks, before any code of the artifact runs: the HMAC-SHA256 signature of
 ``manifest.json`` when a key is given (an unsigned or re-signed artifact is refused), the
-format version, that the artifact holds no file the manifest does not list (a
-``__pycache__`` folder included: Python's import system would run cached bytecode from it),
-each file's declared size (before reading it) and sha256 (read in chunks); then it executes
-the verified bytes of the generated module (never a cached ``.pyc``; the helper modules it
-imports, ``entry_points.numpy.imports``, become members of a package of its own; for an
-artifact of the C backend, its host module, which calls the artifact's compiled library
-through ctypes, or the NumPy module where that library does not load), fills its
-``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each feed against
-the signature (name, rank, known dims, dtype kind) before calling the module's entry function.
+format version, that the artifact holds no file the manifest does not list, each file's
+declared size (before reading it) and sha256 (read in chunks), and that a ``.pyc`` in a
+``__pycache__`` folder (Python's import system writes one when this file is imported, and
+would run it on a later import) is the compilation of the verified source of its module;
+then it executes the verified bytes of the generated module (never a cached ``.pyc``; the
+helper modules it imports, ``entry_points.numpy.imports``, become members of a package of
+its own; for an artifact of the C backend, its host module, which calls the artifact's
+compiled library through ctypes, or the NumPy module where that library does not load),
+fills its ``CONSTANTS`` from ``constants/*.npy`` (``allow_pickle=False``) and checks each
+feed against the signature (name, rank, known dims, dtype kind) before calling the module's
+entry function.
 
 Trust: the artifact's own copy of this file is part of the artifact, so running it
 (``runpy.run_path("my_artifact/numpy/standalone.py")["run"](x=...)``) trusts the artifact,
@@ -27,29 +32,36 @@ tampering, sign the artifact (``fn.save(path, key=KEY)``) and load it with a cop
 file taken from your symgrad installation, as above. ``symgrad.load`` never runs the
 artifact's code at all (it regenerates the module from ``program.json``).
 
-``symgrad.runtime.artifact`` imports the checking helpers from here, so ``symgrad.load`` and
-the standalone runner enforce the same rules.
+``symgrad.runtime.artifact`` imports the checking helpers from here, and symgrad checks the
+feeds of every compiled program with this file's :func:`bind_feeds`, so ``symgrad.load``
+and the standalone runner enforce the same rules and raise errors of the same types with
+the same messages.
 """
 from __future__ import annotations
 
 import collections
 import hashlib
 import hmac
+import importlib.util
 import io
 import json
 import linecache
+import marshal
 import os
 import platform
+import re
 import sys
 import tempfile
 import threading
 import types
+import typing
 from collections.abc import Mapping
 
 import numpy as np
 
 FORMAT_NAME = "symgrad-artifact"
 FORMAT_VERSION = 3            # the newest format this runner reads
+MIN_FORMAT_VERSION = 2        # the oldest (format 1 gave no sizes, which every check needs)
 STATE_FORMAT_VERSION = 3      # artifacts of programs with state (module STATE, manifest "state")
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.hmac"          # hex HMAC-SHA256 of manifest.json's bytes, when signed
@@ -64,6 +76,20 @@ class ArtifactIntegrityError(ValueError):
 
 class MissingFile(ArtifactIntegrityError):
     """A file the manifest lists (or the manifest itself) is not in the artifact."""
+
+
+# The feed check below is symgrad's own (symgrad.runtime.feeds re-exports it): as part of
+# symgrad it raises symgrad's error classes; a copy of this file (an artifact's runner, your
+# runner.py), which cannot import symgrad, raises classes of the same names and builtin bases.
+if __package__ == "symgrad.runtime":
+    from ..errors import FeedError, FeedTypeError
+else:
+    class FeedError(ValueError):
+        """A feed does not match the program's signature (missing, unknown, wrong rank or
+        size)."""
+
+    class FeedTypeError(TypeError):
+        """A feed has the wrong dtype kind for its input."""
 
 
 # --- paths and files -------------------------------------------------------------------------
@@ -170,6 +196,10 @@ def read_manifest(files, key=None) -> dict:
     version = manifest.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ArtifactIntegrityError(f"manifest.json has an invalid format_version {version!r}")
+    if version < MIN_FORMAT_VERSION:
+        raise ArtifactIntegrityError(
+            f"artifact format version {version} is no longer read (its manifest gives no file "
+            f"sizes); save the program again")
     if version > FORMAT_VERSION:
         raise ArtifactIntegrityError(
             f"artifact format version {version} is newer than this runtime reads "
@@ -195,7 +225,7 @@ def _check_layout(manifest):
     entry = manifest.get("entry_points")
     entry = entry.get("numpy") if isinstance(entry, dict) else None
     files = manifest.get("files")
-    sizes = manifest.get("sizes", {})
+    sizes = manifest.get("sizes")
     checks = {
         "files": isinstance(files, dict) and all(isinstance(v, str) for v in files.values()),
         "sizes": isinstance(sizes, dict) and all(
@@ -215,35 +245,130 @@ def _check_layout(manifest):
     broken = [name for name, ok in checks.items() if not ok]
     if broken:
         raise ArtifactIntegrityError(f"manifest.json is malformed: bad {', '.join(broken)}")
-    if manifest["format_version"] >= 2 and set(sizes) != set(files):
+    if set(sizes) != set(files):
         raise ArtifactIntegrityError("manifest.json is malformed: 'sizes' must give the size "
                                      "of every listed file")
 
 
-def check_listing(files, manifest) -> None:
-    """Refuse any entry of the artifact that the manifest does not list."""
+def verify_artifact(files, manifest, keep=True) -> dict:
+    """Every check of an artifact's files, in order: the listing (:func:`check_listing`),
+    each listed file's size and sha256 (:func:`verify_files`), then any cached bytecode of a
+    listed module (:func:`check_cached_bytecode`). Returns ``{path: bytes}`` of the listed
+    files (``{path: size}`` when ``keep`` is false)."""
+    cached = check_listing(files, manifest)
+    modules = {module for module, _, _ in cached.values()}
+    contents = verify_files(files, manifest, keep=True if keep else modules)
+    for rel, (module, tag, optimization) in sorted(cached.items()):
+        check_cached_bytecode(files, rel, module, contents[module], tag, optimization)
+    if not keep:
+        contents.update((module, len(contents[module])) for module in modules)
+    return contents
+
+
+# <folder>/__pycache__/<name>.<cache tag>[.opt-<level>].pyc: Python's cached bytecode of
+# <folder>/<name>.py (importlib.util.cache_from_source)
+_CACHED_BYTECODE = re.compile(r"(?P<folder>(?:[^/]+/)*)__pycache__/(?P<name>[^./]+)"
+                              r"\.(?P<tag>[^./]+)(?:\.opt-(?P<level>[12]))?\.pyc\Z")
+
+
+def check_listing(files, manifest) -> dict:
+    """Refuse any entry of the artifact that the manifest does not list, except the cached
+    bytecode Python's import system writes for a listed module (an artifact's runner may be
+    imported): those are returned as ``{pyc path: (module path, cache tag, optimization
+    level)}``, for :func:`check_cached_bytecode` to check once the module is verified."""
     allowed = set(manifest["files"]) | {MANIFEST, SIGNATURE}
     for rel in manifest["files"]:   # the folders holding listed files (zip folder entries)
         parts = rel.split("/")
         allowed.update("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    cached = {}
     for rel in sorted(files.entries()):
         if rel in allowed:
             continue
-        hint = (" (Python's import system writes cached bytecode there, and would run it: load "
-                "artifacts with symgrad.load or runpy.run_path, and delete that folder)"
-                if "__pycache__" in rel.split("/") else "")
+        match = _CACHED_BYTECODE.match(rel)
+        module = match and f"{match['folder']}{match['name']}.py"
+        if module in manifest["files"]:
+            cached[rel] = (module, match["tag"], int(match["level"] or 0))
+            continue
         raise ArtifactIntegrityError(f"{rel!r} is in the artifact but not listed in its "
-                                     f"manifest{hint}")
+                                     f"manifest")
+    return cached
+
+
+def check_cached_bytecode(files, rel, module, source, tag, optimization) -> None:
+    """Accept the ``.pyc`` file ``rel`` only if it is the compilation of ``source``, the
+    verified bytes of ``module``, by this Python (``tag``: the cache tag in its name), as its
+    import system writes it for the module at its path here: running it then runs exactly
+    the verified source. Anything else is refused, since the import system would run it.
+
+    A .pyc is the marshalled code object after a 16-byte header. Marshal output varies with
+    the state of the interpreter that wrote it (whether a one-character string was interned
+    yet), so the comparison is made in two steps: its bytes must equal those of the
+    compilation here except in the interned flags of strings, and only then are both
+    unmarshalled (marshal is not meant for hostile bytes) and marshalled again here, which
+    must give equal bytes."""
+    refused = (f"{rel!r} is not the compilation of the verified {module!r} (Python's import "
+               f"system would run it instead); delete that __pycache__ folder")
+    if tag != sys.implementation.cache_tag:
+        raise ArtifactIntegrityError(f"{rel!r} is bytecode of another Python ({tag}), which "
+                                     f"{sys.implementation.cache_tag} cannot check; delete that "
+                                     f"__pycache__ folder")
+    path = files.display_path(module)
+    try:
+        expected = {_marshalled(compile(source, name, "exec", dont_inherit=True,
+                                        optimize=optimization))
+                    for name in {path, os.path.realpath(path)}}
+    except (SyntaxError, ValueError):
+        raise ArtifactIntegrityError(refused) from None
+    size = files.size(rel)
+    expected = [body for body in expected if len(body) + 16 == size]
+    if not expected:
+        raise ArtifactIntegrityError(refused)
+    data = files.read(rel, size)
+    header, body = data[:16], data[16:]
+    if header[:4] != importlib.util.MAGIC_NUMBER or \
+            int.from_bytes(header[4:8], "little") not in (0, 1, 3):   # timestamp, hash-based
+        raise ArtifactIntegrityError(refused)
+    for candidate in expected:
+        if _equal_but_interning(candidate, body):
+            try:
+                if _marshalled(marshal.loads(body)) == _marshalled(marshal.loads(candidate)):
+                    return
+            except (ValueError, EOFError, TypeError):
+                break
+    raise ArtifactIntegrityError(refused)
+
+
+def _marshalled(code) -> bytes:
+    """``code`` marshalled as the import system marshals a module's code: while the code
+    object has another reference (marshal then records it as shared)."""
+    held = code
+    return marshal.dumps(held)
+
+
+# marshal type codes of a string, interned or not: (interned, plain) in both directions
+_INTERNED_PAIRS = {ord(a): ord(b) for a, b in ("tu", "ut", "Zz", "zZ", "Aa", "aA")}
+
+
+def _equal_but_interning(expected: bytes, data: bytes) -> bool:
+    """Whether ``data`` equals ``expected`` but for bytes that turn the type code of a string
+    into its interned or plain twin (the shared-object flag, 0x80, kept)."""
+    if len(expected) != len(data):
+        return False
+    if expected == data:
+        return True
+    ours, theirs = np.frombuffer(expected, np.uint8), np.frombuffer(data, np.uint8)
+    return all(_INTERNED_PAIRS.get(int(ours[i]) & 0x7F) == int(theirs[i]) & 0x7F
+               and ours[i] & 0x80 == theirs[i] & 0x80 for i in np.flatnonzero(ours != theirs))
 
 
 def verify_files(files, manifest, keep=True) -> dict:
     """Check every listed file's declared size (before reading it) and sha256 (reading in
-    chunks); returns ``{path: bytes}`` (``{path: size}`` when ``keep`` is false)."""
+    chunks); returns ``{path: bytes}``, or with ``keep`` false ``{path: size}`` (with a set
+    as ``keep``: the bytes of those paths, the size of the others)."""
     contents = {}
-    sizes = manifest.get("sizes")
+    sizes = manifest["sizes"]
     for rel, digest in manifest["files"].items():
-        actual = files.size(rel)
-        declared = actual if sizes is None else sizes[rel]
+        actual, declared = files.size(rel), sizes[rel]
         if actual != declared:
             raise ArtifactIntegrityError(f"file {rel!r} was modified after the artifact was "
                                          f"saved (it has {actual} bytes, the manifest declares "
@@ -252,7 +377,7 @@ def verify_files(files, manifest, keep=True) -> dict:
         if sha256_hex(data) != digest.lower():
             raise ArtifactIntegrityError(
                 f"file {rel!r} was modified after the artifact was saved (sha256 mismatch)")
-        contents[rel] = data if keep else len(data)
+        contents[rel] = data if keep is True or (keep and rel in keep) else len(data)
     return contents
 
 
@@ -337,7 +462,7 @@ def _load_module(contents, manifest, files, entry):
 
 def load_numpy_entry(contents, manifest, files):
     """The artifact's generated NumPy module with ``CONSTANTS`` filled, and its entry
-    function. Call only after :func:`verify_files`."""
+    function. Call only after :func:`verify_artifact`."""
     return _load_module(contents, manifest, files, manifest["entry_points"]["numpy"])
 
 
@@ -374,7 +499,7 @@ def built_for_this_machine(entry) -> bool:
     when built for the CPU it was compiled on (``-march=native``: ``cpu_features``), on a CPU
     with every one of those features. Loading a library that uses instructions this CPU
     lacks succeeds, and its first call kills the process; so the runner checks first."""
-    if entry.get("machine") not in (None, platform.machine()):
+    if entry.get("machine") != platform.machine():
         return False
     wanted = entry.get("cpu_features")
     if not wanted:
@@ -388,7 +513,7 @@ def load_entry(contents, manifest, files):
     module calling a shared library of the artifact through ctypes: a program of the C
     backend; no compiler needed) when its library was built for this machine
     (:func:`built_for_this_machine`) and loads, else its NumPy module. Call only after
-    :func:`verify_files`."""
+    :func:`verify_artifact`."""
     for entry in manifest["entry_points"].values():
         if isinstance(entry, dict) and isinstance(entry.get("library"), str):
             if not built_for_this_machine(entry):
@@ -404,46 +529,160 @@ def load_entry(contents, manifest, files):
 
 
 # --- feeds -----------------------------------------------------------------------------------
-def _kind(dtype) -> str:
-    if dtype.name == "bfloat16":   # ml_dtypes' (the module imports it when it needs it)
+# One feed check for symgrad's compiled programs, sg.load and the standalone runner (see
+# FeedError above). The specs are named tuples, not dataclasses: a dataclass needs its module
+# in sys.modules, which this file's is not when it is executed from an artifact.
+class InputSpec(typing.NamedTuple):
+    """One input of a program's signature (the manifest's ``inputs``)."""
+
+    name: str
+    shape: tuple          # ints and None for unknown dims
+    dtype: np.dtype
+    kind: str             # "data" or "parameter"
+    required: bool        # the fetches need it (a parameter is never required: it has init)
+
+    def to_json(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
+                "kind": self.kind, "required": self.required}
+
+    @classmethod
+    def from_json(cls, obj):
+        """The spec of a manifest entry; ValueError, TypeError or KeyError if malformed."""
+        spec = cls(obj["name"], _shape_from_json(obj["shape"]), np.dtype(obj["dtype"]),
+                   obj["kind"], obj["required"])
+        if not isinstance(spec.name, str) or spec.kind not in ("data", "parameter") or \
+                not isinstance(spec.required, bool):
+            raise ValueError(f"input {spec.name!r} is malformed")
+        return spec
+
+
+class OutputSpec(typing.NamedTuple):
+    """One fetch of a program (the manifest's ``outputs``)."""
+
+    name: str | None
+    shape: tuple
+    dtype: np.dtype
+
+    def to_json(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name}
+
+    @classmethod
+    def from_json(cls, obj):
+        return cls(obj["name"], _shape_from_json(obj["shape"]), np.dtype(obj["dtype"]))
+
+
+def _shape_from_json(shape) -> tuple:
+    if not isinstance(shape, list) or any(
+            d is not None and (type(d) is not int or d < 0) for d in shape):
+        raise ValueError(f"invalid shape {shape!r}")
+    return tuple(shape)
+
+
+def signature_from_manifest(manifest) -> tuple:
+    """``(inputs, outputs)``: the manifest's signature as InputSpecs and OutputSpecs."""
+    try:
+        return ([InputSpec.from_json(obj) for obj in manifest["inputs"]],
+                [OutputSpec.from_json(obj) for obj in manifest["outputs"]])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ArtifactIntegrityError(f"malformed signature in manifest.json ({exc})") from None
+
+
+def format_shape(shape) -> str:
+    """``[?, 3]`` (symgrad.ir.value's format, which this file cannot import)."""
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+_KIND_NAMES = {"f": "floating", "i": "integer", "b": "bool"}
+
+
+def _dtype_kind(dtype) -> str:
+    """The kind a feed is checked by: NumPy's, with ``"f"`` for bfloat16 (ml_dtypes') and
+    ``"i"`` for unsigned integers too."""
+    if dtype.kind == "V" and dtype.name == "bfloat16":
         return "f"
     return "i" if dtype.kind == "u" else dtype.kind
 
 
-def check_feed(spec: dict, value) -> np.ndarray:
-    """``value`` as an array matching input ``spec`` (from the manifest's ``inputs``)."""
-    want = np.dtype(spec["dtype"])
-    array = np.asarray(value)
-    got = _kind(array.dtype)
-    python_number = not isinstance(value, (np.ndarray, np.generic)) and got in "bi"
-    if got != _kind(want) and not (python_number and _kind(want) in "fi"):
-        raise TypeError(f"input {spec['name']!r}: expected {want} data, got {array.dtype}")
-    shape = spec["shape"]
-    if array.ndim != len(shape) or any(d is not None and d != n
-                                       for d, n in zip(shape, array.shape)):
-        shown = ["?" if d is None else d for d in shape]
-        raise ValueError(f"input {spec['name']!r}: expected shape {shown}, "
-                         f"got {list(array.shape)}")
-    return array if array.dtype == want else array.astype(want)
+def _lossless_python(expected_kind, got_kind) -> bool:
+    """Python ints are accepted where floats are expected, and bools where numbers are."""
+    return (expected_kind == "f" and got_kind in "ib") or (expected_kind == "i" and got_kind == "b")
 
 
-def check_feeds(inputs, args, feeds) -> dict:
-    """Positional feeds (in ``data`` order) and keyword feeds as checked arrays by name."""
-    data = [spec for spec in inputs if spec["kind"] == "data"]
-    by_name = {spec["name"]: spec for spec in inputs}
-    if len(args) > len(data):
-        raise TypeError(f"the program takes {len(data)} positional inputs, got {len(args)}")
-    named = {spec["name"]: value for spec, value in zip(data, args)}
-    for name, value in feeds.items():
+def check_feed(spec: InputSpec, value) -> np.ndarray:
+    """``value`` as an array of the input's dtype, or a clear error naming the input: a
+    FeedTypeError for a value that is no numeric array or of the wrong dtype kind, a FeedError
+    for a wrong rank or size of a known dim."""
+    on_device = hasattr(value, "__cuda_array_interface__")   # CuPy & co.: checked in place
+    if on_device:
+        _check_device_array(spec, value)
+    is_array = on_device or isinstance(value, (np.ndarray, np.generic))
+    if not is_array:
+        try:
+            value = np.asarray(value)
+        except Exception as exc:
+            raise FeedTypeError(f"input {spec.name!r}: cannot convert {type(value).__name__} "
+                                f"to an array ({exc})") from None
+        if value.dtype.kind not in "biuf":
+            raise FeedTypeError(f"input {spec.name!r}: expected {spec.dtype} data, got "
+                                f"{type(value).__name__} of dtype {value.dtype}")
+    array = value if on_device else np.asarray(value)
+    expected_kind = _dtype_kind(spec.dtype)
+    got_kind = _dtype_kind(array.dtype)
+    if got_kind != expected_kind and (is_array or not _lossless_python(expected_kind, got_kind)):
+        raise FeedTypeError(
+            f"input {spec.name!r}: expected {_KIND_NAMES.get(expected_kind, expected_kind)} "
+            f"data ({spec.dtype}), got {array.dtype}")
+    if array.ndim != len(spec.shape):
+        raise FeedError(f"input {spec.name!r}: expected rank {len(spec.shape)} with shape "
+                        f"{format_shape(spec.shape)}, got shape {format_shape(array.shape)}")
+    for axis, (want, got) in enumerate(zip(spec.shape, array.shape)):
+        if want is not None and want != got:
+            raise FeedError(f"input {spec.name!r}: dim {axis} must be {want} (declared shape "
+                            f"{format_shape(spec.shape)}), got shape {format_shape(array.shape)}")
+    if array.dtype != spec.dtype:
+        array = array.astype(spec.dtype)
+    return array
+
+
+def _check_device_array(spec, value):
+    """A feed claiming ``__cuda_array_interface__`` must be an array object (dtype, shape,
+    ndim, astype), as CuPy's are; anything else is a FeedTypeError, not an AttributeError."""
+    try:
+        dtype = np.dtype(value.dtype)
+        shape = tuple(value.shape)
+        fine = (value.ndim == len(shape) and callable(value.astype)
+                and all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape))
+    except Exception:   # any attribute missing or malformed
+        dtype, fine = None, False
+    if not fine or dtype.kind not in "biuf":
+        raise FeedTypeError(f"input {spec.name!r}: {type(value).__name__} has "
+                            f"__cuda_array_interface__ but is not a usable device array "
+                            f"(needs a numeric dtype, shape, ndim and astype); pass a CuPy or "
+                            f"NumPy array")
+
+
+def bind_feeds(signature, args, kwargs) -> dict:
+    """Map positional (``data`` order) and keyword feeds to checked arrays by input name."""
+    data_specs = [s for s in signature if s.kind == "data"]
+    by_name = {s.name: s for s in signature}
+    if len(args) > len(data_specs):
+        raise TypeError(f"the program takes {len(data_specs)} positional inputs "
+                        f"({', '.join(s.name for s in data_specs)}), got {len(args)}")
+    feeds = {}
+    for spec, value in zip(data_specs, args):
+        feeds[spec.name] = value
+    for name, value in kwargs.items():
         if name not in by_name:
-            raise ValueError(f"unknown input {name!r}; the inputs are: {', '.join(by_name)}")
-        if name in named:
+            known = ", ".join(by_name) or "none"
+            raise FeedError(f"unknown input {name!r}; the program's inputs are: {known}")
+        if name in feeds:
             raise TypeError(f"input {name!r} was given both by position and by name")
-        named[name] = value
-    missing = [spec["name"] for spec in inputs if spec["required"] and spec["name"] not in named]
+        feeds[name] = value
+    missing = [s.name for s in signature if s.required and s.name not in feeds]
     if missing:
-        raise ValueError(f"missing feed for input(s) {', '.join(map(repr, missing))}")
-    return {name: check_feed(by_name[name], value) for name, value in named.items()}
+        raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
+                        + ", ".join(repr(m) for m in missing))
+    return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
 
 
 # --- program state ---------------------------------------------------------------------------
@@ -630,20 +869,20 @@ class Runner:
     def __init__(self, root, key=None):
         files = DirectoryFiles(root)
         self.manifest = read_manifest(files, key)
-        check_listing(files, self.manifest)
-        contents = verify_files(files, self.manifest)
-        self.inputs = self.manifest["inputs"]
+        contents = verify_artifact(files, self.manifest)
         self.module, self._entry = load_entry(contents, self.manifest, files)
-        specs = {spec["name"]: spec for spec in self.inputs if spec.get("kind") == "parameter"}
+        # after the module ran: a bfloat16 input's dtype needs the ml_dtypes it imports
+        self.inputs, outputs = signature_from_manifest(self.manifest)
+        specs = {spec.name: spec for spec in self.inputs if spec.kind == "parameter"}
         own = {name: self.module.CONSTANTS[name] for name in specs
                if name in self.module.CONSTANTS}
         self.state = ProgramState()
         for name, value in own.items():
             self.state.add(name, value, lambda value, spec=specs[name]: check_feed(spec, value))
-        in_place = {name: (tuple(specs[name]["shape"]), np.dtype(specs[name]["dtype"]))
+        in_place = {name: (specs[name].shape, specs[name].dtype)
                     for name in getattr(self.module, "IN_PLACE", ())}
         self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
-                                  in_place, len(self.manifest["outputs"]))
+                                  in_place, len(outputs))
 
     def _run(self, feeds, buffers):
         if self._call.assigned:
@@ -651,12 +890,12 @@ class Runner:
         return self._entry(**feeds)
 
     def __call__(self, *args, **feeds) -> list:
-        return self._call(self._run, check_feeds(self.inputs, args, feeds))
+        return self._call(self._run, bind_feeds(self.inputs, args, feeds))
 
     def evaluate(self, *args, **feeds) -> list:
         """The fetches, as a call gives them, leaving the state as it is (the program's
         assigns are computed and dropped); calls of it run concurrently."""
-        return self._call(self._run, check_feeds(self.inputs, args, feeds), commit=False)
+        return self._call(self._run, bind_feeds(self.inputs, args, feeds), commit=False)
 
 
 def load(root, key=None) -> Runner:

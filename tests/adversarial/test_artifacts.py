@@ -1,7 +1,9 @@
-"""Artifacts that cannot run foreign code (issue #12): symgrad.load runs only what symgrad
-generates from program.json, the whole manifest is cross-checked, unlisted files are refused,
-signed artifacts are authenticated, sizes are bounded before reading, and saves are atomic
-even when killed."""
+"""Artifacts that cannot run foreign code (issues #12 and #24): symgrad.load runs only what
+symgrad generates from program.json, the whole manifest is cross-checked and no field of it
+switches a check off, unlisted files are refused (cached bytecode only when it is the
+compilation of a verified module), signed artifacts are authenticated, sizes are bounded
+before reading, and saves are atomic even when killed."""
+import importlib.util
 import io
 import itertools
 import json
@@ -20,7 +22,7 @@ import pytest
 import symgrad as sg
 from symgrad.cli import main
 from symgrad.runtime import artifact, standalone
-from tests.runtime.test_artifact import manifest_of, replace_file
+from tests.runtime.test_artifact import _rewrite_manifest, manifest_of, replace_file
 
 KEY = b"a key only the owner has"
 # executed by a module of the artifact, it proves that foreign code ran
@@ -75,7 +77,7 @@ def _expected(compiled):
 
 
 def _as_other_symgrad(path):
-    """Pretend another symgrad build wrote the artifact (no regenerated-file comparison)."""
+    """Make the manifest say that another symgrad build wrote the artifact."""
     manifest = manifest_of(path)
     manifest["generator"] = "0" * 64
     with open(os.path.join(path, "manifest.json"), "w") as handle:
@@ -99,10 +101,50 @@ def test_a_rewritten_module_with_its_hash_is_refused(saved, marker):
 def test_a_rewritten_module_never_runs_even_from_another_symgrad(saved, marker, compiled):
     _module_with_marker(saved)
     _as_other_symgrad(saved)
-    loaded = sg.load(saved)
+    with pytest.raises(sg.ArtifactError, match="numpy/program.py is not what symgrad generates"
+                                               ".*another symgrad build.*check_generated=False"):
+        sg.load(saved)
+    loaded = sg.load(saved, check_generated=False)   # the caller's choice, never the manifest's
     assert not loaded.checked_files
     np.testing.assert_array_equal(loaded(X)[0], _expected(compiled))   # tanh, not sinh
     assert not marker.exists()
+
+
+def _standalone_with_marker(path):
+    source = open(os.path.join(path, "numpy", "standalone.py"), "rb").read()
+    replace_file(path, "numpy/standalone.py", MARKER_CODE.encode() + source)
+
+
+def test_a_zero_generator_switches_no_comparison_off(saved, marker):
+    """Issue #24 item 5: a manifest whose generator is zeros made sg.load skip comparing the
+    generated files, so an edited numpy/standalone.py (hash rewritten) was accepted, to run
+    later standalone or on map_reduce's workers."""
+    _standalone_with_marker(saved)
+    _as_other_symgrad(saved)
+    with pytest.raises(sg.ArtifactError, match="numpy/standalone.py is not what symgrad "
+                                               "generates"):
+        sg.load(saved)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("generator", ["0" * 64, None, "missing"])
+def test_no_generator_value_switches_the_comparison_off(saved, generator):
+    source = open(os.path.join(saved, "numpy", "program.py"), "rb").read()
+    replace_file(saved, "numpy/program.py", source + b"\nx = 1\n")
+    _rewrite_manifest(saved, lambda m: m.pop("generator") if generator == "missing"
+                      else m.update(generator=generator))
+    with pytest.raises(sg.ArtifactError, match="numpy/program.py is not what symgrad generates"):
+        sg.load(saved)
+
+
+def test_format_version_1_cannot_switch_the_size_checks_off(saved):
+    """Format 1 had no sizes: a manifest saying format 1 turned off the size checks made
+    before a file is read (a zip bomb's defence)."""
+    _rewrite_manifest(saved, lambda m: (m.update(format_version=1), m.pop("sizes")))
+    with pytest.raises(sg.ArtifactError, match="format version 1 is no longer read"):
+        sg.load(saved)
+    with pytest.raises(standalone.ArtifactIntegrityError, match="format version 1"):
+        standalone.load(saved)
 
 
 def test_swapped_constants_in_the_manifest(saved, compiled):
@@ -115,8 +157,12 @@ def test_swapped_constants_in_the_manifest(saved, compiled):
         json.dump(manifest, handle)
     with pytest.raises(sg.ArtifactError, match="constants table does not match"):
         sg.load(saved)
-    _as_other_symgrad(saved)   # an older writer: the table is not used at all
-    np.testing.assert_array_equal(sg.load(saved)(X)[0], _expected(compiled))
+    _as_other_symgrad(saved)   # saying so switches no check off
+    with pytest.raises(sg.ArtifactError, match="constants table does not match"):
+        sg.load(saved)
+    # the caller may load it without the comparison: the table is then not used at all
+    np.testing.assert_array_equal(sg.load(saved, check_generated=False)(X)[0],
+                                  _expected(compiled))
 
 
 @pytest.mark.parametrize("field, change, error", [
@@ -160,14 +206,77 @@ def _planted_bytecode(path):
 
 def test_unlisted_cached_bytecode_is_refused_and_never_run(saved, marker):
     _planted_bytecode(saved)
-    with pytest.raises(sg.ArtifactError, match="__pycache__.*not listed.*runpy.run_path"):
+    refused = "__pycache__.*is not the compilation of the verified 'numpy/standalone.py'"
+    with pytest.raises(sg.ArtifactError, match=refused):
+        sg.load(saved)
+    with pytest.raises(standalone.ArtifactIntegrityError, match=refused):
+        standalone.load(saved)
+    # the documented recipe compiles the verified source, never the cached bytecode
+    with pytest.raises(ValueError, match=refused):
+        runpy.run_path(os.path.join(saved, "numpy", "standalone.py"))["run"](X)
+    assert not marker.exists()
+
+
+# Imports the artifact's runner (argv[1]) with Python's import system, as argv[2] says, and
+# runs it on X; the import writes numpy/__pycache__/standalone.<tag>[.opt-1].pyc.
+IMPORT_SCRIPT = """
+import importlib.util, os, sys
+import numpy as np
+folder = os.path.join(sys.argv[1], "numpy")
+if sys.argv[2] == "importlib":
+    spec = importlib.util.spec_from_file_location("runner", os.path.join(folder, "standalone.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+else:
+    sys.path.insert(0, folder)
+    import standalone as module
+x = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4)
+print(module.run(x)[0].tobytes().hex())
+"""
+
+
+def _import_and_run(path, how):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    options = ["-O"] if how == "import -O" else []
+    proc = subprocess.run([sys.executable, *options, "-c", IMPORT_SCRIPT, path, how],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return bytes.fromhex(proc.stdout.strip())
+
+
+@pytest.mark.parametrize("how", ["import", "importlib", "import -O"])
+def test_importing_the_runner_is_supported(saved, compiled, how):
+    """Issue #24 item 7: importing numpy/standalone.py writes its cached bytecode into the
+    artifact, which made the runner refuse its own artifact on the first call. Bytecode that
+    is the compilation of the verified source is accepted, by every check, every time."""
+    assert _import_and_run(saved, how) == _expected(compiled).tobytes()
+    cached = os.listdir(os.path.join(saved, "numpy", "__pycache__"))
+    assert len(cached) == 1 and cached[0].startswith("standalone.")
+    assert _import_and_run(saved, how) == _expected(compiled).tobytes()   # from the .pyc
+    np.testing.assert_array_equal(sg.load(saved)(X)[0], _expected(compiled))
+    np.testing.assert_array_equal(standalone.load(saved)(X)[0], _expected(compiled))
+    artifact.inspect(saved)
+
+
+@pytest.mark.parametrize("change", ["last byte", "header", "other python", "other module"])
+def test_cached_bytecode_that_is_not_the_verified_source_is_refused(saved, change):
+    source = os.path.join(saved, "numpy", "standalone.py")
+    pyc = py_compile.compile(source, cfile=importlib.util.cache_from_source(source),
+                             doraise=True)   # as an import writes it: accepted
+    standalone.load(saved)
+    data = open(pyc, "rb").read()
+    renamed = {"other python": pyc.replace(sys.implementation.cache_tag, "cpython-27"),
+               "other module": pyc.replace("standalone.", "program.")}   # its bytes unchanged
+    if change in renamed:
+        os.rename(pyc, renamed[change])
+    else:
+        with open(pyc, "wb") as handle:   # a constant, name or instruction; the magic number
+            handle.write(data[:-1] + bytes([data[-1] ^ 1]) if change == "last byte"
+                         else b"\0\0\0\0" + data[4:])
+    with pytest.raises(sg.ArtifactError, match="__pycache__"):
         sg.load(saved)
     with pytest.raises(standalone.ArtifactIntegrityError, match="__pycache__"):
         standalone.load(saved)
-    # the documented recipe compiles the verified source, never the cached bytecode
-    with pytest.raises(ValueError, match="__pycache__"):
-        runpy.run_path(os.path.join(saved, "numpy", "standalone.py"))["run"](X)
-    assert not marker.exists()
 
 
 def test_any_unlisted_file_is_refused(saved):

@@ -10,7 +10,7 @@ from symgrad import ir_backward
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def linear_model(features=3, dtype="float64"):
+def linear_model(features=3, dtype="float64", backend="numpy"):
     """Least squares ``mean((x @ w + b - y) ** 2)``; fetches the loss, the gradients of ``w``
     and ``b``, the per-row predictions and the number of rows with a positive prediction."""
     prog = sg.Program()
@@ -24,7 +24,7 @@ def linear_model(features=3, dtype="float64"):
         loss = sg.mean((pred - y) ** 2)
         gw, gb = ir_backward.grad(loss, [w, b])
         positive = sg.sum(sg.cast(pred > 0, "int64"))
-    return sg.compile(prog, [loss, gw, gb, pred, positive], threads=1)
+    return sg.compile(prog, [loss, gw, gb, pred, positive], backend=backend, threads=1)
 
 
 def trained_linear_model(steps=3, rows=200):

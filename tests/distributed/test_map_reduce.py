@@ -1,5 +1,9 @@
 """map_reduce's contract on Dask's local (threaded) scheduler: every kind of ``fn``, the
-reductions and their dtypes, ``compute=False``, and a clear error for every bad call."""
+reductions and their dtypes, empty chunks, ``compute=False``, what the workers run (only what
+``sg.load`` checked, or code symgrad regenerated), and a clear error for every bad call."""
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -9,7 +13,9 @@ import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 import symgrad as sg  # noqa: E402
+from symgrad.backends.c_backend import compiler  # noqa: E402
 from symgrad.distributed import ShardingError, map_reduce  # noqa: E402
+from tests.runtime.test_artifact import _rewrite_manifest, replace_file  # noqa: E402
 
 from .programs import (LINEAR_REDUCE, linear_data, linear_model,  # noqa: E402
                        trained_linear_model)
@@ -183,6 +189,115 @@ def test_mean_over_zero_rows(fn):
     empty = {"x": da.zeros((0, 3), chunks=(1, 3)), "y": da.zeros((0,), chunks=1)}
     with pytest.raises(ShardingError, match="zero rows"):
         map_reduce(fn, empty, reduce=LINEAR_REDUCE)
+
+
+def test_an_empty_chunk_contributes_nothing(fn, data):
+    """Issue #24 item 2: a chunk of no rows made reduce='mean' NaN (the program's mean over
+    no rows, times no rows). It is not run: zeros to the sums, no rows to the concats."""
+    x, y, _ = data
+    rows = ((100, 0, 150, 0),)
+    sharded = {"x": da.from_array(x, chunks=rows + ((3,),)), "y": da.from_array(y, chunks=rows)}
+    _assert_same(map_reduce(fn, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+    nothing = {"x": da.zeros((0, 3), chunks=(1, 3)), "y": da.zeros((0,), chunks=1)}
+    summed = map_reduce(fn, nothing, reduce=["sum", "sum", "sum", "concat", "sum"])
+    assert [a.shape for a in summed] == [(), (3,), (), (0,), ()]
+    assert all(not a.any() for a in summed)
+
+
+def test_an_empty_chunk_is_allowed_with_a_fixed_leading_dim():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 2], "float64")
+        fetches = [sg.mean(x * x), x * 2.0]
+    fn = sg.compile(prog, fetches, threads=1)
+    x = np.arange(16.0).reshape(8, 2)
+    got = map_reduce(fn, {"x": da.from_array(x, chunks=((4, 0, 4), (2,)))},
+                     reduce=["mean", "concat"])
+    np.testing.assert_allclose(got[0], np.mean(x * x))
+    np.testing.assert_array_equal(got[1], x * 2)
+
+
+# --- what the workers run -----------------------------------------------------------------------
+MARKER_CODE = b"open(__import__('os').environ['SYMGRAD_TEST_MARKER'], 'w').close()\n"
+
+
+@pytest.fixture
+def marker(tmp_path, monkeypatch):
+    path = tmp_path / "foreign-code-ran"
+    monkeypatch.setenv("SYMGRAD_TEST_MARKER", str(path))
+    return path
+
+
+def _runner_with_marker(path):
+    """numpy/standalone.py with code that proves it ran; its hash and size rewritten."""
+    with open(os.path.join(path, "numpy", "standalone.py"), "rb") as handle:
+        replace_file(path, "numpy/standalone.py", MARKER_CODE + handle.read())
+
+
+def test_a_loaded_artifact_ships_what_sg_load_checked(fn, data, tmp_path, marker):
+    """Issue #24 item 4: map_reduce(sg.load(path)) read the artifact's files again from the
+    path, so files changed after sg.load checked them ran on the workers."""
+    x, y, sharded = data
+    path = fn.save(tmp_path / "linear")
+    loaded = sg.load(path)
+    _runner_with_marker(path)
+    _assert_same(map_reduce(loaded, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+    assert not marker.exists()
+
+
+def test_an_artifact_path_is_checked_as_sg_load_checks_it(fn, data, tmp_path, marker):
+    """A manifest saying another symgrad build wrote the artifact made sg.load skip the
+    comparison of the generated files (issue #24 item 5): an edited runner then ran."""
+    x, y, sharded = data
+    path = fn.save(tmp_path / "linear")
+    _runner_with_marker(path)
+    _rewrite_manifest(path, lambda manifest: manifest.update(generator="0" * 64))
+    with pytest.raises(sg.ArtifactError, match="numpy/standalone.py is not what symgrad "
+                                               "generates"):
+        map_reduce(path, sharded, reduce=LINEAR_REDUCE)
+    loaded = sg.load(path, check_generated=False)   # trusted by the caller: its program runs
+    _assert_same(map_reduce(loaded, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+    assert not marker.exists()
+
+
+def test_a_signed_artifact_path_needs_its_key(fn, data, tmp_path):
+    x, y, sharded = data
+    path = fn.save(tmp_path / "signed", key=b"secret")
+    _assert_same(map_reduce(path, sharded, reduce=LINEAR_REDUCE, key=b"secret"), fn(x=x, y=y))
+    with pytest.raises(sg.ArtifactError, match="does not match the key"):
+        map_reduce(path, sharded, reduce=LINEAR_REDUCE, key=b"guess")
+    with pytest.raises(TypeError, match="key= is the key an artifact path must be signed with"):
+        map_reduce(fn, sharded, reduce=LINEAR_REDUCE, key=b"secret")
+
+
+LIBRARY_WITH_MARKER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((constructor)) static void ran(void) {
+    fclose(fopen(getenv("SYMGRAD_TEST_MARKER"), "w"));
+}
+"""
+
+
+def test_a_swapped_c_library_never_runs(data, tmp_path, marker):
+    """The standalone runner of a C artifact loads c/program.so, a binary sg.load cannot
+    regenerate: map_reduce(sg.load(path)) ships the library symgrad built from the program."""
+    x, y, sharded = data
+    fn = linear_model(backend="c")
+    path = fn.save(tmp_path / "linear_c")
+    with open(os.path.join(path, "c", "program.so"), "ab") as handle:
+        handle.write(b"\0")   # sg.load hash-checks the library too
+    with pytest.raises(sg.ArtifactError, match="'c/program.so' was modified"):
+        sg.load(path)
+    (tmp_path / "evil.c").write_text(LIBRARY_WITH_MARKER)
+    subprocess.run([compiler.find_compiler(), "-shared", "-fPIC", "-o", str(tmp_path / "evil.so"),
+                    str(tmp_path / "evil.c")], check=True)
+    replace_file(path, "c/program.so", (tmp_path / "evil.so").read_bytes())
+    loaded = sg.load(path)
+    assert loaded.backend == "c"
+    _assert_same(map_reduce(loaded, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+    _assert_same(map_reduce(path, sharded, reduce=LINEAR_REDUCE), fn(x=x, y=y))
+    assert not marker.exists()
 
 
 def _dropout_program():

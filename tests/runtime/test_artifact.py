@@ -252,6 +252,52 @@ def test_artifact_run_function_uses_the_key_in_the_environment(saved, monkeypatc
         runpy.run_path(os.path.join(saved, "numpy", "standalone.py"))["run"](feeds())
 
 
+X = feeds()
+# bad calls of contract_program (inputs x [?, 4], unused [2] and the parameter w [4, 3])
+BAD_FEEDS = {
+    "unknown input": ((), {"x": X, "nope": 1}),
+    "missing feed": ((), {"unused": np.ones(2, "float32")}),
+    "wrong rank": ((np.ones(4, "float32"),), {}),
+    "wrong dim": ((np.ones((2, 5), "float32"),), {}),
+    "wrong dtype kind": ((np.ones((2, 4), "int32"),), {}),
+    "bool array for floats": ((np.ones((2, 4), bool),), {}),
+    "not numeric": ((np.array([["a"] * 4]),), {}),
+    "not an array": (({"a": 1},), {}),
+    "too many positional": ((X, np.ones(2, "float32"), X), {}),
+    "by position and by name": ((X,), {"x": X}),
+    "parameter of another shape": ((X,), {"w": np.ones((3, 3), "float32")}),
+}
+
+
+@pytest.fixture(scope="module")
+def every_runner(compiled, template):
+    """The compiled program and its artifact as sg.load, symgrad's standalone runner and
+    the artifact's own runner (a copy of the file, with error classes of its own) run it."""
+    own = runpy.run_path(os.path.join(template, "numpy", "standalone.py"))
+    return {"compiled": compiled, "sg.load": sg.load(template),
+            "symgrad's runner": standalone.load(template),
+            "artifact's runner": own["load"](template)}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FEEDS))
+def test_a_bad_feed_raises_the_same_error_everywhere(every_runner, case):
+    """Issue #24 item 16: one feed check, so one error type (by name and builtin base) and
+    one message, however the program runs."""
+    args, kwargs = BAD_FEEDS[case]
+    errors = {}
+    for name, runner in every_runner.items():
+        with pytest.raises((ValueError, TypeError)) as info:
+            runner(*args, **kwargs)
+        errors[name] = info.value
+    want = errors["sg.load"]
+    builtin = ValueError if isinstance(want, ValueError) else TypeError
+    for name, error in errors.items():
+        assert (type(error).__name__, str(error)) == (type(want).__name__, str(want)), name
+        assert isinstance(error, builtin) and not isinstance(error, ArtifactError), name
+    if type(want).__name__.startswith("Feed"):
+        assert isinstance(want, sg.SymgradError)
+
+
 def _rewrite_manifest(path, change):
     manifest = manifest_of(path)
     change(manifest)
@@ -393,6 +439,10 @@ def test_missing_and_non_artifact_paths(tmp_path):
     (tmp_path / "file.zip").write_bytes(b"not a zip")
     with pytest.raises(ArtifactError, match="not a readable zip"):
         sg.load(str(tmp_path / "file.zip"))
+    (tmp_path / "file.py").write_text("import symgrad\n")   # issue #27 item 6
+    with pytest.raises(ArtifactError, match=r"'.*file.py' is not a symgrad artifact: an artifact "
+                                            r"is the directory"):
+        sg.load(str(tmp_path / "file.py"))
     with pytest.raises(ArtifactError, match="manifest.json is missing"):
         sg.load(str(tmp_path))
     with pytest.raises(ValueError, match="backend must be"):
@@ -566,7 +616,9 @@ def test_c_artifact_built_for_another_cpu_runs_its_numpy_module_standalone(tmp_p
     assert entry["machine"] == platform.machine()
     if entry["cpu_features"] is not None:
         assert standalone.built_for_this_machine(entry)
-    for facts in ({"cpu_features": ["avx2048_imaginary"]}, {"machine": "pdp11"}):
+    # a machine left out is no machine type: it switches the check off no more (issue #24)
+    for facts in ({"cpu_features": ["avx2048_imaginary"]}, {"machine": "pdp11"},
+                  {"machine": None, "cpu_features": None}):
         _rewrite_manifest(path, lambda manifest: manifest["entry_points"]["c"].update(facts))
         assert not standalone.built_for_this_machine(manifest_of(path)["entry_points"]["c"])
         runner = standalone.load(path)
