@@ -144,19 +144,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
               for what, v in (("weight", weight), ("bias", bias)) if v is not None}
     for what, v in affine.items():
         _check_features(name, what, v, x, axis=1)
-    axes = (0,) + tuple(range(2, x.ndim))
     if training:
-        if stats is not None:
-            _check_running_stats(x, stats, axes)
-        center = mean(x, axis=axes, keepdims=True)
-        centered = x - center
-        variance = mean(centered * centered, axis=axes, keepdims=True)
-        if stats is not None:   # running_var takes the unbiased variance
-            count = element_count(x, axes, x.dtype)
-            bessel = count / (count - 1) if isinstance(count, int) else \
-                count / ew.maximum(count - 1, 0)
-            for stat, value in zip(stats, (center, variance * bessel)):
-                _update_running(stat, value, momentum)
+        centered, variance = _batch_statistics(x, stats, momentum)
     elif stats is None:
         raise ValueError(f"{name}: needs running_mean and running_var when not training")
     else:
@@ -170,15 +159,37 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     return y + _per_channel(affine["bias"], x) if "bias" in affine else y
 
 
+def _batch_statistics(x, stats, momentum):
+    """Training mode: ``(x - mean, biased variance)`` of the batch per channel (``mean`` over
+    every axis but 1, kept as [1, C, 1, ...]), after assigning the running statistics
+    ``stats`` (or None) their updates."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    dims = [x.shape[a] for a in axes]
+    if None not in dims and int(np.prod(dims)) <= 1:   # as PyTorch
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
+                         f"got input {x.type_str}")
+    if stats is not None:
+        _check_running_stats(x, stats)
+    center = mean(x, axis=axes, keepdims=True)
+    centered = x - center
+    variance = mean(centered * centered, axis=axes, keepdims=True)
+    if stats is not None:   # running_var takes the unbiased variance
+        count = element_count(x, axes, x.dtype)
+        bessel = count / (count - 1) if isinstance(count, int) else \
+            count / ew.maximum(count - 1, 0)
+        for stat, value in zip(stats, (center, variance * bessel)):
+            _update_running(stat, value, momentum)
+    return centered, variance
+
+
 def _per_channel(v, x):
     """The 1-D ``v`` [C] shaped to broadcast along axis 1 of ``x``: [1, C, 1, ...]."""
     return reshape(v, [1, -1] + [1] * (x.ndim - 2))
 
 
-def _check_running_stats(x, stats, axes):
-    """In training mode the running statistics are parameters updated in the global block,
-    and the batch has more than one value per channel (the unbiased variance divides by
-    ``count - 1``)."""
+def _check_running_stats(x, stats):
+    """In training mode the running statistics are parameters, updated in the global
+    block."""
     name = "batch_norm"
     for what, stat in zip(("running_mean", "running_var"), stats):
         if not is_parameter(stat):
@@ -190,10 +201,6 @@ def _check_running_stats(x, stats, axes):
                          f"{stats[0].name!r} and {stats[1].name!r}, which only the program's "
                          f"global block can do, not a cond branch or a loop body; build it "
                          f"there, or pass running_mean=None, running_var=None")
-    dims = [x.shape[a] for a in axes]
-    if None not in dims and int(np.prod(dims)) <= 1:
-        raise ValueError(f"{name}: expected more than 1 value per channel when training "
-                         f"(the unbiased variance), got input {x.type_str}")
 
 
 def _update_running(stat, batch, momentum):

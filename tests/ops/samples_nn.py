@@ -54,13 +54,14 @@ def ref_conv_weight_grad(x, g, khw, stride=1, padding=0, dilation=1, groups=1):
 
 
 def ref_conv_transpose(x, w, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """PyTorch's definition: each input pixel scatters ``x * w`` into the output."""
+    """PyTorch's definition: each input pixel scatters ``x * w`` into the output, which is
+    then cropped by ``padding`` (``output_padding`` rows and columns stay zero)."""
     s, p, d = stride, padding, dilation
     n, c, h, wd = x.shape
     og, kh, kw = w.shape[1:]
     ho = (h - 1) * s - 2 * p + d * (kh - 1) + output_padding + 1
     wo = (wd - 1) * s - 2 * p + d * (kw - 1) + output_padding + 1
-    out = np.zeros((n, og * groups, ho + 2 * p + s * d * kh, wo + 2 * p + s * d * kw))
+    out = np.zeros((n, og * groups, ho + 2 * p, wo + 2 * p))
     cg = c // groups
     for ci in range(c):
         k = ci // cg

@@ -170,7 +170,10 @@ def _in_cond(x, mean, var):
     (lambda x, m, v: nn.batch_norm(x, sg.data("k", [3], "int32"), v), DTypeError,
      "batch_norm: running_mean needs a floating dtype, got int32[3]"),
     (lambda x, m, v: nn.batch_norm(sg.data("one", [1, 3, 1]), m, v, training=True), ValueError,
-     "batch_norm: expected more than 1 value per channel when training"),
+     "batch_norm: expected more than 1 value per channel when training, got input "
+     "float32[1, 3, 1]"),
+    (lambda x, m, v: nn.batch_norm(sg.data("one", [1, 3]), None, None, training=True),
+     ValueError, "batch_norm: expected more than 1 value per channel when training"),
     (lambda x, m, v: nn.batch_norm(x, m, v, momentum=1.5), ValueError,
      "batch_norm: momentum must be a number in [0.0, 1.0], got 1.5"),
     (lambda x, m, v: nn.batch_norm(x, m, v, momentum=None), ValueError, "momentum must be"),
