@@ -15,6 +15,9 @@ Layout is NCHW. Only the batch dim may be unknown for conv2d and avg_pool2d (the
 need the static spatial size); max_pool2d also accepts unknown spatial dims. Attributes are
 plain JSON-able values: ints, tuples of ints, strings.
 
+``conv_transpose2d`` is no op of its own: it is ``conv2d_input_grad`` (the adjoint of conv2d
+in its input), so its gradients are conv2d's.
+
 The public front end of these ops is :mod:`symgrad.nn`; only ``one_hot`` is exported at the
 top level.
 """
@@ -474,27 +477,92 @@ def _axis(axis, ndim, what):
     return normalize_axis(axis, ndim)[0]
 
 
+def _conv_attrs_of(stride, padding, dilation, groups, what):
+    """Validated conv attrs (``stride``, ``padding``, ``dilation``: ints or (h, w) pairs)."""
+    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
+    return {"stride": _pair(stride, f"{what}: stride", 1),
+            "padding": _pair(padding, f"{what}: padding", 0),
+            "dilation": _pair(dilation, f"{what}: dilation", 1),
+            "groups": int(groups)}
+
+
+def _add_channel_bias(y, b, channels, w, what):
+    """``y`` [N, channels, H, W] plus the optional bias ``b`` [channels]."""
+    if b is None:
+        return y
+    b = as_value(b, program=w.program)
+    if b.shape != (channels,):
+        raise ShapeError(f"{what}: bias shape {format_shape(b.shape)} does not match the "
+                         f"{channels} output channels of weight {format_shape(w.shape)}")
+    return y + _ops().reshape(b, (1, channels, 1, 1))
+
+
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation) of ``x`` [N, C, H, W] with ``w`` [O, C/groups, kh,
     kw] plus an optional bias ``b`` [O]; returns [N, O, Ho, Wo] with
     ``Ho = (H + 2*ph - dh*(kh-1) - 1) // sh + 1``. ``stride``, ``padding`` (zeros) and
     ``dilation`` are ints or (h, w) pairs; ``groups`` splits the channels into independent
     convolutions. Only the batch dim of ``x`` may be unknown."""
-    if not isinstance(groups, (int, np.integer)) or isinstance(groups, bool) or groups < 1:
-        raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
+    attrs = _conv_attrs_of(stride, padding, dilation, groups, "conv2d")
     x, w = as_values(x, w)
-    attrs = {"stride": _pair(stride, "conv2d: stride", 1),
-             "padding": _pair(padding, "conv2d: padding", 0),
-             "dilation": _pair(dilation, "conv2d: dilation", 1),
-             "groups": int(groups)}
-    y = _conv(x, w, attrs)
-    if b is None:
-        return y
-    b = as_value(b, program=w.program)
-    if b.shape != (w.shape[0],):
-        raise ShapeError(f"conv2d: bias shape {format_shape(b.shape)} does not match the "
-                         f"{w.shape[0]} output channels of weight {format_shape(w.shape)}")
-    return y + _ops().reshape(b, (1, w.shape[0], 1, 1))
+    return _add_channel_bias(_conv(x, w, attrs), b, w.shape[0], w, "conv2d")
+
+
+def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 2-D convolution (``torch.nn.functional.conv_transpose2d``) of ``x`` [N, C,
+    H, W] with ``w`` [C, O/groups, kh, kw] plus an optional bias ``b`` [O]; returns [N, O,
+    Ho, Wo] with ``Ho = (H - 1)*sh - 2*ph + dh*(kh-1) + oph + 1``. It is the gradient of
+    ``conv2d`` (weight ``w``, same ``stride``, ``padding``, ``dilation``, ``groups``) with
+    respect to its input, computed by that op (``conv2d_input_grad``), so its gradients are
+    conv2d's. ``output_padding`` (an int or an (h, w) pair, each smaller than the stride or
+    the dilation of its axis) adds rows and columns at the bottom and right. Only the batch
+    dim of ``x`` may be unknown."""
+    what = "conv_transpose2d"
+    attrs = _conv_attrs_of(stride, padding, dilation, groups, what)
+    extra = _pair(output_padding, f"{what}: output_padding", 0)
+    for axis, name in enumerate("hw"):
+        if extra[axis] >= max(attrs["stride"][axis], attrs["dilation"][axis]):
+            raise ValueError(f"{what}: output_padding {extra} must be smaller than the stride "
+                             f"{attrs['stride']} or the dilation {attrs['dilation']} along "
+                             f"{name}")
+    x, w = as_values(x, w)
+    _transpose_operands(x, w, attrs["groups"])
+    kernel, size = w.shape[2:], x.shape[2:]
+    out_hw = tuple((size[i] - 1) * attrs["stride"][i] - 2 * attrs["padding"][i]
+                   + attrs["dilation"][i] * (kernel[i] - 1) + extra[i] + 1 for i in range(2))
+    if min(out_hw) < 1:
+        raise ShapeError(f"{what}: the output of input {x.type_str} with weight "
+                         f"{format_shape(w.shape)} and padding {attrs['padding']} would be "
+                         f"{format_shape(out_hw)}: too small")
+    # conv2d maps the output back onto the windows of x; an output_padding of a stride or
+    # more adds windows past x's last row or column, which x fills with zeros
+    windows = conv2d_shape((x.shape[0], w.shape[1] * attrs["groups"]) + out_hw, w.shape,
+                           attrs)[2:]
+    if windows != tuple(size):
+        x = _ops().pad(x, ((0, 0), (0, 0), (0, windows[0] - size[0]), (0, windows[1] - size[1])))
+    y = _conv_input_grad(x, w, out_hw, attrs)
+    return _add_channel_bias(y, b, w.shape[1] * attrs["groups"], w, what)
+
+
+def _transpose_operands(x, w, groups):
+    """Check conv_transpose2d's operands: ``x`` 4-D with static C, H, W and ``w`` a static
+    [C, O/groups, kh, kw] of its floating dtype, with ``groups`` dividing C."""
+    what = "conv_transpose2d"
+    _float_operands([(x.shape, x.dtype), (w.shape, w.dtype)], f"{what}: input and weight")
+    if x.ndim != 4 or None in x.shape[1:]:
+        raise ShapeError(f"{what}: input must be 4-D NCHW with static channel and spatial "
+                         f"dims (only the batch dim may be unknown), got {x.type_str}")
+    if w.ndim != 4 or None in w.shape:
+        raise ShapeError(f"{what}: weight must be a static 4-D [in, out/groups, kh, kw], "
+                         f"got {w.type_str}")
+    if w.shape[0] != x.shape[1]:
+        raise ShapeError(f"{what}: input {x.type_str} has {x.shape[1]} channels but weight "
+                         f"{w.type_str} expects {w.shape[0]}")
+    if x.shape[1] % groups:
+        raise ShapeError(f"{what}: groups={groups} does not divide the {x.shape[1]} channels "
+                         f"of input {x.type_str}")
 
 
 def _pool_attrs_of(kernel_size, stride, padding, what):

@@ -1,5 +1,6 @@
-"""OpSamples of matmul and the nn ops (conv2d and its gradients, pooling, softmax family,
-cross-entropy, one_hot, linear), each with an independent NumPy reference."""
+"""OpSamples of matmul and the nn ops (conv2d and its gradients, conv_transpose2d, pooling,
+softmax family, cross-entropy, one_hot, linear, batch_norm), each with an independent NumPy
+reference."""
 import numpy as np
 
 import symgrad as sg
@@ -50,6 +51,40 @@ def ref_conv_weight_grad(x, g, khw, stride=1, padding=0, dilation=1, groups=1):
     basis = np.eye(size).reshape(size, o, c, *khw)
     return np.stack([np.vdot(ref_conv(x, e, stride, padding, dilation, groups), g)
                      for e in basis]).reshape(o, c, *khw)
+
+
+def ref_conv_transpose(x, w, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """PyTorch's definition: each input pixel scatters ``x * w`` into the output, which is
+    then cropped by ``padding`` (``output_padding`` rows and columns stay zero)."""
+    s, p, d = stride, padding, dilation
+    n, c, h, wd = x.shape
+    og, kh, kw = w.shape[1:]
+    ho = (h - 1) * s - 2 * p + d * (kh - 1) + output_padding + 1
+    wo = (wd - 1) * s - 2 * p + d * (kw - 1) + output_padding + 1
+    out = np.zeros((n, og * groups, ho + 2 * p, wo + 2 * p))
+    cg = c // groups
+    for ci in range(c):
+        k = ci // cg
+        for i in range(kh):
+            for j in range(kw):
+                contribution = np.einsum("nhw,o->nohw", x[:, ci], w[ci, :, i, j])
+                out[:, k * og:(k + 1) * og, i * d:i * d + s * (h - 1) + 1:s,
+                    j * d:j * d + s * (wd - 1) + 1:s] += contribution
+    return out[:, :, p:p + ho, p:p + wo]
+
+
+def ref_batch_norm(x, mean, var, w=None, b=None, eps=1e-5):
+    """PyTorch's formula, per channel (axis 1): (x - mean) / sqrt(var + eps) * w + b."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    y = y if w is None else y * w.reshape(shape)
+    return y if b is None else y + b.reshape(shape)
+
+
+def ref_batch_stats(x):
+    """(mean, biased variance, unbiased variance) per channel (axis 1)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    return x.mean(axis=axes), x.var(axis=axes), x.var(axis=axes, ddof=1)
 
 
 def ref_pool(x, k, s, p, reduce):
@@ -179,4 +214,50 @@ SAMPLES += [
              [np.array([[0, 3, 1], [2, 5, -1]])],
              lambda i: (i[..., None] == np.arange(4)).astype(np.float64),
              grad=False, grad2=False, dynamic=(0,)),
+]
+
+# conv_transpose2d is conv2d_input_grad (with a pad when output_padding reaches the stride)
+CONV_TRANSPOSE = [dict(), dict(stride=2, padding=1, output_padding=1),
+                  dict(groups=2, stride=2, dilation=2, padding=1),
+                  dict(dilation=3, stride=2, output_padding=2)]
+for kw in CONV_TRANSPOSE:
+    tag = "-".join(f"{k}{v}" for k, v in kw.items()) or "plain"
+    SAMPLES.append(OpSample(
+        "conv2d_input_grad", lambda a, b, kw=kw: nn.conv_transpose2d(a, b, **kw),
+        [normal(2, 2, 3, 3), normal(2, 2, 2, 2)],
+        lambda a, b, kw=kw: ref_conv_transpose(a, b, **kw), dynamic=(0,),
+        id=f"conv_transpose2d-{tag}"))
+SAMPLES.append(OpSample(
+    "conv2d_input_grad", lambda a, b, c: nn.conv_transpose2d(a, b, c, padding=1),
+    [normal(1, 2, 3, 3), normal(2, 3, 3, 3), normal(3)],
+    lambda a, b, c: ref_conv_transpose(a, b, padding=1) + c[:, None, None],
+    id="conv_transpose2d-bias"))
+
+
+# batch_norm is a composition (mean, sqrt, ...): the samples name its first op, mean. In
+# training they fetch the running statistics' new values too; momentum=1 makes those the
+# batch's, which keeps the outputs independent of the state (repeated calls update it).
+def _bn_train(x, *affine):
+    mean, var = nn.batch_norm_stats("bn", x.shape[1], x.dtype)
+    y = nn.batch_norm(x, mean, var, *affine, training=True, momentum=1.0)
+    return y, x.program.assignments[mean], x.program.assignments[var]
+
+
+def _ref_bn_train(x, *affine):
+    mean, var, unbiased = ref_batch_stats(x)
+    return ref_batch_norm(x, mean, var, *affine), mean, unbiased
+
+
+SAMPLES += [
+    OpSample("mean", _bn_train, [normal(3, 2, 2, 3), normal(2), normal(2)], _ref_bn_train,
+             id="batch_norm-train-affine"),
+    OpSample("mean", _bn_train, [normal(4, 3, 5)], _ref_bn_train, dynamic=(0,),
+             id="batch_norm-train-ncl-dynamic"),
+    OpSample("mean", lambda x, w: nn.batch_norm(x, None, None, w, training=True, eps=0.1),
+             [normal(5, 3), normal(3)],
+             lambda x, w: ref_batch_norm(x, *ref_batch_stats(x)[:2], w, eps=0.1), dynamic=(0,),
+             id="batch_norm-train-batch-stats-only"),
+    OpSample("mean", lambda x, m, v, w, b: nn.batch_norm(x, m, v, w, b),
+             [normal(2, 3, 2, 2), normal(3), R.uniform(0.5, 2.0, 3), normal(3), normal(3)],
+             ref_batch_norm, dynamic=(0,), id="batch_norm-eval"),
 ]

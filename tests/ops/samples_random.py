@@ -1,8 +1,8 @@
 """OpSamples of the random ops and dropout (see tests/ops/samples.py), against the independent
 reference of tests/ops/random_reference.py (stream 0, the step each sample feeds). Each
 sample's numbers take the dtype of its input, so the backends' dtype variants run them in
-float64, float32 and float16. Random ops carry no gradient; dropout's is checked (the fed step
-keeps its mask fixed under finite differences)."""
+float64, float32 and float16. Random ops carry no gradient; dropout's and dropout2d's are
+checked (the fed step keeps their masks fixed under finite differences)."""
 import numpy as np
 
 import symgrad as sg
@@ -13,8 +13,9 @@ from .samples import OpSample
 _R = np.random.default_rng(53)
 
 
-def _dropout(x, p, seed, step):
-    keep = ref.uniform(x.shape, "float32", seed=seed, step=step) >= np.float32(p)
+def _dropout(x, p, seed, step, mask_shape=None):
+    mask_shape = x.shape if mask_shape is None else mask_shape
+    keep = ref.uniform(mask_shape, "float32", seed=seed, step=step) >= np.float32(p)
     return np.where(keep, x * x.dtype.type(1 / (1 - p)), x.dtype.type(0))
 
 
@@ -38,4 +39,13 @@ SAMPLES = [
              grad=False, grad2=False, rtol=1e-12, atol=1e-12, step=0, id="random_normal-static"),
     OpSample("random_uniform", lambda x: sg.nn.dropout(x, 0.3, seed=5), [_R.normal(size=(4, 6))],
              lambda x: _dropout(x, 0.3, 5, 1), dynamic=(0,), step=1, id="dropout"),
+    # dropout2d: one number per (n, c), from x's shape at run time or from the static shape
+    OpSample("random_uniform", lambda x: sg.nn.dropout2d(x, 0.4, seed=9),
+             [_R.normal(size=(4, 5, 2, 3))],
+             lambda x: _dropout(x, 0.4, 9, 2, x.shape[:2] + (1, 1)), dynamic=(0,), step=2,
+             id="dropout2d-dynamic"),
+    OpSample("random_uniform", lambda x: sg.nn.dropout2d(x, 0.5, seed=2 ** 35),
+             [_R.normal(size=(3, 4, 3, 2))],
+             lambda x: _dropout(x, 0.5, 2 ** 35, 7, x.shape[:2] + (1, 1)), step=7,
+             id="dropout2d-static"),
 ]

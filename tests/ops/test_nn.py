@@ -1,5 +1,6 @@
-"""symgrad.nn and the opaque nn ops: forward against naive NumPy loops, kernel adjointness,
-shape/dtype errors, dynamic batch, and the generated-code helpers."""
+"""symgrad.nn and the opaque nn ops: forward against naive NumPy loops (and the samples
+against their references), kernel adjointness, conv_transpose2d, shape/dtype errors, dynamic
+batch, and the generated-code helpers."""
 import inspect
 import itertools
 
@@ -12,6 +13,9 @@ from symgrad.ops.core import evaluate_vjp
 from symgrad import ir_backward, nn
 from symgrad.ops import REGISTRY, kernels
 from tests.ops.samples import interpret
+from tests.ops.samples_nn import SAMPLES as ALL_NN_SAMPLES
+
+NN_SAMPLES = [s for s in ALL_NN_SAMPLES if s.expected is not None]
 
 RNG = np.random.default_rng(0)
 
@@ -154,6 +158,120 @@ def test_conv2d_argument_errors():
             nn.conv2d(sg.data("xd", [1, 4, None, 5], "float32"), w)
         with pytest.raises(sg.ShapeError, match="static channel and spatial dims"):
             nn.conv2d(sg.data("xc", [1, None, 5, 5], "float32"), w)
+
+
+# --- conv_transpose2d ------------------------------------------------------------------------
+def naive_conv_transpose(x, w, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), groups=1,
+                         dilation=(1, 1)):
+    """PyTorch's definition, pixel by pixel: out[n, g*Og + o, i*s - p + a*d, j*s - p + b*d]
+    += x[n, c, i, j] * w[c, o, a, b], c in group g."""
+    n, c, h, wd = x.shape
+    og, kh, kw = w.shape[1:]
+    (sh, sw), (ph, pw), (oh, ow), (dh, dw) = stride, padding, output_padding, dilation
+    ho = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oh + 1
+    wo = (wd - 1) * sw - 2 * pw + dw * (kw - 1) + ow + 1
+    out = np.zeros((n, og * groups, ho, wo), np.result_type(x, w))
+    cg = c // groups
+    for b, ci, i, j, a, e in itertools.product(range(n), range(c), range(h), range(wd),
+                                               range(kh), range(kw)):
+        r, q = i * sh - ph + a * dh, j * sw - pw + e * dw
+        if 0 <= r < ho and 0 <= q < wo:
+            g = ci // cg
+            out[b, g * og:(g + 1) * og, r, q] += x[b, ci, i, j] * w[ci, :, a, e]
+    return out
+
+
+CONV_TRANSPOSE_CASES = [
+    dict(),
+    dict(stride=2, padding=1, output_padding=1),
+    dict(stride=(2, 3), padding=(0, 1), output_padding=(1, 2)),
+    dict(groups=2, dilation=2, padding=2),
+    dict(stride=2, dilation=3, output_padding=2),   # output_padding >= stride: x is padded
+    dict(groups=4, stride=(1, 2), dilation=(2, 1), output_padding=(1, 0)),
+]
+
+
+@pytest.mark.parametrize("kw", CONV_TRANSPOSE_CASES, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv_transpose2d_forward_matches_naive_loops(kw, dtype):
+    groups = kw.get("groups", 1)
+    x = RNG.standard_normal((2, 4, 4, 3)).astype(dtype)
+    w = RNG.standard_normal((4, 2, 3, 2)).astype(dtype)   # 2 * groups output channels
+    got = run(lambda a, b: nn.conv_transpose2d(a, b, **kw), x, w, dynamic=(0,))
+    pair = lambda v: v if isinstance(v, tuple) else (v, v)  # noqa: E731
+    ref = naive_conv_transpose(x, w, pair(kw.get("stride", 1)), pair(kw.get("padding", 0)),
+                               pair(kw.get("output_padding", 0)), groups,
+                               pair(kw.get("dilation", 1)))
+    assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
+
+
+def test_conv_transpose2d_is_the_input_gradient_of_conv2d():
+    """conv_transpose2d(g, w) == d<conv2d(x, w), g>/dx for the same weight, stride, padding,
+    dilation and groups (output_padding restores x's size); its own gradients are conv2d's
+    ops."""
+    attrs = dict(stride=2, padding=1, dilation=(1, 2), groups=2)
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x, w = sg.data("x", [None, 4, 7, 6], "float64"), sg.data("w", [6, 2, 3, 3], "float64")
+        g = sg.data("g", [None, 6, 4, 2], "float64")
+        dx, = ir_backward.grad(nn.conv2d(x, w, **attrs), [x], grad_outputs=[g])
+        t = nn.conv_transpose2d(g, w, output_padding=(0, 1), **attrs)
+        dt = ir_backward.grad(sg.sum(t * t), [g, w])
+    assert t.op.name == "conv2d_input_grad" and t.shape == (None, 4, 7, 6)
+    assert [v.op.name for v in dt] == ["conv2d", "conv2d_weight_grad"]
+    feeds = dict(x=RNG.standard_normal((2, 4, 7, 6)), w=RNG.standard_normal((6, 2, 3, 3)),
+                 g=RNG.standard_normal((2, 6, 4, 2)))
+    want, got = sg.compile(prog, [dx, t], backend="numpy")(**feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got, naive_conv_transpose(
+        feeds["g"], feeds["w"], (2, 2), (1, 1), (0, 1), 2, (1, 2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x, w: nn.conv_transpose2d(x, w[:2]), sg.ShapeError,
+     "conv_transpose2d: input float32[?, 4, 5, 5] has 4 channels but weight float32[2, 3, 3, 3] "
+     "expects 2"),
+    (lambda x, w: nn.conv_transpose2d(x, w, groups=3), sg.ShapeError,
+     "conv_transpose2d: groups=3 does not divide the 4 channels"),
+    (lambda x, w: nn.conv_transpose2d(x[0], w), sg.ShapeError, "must be 4-D NCHW"),
+    (lambda x, w: nn.conv_transpose2d(sg.data("xd", [1, 4, None, 5]), w), sg.ShapeError,
+     "static channel and spatial dims"),
+    (lambda x, w: nn.conv_transpose2d(x, sg.data("w3", [4, 3, 3])), sg.ShapeError,
+     "weight must be a static 4-D [in, out/groups, kh, kw]"),
+    (lambda x, w: nn.conv_transpose2d(x, w, padding=5), sg.ShapeError,
+     "would be [-3, -3]: too small"),
+    (lambda x, w: nn.conv_transpose2d(x, w, b=sg.data("b", [4])), sg.ShapeError,
+     "conv_transpose2d: bias shape [4] does not match the 3 output channels"),
+    (lambda x, w: nn.conv_transpose2d(x, w, stride=2, output_padding=2), ValueError,
+     "output_padding (2, 2) must be smaller than the stride (2, 2) or the dilation (1, 1) "
+     "along h"),
+    (lambda x, w: nn.conv_transpose2d(x, w, output_padding=-1), ValueError,
+     "output_padding must be >= 0"),
+    (lambda x, w: nn.conv_transpose2d(x, w, groups=0), ValueError,
+     "conv_transpose2d: groups must be a positive int"),
+    (lambda x, w: nn.conv_transpose2d(x, sg.data("w64", [4, 3, 3, 3], "float64")),
+     sg.DTypeError, "conv_transpose2d: input and weight need operands of one floating dtype, "
+     "got float32, float64"),
+])
+def test_conv_transpose2d_errors(call, error, message):
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [None, 4, 5, 5], "float32")
+        w = sg.data("w", [4, 3, 3, 3], "float32")
+        with pytest.raises(error) as info:
+            call(x, w)
+    assert message in str(info.value)
+
+
+# --- samples: forward against their references ------------------------------------------------
+@pytest.mark.parametrize("sample", NN_SAMPLES, ids=lambda s: s.id)
+def test_sample_forward_matches_the_reference(sample):
+    out, got = interpret(sample.build, *sample.inputs, dynamic=sample.dynamic)
+    want = sample.expected(*sample.inputs)
+    got, want = (list(v) if isinstance(out, tuple) else [v] for v in (got, want))
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == np.shape(w)
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 
 
 # --- pooling ----------------------------------------------------------------------------------

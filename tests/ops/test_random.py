@@ -1,5 +1,5 @@
 """Random numbers: Philox known answers, the numbers against an independent reference, the
-step counter, streams, loops, dropout and its gradient, errors."""
+step counter, streams, loops, dropout and dropout2d and their gradients, errors."""
 import numpy as np
 import pytest
 
@@ -212,6 +212,39 @@ def test_dropout_is_the_identity_when_not_training_and_zero_at_p_one():
     np.testing.assert_array_equal(out[1], np.zeros(4))
 
 
+@pytest.mark.parametrize("backend", ["interpreter", "numpy", "c"])
+def test_dropout2d_zeroes_whole_channels_and_its_gradient_uses_the_same_mask(backend):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 30, 2, 3], "float64")
+        r = sg.data("r", [None, 30, 2, 3], "float64")
+        y = sg.nn.dropout2d(x, 0.25, seed=3)
+        g, = ir_backward.grad(y, [x], grad_outputs=[r], create_graph=True)
+        h, = ir_backward.grad(sg.sum(g * g), [x], allow_unused=True, unused="zeros")
+    rng = np.random.default_rng(2)
+    x_v, r_v = rng.uniform(0.5, 1.5, (20, 30, 2, 3)), rng.standard_normal((20, 30, 2, 3))
+    fn = sg.compile(prog, [y, g, h], backend=backend)
+    y_v, g_v, h_v = fn(x=x_v, r=r_v, rng_step=5)
+    keep = ref.uniform((20, 30, 1, 1), "float32", seed=3, step=5) >= np.float32(0.25)
+    assert abs(keep.mean() - 0.75) < 0.05
+    np.testing.assert_allclose(y_v, np.where(keep, x_v / 0.75, 0.0))
+    np.testing.assert_allclose(g_v, np.where(keep, r_v / 0.75, 0.0))
+    np.testing.assert_array_equal(h_v, np.zeros_like(x_v))   # linear in x
+    again, _, _ = fn(x=x_v, r=r_v, rng_step=5)                # deterministic per step,
+    np.testing.assert_array_equal(again, y_v)
+    assert not np.array_equal(fn(x=x_v, r=r_v)[0], y_v)       # a new mask at the next step
+
+
+def test_dropout2d_is_the_identity_when_not_training_and_zero_at_p_one():
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [2, 3, 4, 4])
+        assert sg.nn.dropout2d(x, 0.5, training=False) is x
+        assert sg.nn.dropout2d(x, 0.0) is x
+        y = sg.nn.dropout2d(x, 1.0)
+        out, = sg.compile(x.program, [y])(np.ones((2, 3, 4, 4), "float32"))
+    np.testing.assert_array_equal(out, np.zeros((2, 3, 4, 4)))
+
+
 def test_random_ops_carry_no_gradient():
     with sg.program_guard(sg.Program()):
         x = sg.data("x", [3])
@@ -230,6 +263,12 @@ def test_random_ops_carry_no_gradient():
     (lambda: sg.random.uniform([2], counter=sg.constant(1.5)), DTypeError,
      "random_uniform: the counter must be an int scalar"),
     (lambda: sg.nn.dropout(sg.constant(np.ones(2)), 1.5), ValueError, r"p must be"),
+    (lambda: sg.nn.dropout2d(sg.constant(np.ones((1, 2, 2, 2))), -0.1), ValueError,
+     r"dropout2d: p must be a number in \[0, 1\], got -0.1"),
+    (lambda: sg.nn.dropout2d(sg.data("x", [2, 3, 4])), ShapeError,
+     r"dropout2d: needs a 4-D NCHW input, got float32\[2, 3, 4\]"),
+    (lambda: sg.nn.dropout2d(sg.data("i", [1, 2, 2, 2], "int32")), DTypeError,
+     "dropout2d: needs a floating input"),
 ])
 def test_errors(call, error, match):
     with sg.program_guard(sg.Program()):

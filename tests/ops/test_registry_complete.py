@@ -21,7 +21,8 @@ MORE_OPS = {"take": "take", "take_along_axis": "take_along_axis", "cumsum": "cum
             "cumprod": "cumprod", "erf": "erf", "arctan2": "arctan2", "einsum": "einsum",
             "var": "mean", "std": "sqrt"}
 MORE_NN_OPS = {"layer_norm": "mean", "leaky_relu": "leaky_relu", "embedding": "take",
-               "dropout": "random_uniform"}
+               "dropout": "random_uniform", "batch_norm": "mean",
+               "conv_transpose2d": "conv2d_input_grad", "dropout2d": "random_uniform"}
 
 
 @pytest.mark.parametrize("name", DESIGN_OPS)
