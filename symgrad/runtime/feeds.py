@@ -3,7 +3,9 @@
 A compiled program's signature lists its ``data`` inputs (in creation order: the positional
 feed order) and its parameters. Feeds are checked against it at call time: a missing or
 unknown input, a wrong rank, a wrong size of a known dim or a wrong dtype kind is a clear
-error naming the input.
+error naming the input. An input that only the program's updates need (not its fetches) is
+required all the same, since every call applies the updates; a missing one is an error that
+says so and names the way to compile without them (``updates=False``).
 """
 from __future__ import annotations
 
@@ -24,16 +26,21 @@ class InputSpec:
     shape: tuple          # ints and None for unknown dims
     dtype: np.dtype
     kind: str             # "data" or "parameter"
-    required: bool        # the fetches need it (a parameter is never required: it has init)
+    required: bool        # the fetches or the updates need it (a parameter never: it has init)
+    updates_only: bool = False   # required, but only the updates (state outputs) need it
 
     def to_json(self):
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
-                "kind": self.kind, "required": self.required}
+        """The manifest's form; ``updates_only`` is written only where it is true."""
+        obj = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
+               "kind": self.kind, "required": self.required}
+        if self.updates_only:
+            obj["updates_only"] = True
+        return obj
 
     @classmethod
     def from_json(cls, obj):
         return cls(obj["name"], tuple(obj["shape"]), np.dtype(obj["dtype"]), obj["kind"],
-                   obj["required"])
+                   obj["required"], obj.get("updates_only", False))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,10 +57,16 @@ class OutputSpec:
         return cls(obj["name"], tuple(obj["shape"]), np.dtype(obj["dtype"]))
 
 
-def build_signature(program, needed_values):
-    """InputSpecs for the program's data inputs then parameters. ``needed_values`` is the set
-    of source Values the fetches depend on."""
-    specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in needed_values)
+def feedable_sources(ops) -> set:
+    """The source Values (``data`` inputs, parameters) that the ops ``ops`` include."""
+    return {op.results[0] for op in ops if op.opdef.feedable}
+
+
+def build_signature(program, for_fetches, for_updates=frozenset()):
+    """InputSpecs for the program's data inputs then parameters. ``for_fetches`` and
+    ``for_updates``: the sets of source Values the fetches and the state outputs depend on."""
+    specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in for_fetches or v in for_updates,
+                       v not in for_fetches and v in for_updates)
              for v in program.inputs]
     specs += [InputSpec(v.name, v.shape, v.dtype, "parameter", False)
               for v in program.parameters]
@@ -121,8 +134,10 @@ def _lossless_python(expected_kind, got_kind):
     return (expected_kind == "f" and got_kind in "ib") or (expected_kind == "i" and got_kind == "b")
 
 
-def bind_feeds(signature, args, kwargs) -> dict:
-    """Map positional (``data`` order) and keyword feeds to checked arrays by input name."""
+def bind_feeds(signature, args, kwargs, updates=()) -> dict:
+    """Map positional (``data`` order) and keyword feeds to checked arrays by input name.
+    ``updates``: the names of the parameters the program assigns (for the error on a missing
+    input that only the updates need)."""
     data_specs = [s for s in signature if s.kind == "data"]
     by_name = {s.name: s for s in signature}
     if len(args) > len(data_specs):
@@ -138,8 +153,27 @@ def bind_feeds(signature, args, kwargs) -> dict:
         if name in feeds:
             raise TypeError(f"input {name!r} was given both by position and by name")
         feeds[name] = value
-    missing = [s.name for s in signature if s.required and s.name not in feeds]
+    missing = [s for s in signature if s.required and s.name not in feeds]
     if missing:
-        raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
-                        + ", ".join(repr(m) for m in missing))
+        raise FeedError(_missing_feeds(missing, updates))
     return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
+
+
+def _missing_feeds(missing, updates) -> str:
+    """The message for the required inputs ``missing`` (InputSpecs); for those only the
+    updates need, it names the updated parameters and ``updates=False``."""
+    message = ("missing feed for input" + ("s " if len(missing) > 1 else " ")
+               + ", ".join(repr(s.name) for s in missing))
+    only = [s.name for s in missing if s.updates_only]
+    if not only:
+        return message
+    updates = list(updates)
+    shown = ", ".join(map(repr, updates[:4])) + (f" and {len(updates) - 4} more"
+                                                 if len(updates) > 4 else "")
+    return (f"{message}. Only the program's updates need "
+            f"{', '.join(map(repr, only))}: the program assigns {shown or 'parameters'} "
+            f"(optimizer updates, sg.assign), and every call applies them whatever it "
+            f"fetches. To compute the "
+            f"fetches without updating the state (evaluation, inference), compile with "
+            f"sg.compile(..., updates=False); to train, feed "
+            f"{'it' if len(only) == 1 else 'them'}")

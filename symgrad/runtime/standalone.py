@@ -440,9 +440,14 @@ def check_feeds(inputs, args, feeds) -> dict:
         if name in named:
             raise TypeError(f"input {name!r} was given both by position and by name")
         named[name] = value
-    missing = [spec["name"] for spec in inputs if spec["required"] and spec["name"] not in named]
+    missing = [spec for spec in inputs if spec["required"] and spec["name"] not in named]
     if missing:
-        raise ValueError(f"missing feed for input(s) {', '.join(map(repr, missing))}")
+        only = [repr(spec["name"]) for spec in missing if spec.get("updates_only")]
+        raise ValueError(f"missing feed for input(s) "
+                         f"{', '.join(repr(spec['name']) for spec in missing)}"
+                         + (f" (only the program's updates need {', '.join(only)}, and they "
+                            f"are compiled in; to evaluate without them, save a program "
+                            f"compiled with sg.compile(..., updates=False))" if only else ""))
     return {name: check_feed(by_name[name], value) for name, value in named.items()}
 
 
