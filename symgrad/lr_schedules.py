@@ -71,6 +71,7 @@ class LRSchedule:
 
 
 def _steps(step):
+    """The step count as a float64 Value."""
     return ew.cast(step, "float64")
 
 
@@ -92,8 +93,8 @@ class CosineAnnealingLR(LRSchedule):
     """``eta_min + (learning_rate - eta_min) * (1 + cos(pi * t / T_max)) / 2``: from
     ``learning_rate`` at step 0 down to ``eta_min`` at step ``T_max`` along half a cosine
     (PyTorch's ``CosineAnnealingLR``, whose closed form this is: after ``T_max`` the rate
-    rises again along the cosine, so choose ``T_max`` as the number of steps to anneal over
-    and follow it with a constant schedule, or stop, at ``T_max``)."""
+    rises again along the cosine). To hold ``eta_min`` from ``T_max`` on, follow it with
+    ``LinearLR(eta_min, 1.0, 1.0, 1)`` in a :class:`SequentialLR`."""
 
     def __init__(self, learning_rate, T_max, eta_min=0.0):  # noqa: N803  (PyTorch's name)
         self.learning_rate = _real("CosineAnnealingLR", "learning_rate", learning_rate, 0.0)

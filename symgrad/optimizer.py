@@ -72,8 +72,8 @@ def _positive(name, value):
 
 
 def _learning_rate(value):
-    """A learning rate: a non-negative number, a float scalar Value (a schedule the program
-    reads: a ``data`` input fed each step, or a parameter), or an :class:`LRSchedule`."""
+    """A learning rate: a non-negative number, a float scalar Value (a ``data`` input fed each
+    step, or a parameter), or an :class:`LRSchedule`."""
     if isinstance(value, LRSchedule):
         return value
     if isinstance(value, Value):
