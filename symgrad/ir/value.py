@@ -109,6 +109,9 @@ class Value:
         return self.shape[0]
 
     def __iter__(self):
-        raise TypeError("a symgrad Value is not iterable; index it or use sg.split")
+        raise TypeError("a symgrad Value is not iterable; index it or use sg.split (vjp, jvp, "
+                        "jacobian and hessian give a single Value for a single Value argument, "
+                        "and a list or tuple for a list or tuple: pass a one-element list to "
+                        "unpack one result)")
 
     __array_priority__ = 1000  # numpy scalars/arrays on the left defer to our operators

@@ -72,11 +72,11 @@ from ..errors import ArtifactError, SymgradError, VerificationError
 from ..ir.graph import ancestors_of
 from ..ir.serialize import fetches_from_json, program_from_json, program_to_json
 from ..ops.core import op_table
-from ..ops.state import split_state_fetches, with_parameter_values
+from ..ops.state import assignments, split_state_fetches, with_parameter_values
 from ..version import __version__
 from . import standalone
 from .compiled import output_specs
-from .feeds import build_signature
+from .feeds import build_signature, feedable_sources
 from .options import CompileOptions, checked_option, option_schema
 
 PROGRAM_FILE = "program.json"
@@ -621,7 +621,7 @@ class LoadedProgram:
     def __call__(self, *args, **feeds) -> list:
         from .feeds import bind_feeds
 
-        feeds = bind_feeds(self.signature, args, feeds)
+        feeds = bind_feeds(self.signature, args, feeds, self.assigned)
         known = {s.name for s in self.compiled.signature}
         return list(self.compiled(**{k: v for k, v in feeds.items() if k in known}))
 
@@ -659,10 +659,12 @@ def _parse_program(contents, path):
 
 def _cross_check_signature(path, signature, outputs, program, fetches):
     """The manifest's inputs and outputs must be what program.json implies: each input or
-    parameter of the program listed with its type and whether the fetches need it; other
-    listed inputs (data the fetches never needed) are optional data."""
-    needed = {op.results[0] for op in ancestors_of(fetches) if op.opdef.feedable}
-    expected = {spec.name: spec for spec in build_signature(program, needed)}
+    parameter of the program listed with its type and whether the fetches or the updates (its
+    state outputs) need it; other listed inputs (data they never needed) are optional data."""
+    updates = assignments(program).values()
+    expected = {spec.name: spec for spec in build_signature(
+        program, feedable_sources(ancestors_of(fetches)),
+        feedable_sources(ancestors_of(updates)))}
     listed = {}
     for spec in signature:
         if spec.name in listed:

@@ -10,7 +10,7 @@ from ..ops.core import default_program_hint
 from ..ops.state import assignments, mark_commits
 from .compiled import CompiledProgram, output_specs
 from .dims import DimBinding
-from .feeds import build_signature
+from .feeds import build_signature, feedable_sources
 from .options import CompileOptions
 from .standalone import ProgramState
 
@@ -64,10 +64,11 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     fetches = normalize_fetch_list(program, fetch_list)
     assigned = assignments(program) if updates else {}
     count = len(fetches)
+    for_fetches, for_updates = ancestors_of(fetches), ancestors_of(assigned.values())
     fetches += assigned.values()   # the state outputs, after the user's fetches
-    needed = ancestors_of(fetches)
-    needed_sources = {op.results[0] for op in needed if op.opdef.feedable}
-    signature = build_signature(program, needed_sources)
+    needed = for_fetches | for_updates
+    signature = build_signature(program, feedable_sources(for_fetches),
+                                feedable_sources(for_updates))
     dim_check = DimBinding.for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied

@@ -80,7 +80,7 @@ class CompiledProgram:
 
     def __call__(self, *args, **feeds):
         """Run with feeds by name or position (see the class docstring for the state)."""
-        feeds = bind_feeds(self.signature, args, feeds)
+        feeds = bind_feeds(self.signature, args, feeds, self.assigned)
         if self._dim_check is not None:
             self._dim_check(feeds)
         return self._call(self._executable.run, feeds)

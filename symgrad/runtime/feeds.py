@@ -3,7 +3,9 @@
 A compiled program's signature lists its ``data`` inputs (in creation order: the positional
 feed order) and its parameters. Feeds are checked against it at call time: a missing or
 unknown input, a wrong rank, a wrong size of a known dim or a wrong dtype kind is a clear
-error naming the input.
+error naming the input. An input that only the program's updates need (not its fetches) is
+required all the same, since every call applies the updates; a missing one is an error that
+says so and names the way to compile without them (``updates=False``).
 
 The check itself (:func:`check_feed`, :func:`bind_feeds`) and the specs (:class:`InputSpec`,
 :class:`OutputSpec`) live in :mod:`.standalone`, which needs NumPy only: the runner copied
@@ -14,13 +16,20 @@ from __future__ import annotations
 
 from .standalone import InputSpec, OutputSpec, bind_feeds, check_feed
 
-__all__ = ["InputSpec", "OutputSpec", "bind_feeds", "build_signature", "check_feed"]
+__all__ = ["InputSpec", "OutputSpec", "bind_feeds", "build_signature", "check_feed",
+           "feedable_sources"]
 
 
-def build_signature(program, needed_values):
-    """InputSpecs for the program's data inputs then parameters. ``needed_values`` is the set
-    of source Values the fetches depend on."""
-    specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in needed_values)
+def feedable_sources(ops) -> set:
+    """The source Values (``data`` inputs, parameters) that the ops ``ops`` include."""
+    return {op.results[0] for op in ops if op.opdef.feedable}
+
+
+def build_signature(program, for_fetches, for_updates=frozenset()):
+    """InputSpecs for the program's data inputs then parameters. ``for_fetches`` and
+    ``for_updates``: the sets of source Values the fetches and the state outputs depend on."""
+    specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in for_fetches or v in for_updates,
+                       v not in for_fetches and v in for_updates)
              for v in program.inputs]
     specs += [InputSpec(v.name, v.shape, v.dtype, "parameter", False)
               for v in program.parameters]

@@ -539,19 +539,24 @@ class InputSpec(typing.NamedTuple):
     shape: tuple          # ints and None for unknown dims
     dtype: np.dtype
     kind: str             # "data" or "parameter"
-    required: bool        # the fetches need it (a parameter is never required: it has init)
+    required: bool        # the fetches or the updates need it (a parameter never: it has init)
+    updates_only: bool = False   # required, but only the updates (state outputs) need it
 
     def to_json(self):
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
-                "kind": self.kind, "required": self.required}
+        """The manifest's form; ``updates_only`` is written only where it is true."""
+        obj = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
+               "kind": self.kind, "required": self.required}
+        if self.updates_only:
+            obj["updates_only"] = True
+        return obj
 
     @classmethod
     def from_json(cls, obj):
         """The spec of a manifest entry; ValueError, TypeError or KeyError if malformed."""
         spec = cls(obj["name"], _shape_from_json(obj["shape"]), np.dtype(obj["dtype"]),
-                   obj["kind"], obj["required"])
+                   obj["kind"], obj["required"], obj.get("updates_only", False))
         if not isinstance(spec.name, str) or spec.kind not in ("data", "parameter") or \
-                not isinstance(spec.required, bool):
+                not isinstance(spec.required, bool) or not isinstance(spec.updates_only, bool):
             raise ValueError(f"input {spec.name!r} is malformed")
         return spec
 
@@ -661,8 +666,10 @@ def _check_device_array(spec, value):
                             f"NumPy array")
 
 
-def bind_feeds(signature, args, kwargs) -> dict:
-    """Map positional (``data`` order) and keyword feeds to checked arrays by input name."""
+def bind_feeds(signature, args, kwargs, updates=()) -> dict:
+    """Map positional (``data`` order) and keyword feeds to checked arrays by input name.
+    ``updates``: the names of the parameters the program assigns (for the error on a missing
+    input that only the updates need)."""
     data_specs = [s for s in signature if s.kind == "data"]
     by_name = {s.name: s for s in signature}
     if len(args) > len(data_specs):
@@ -678,11 +685,29 @@ def bind_feeds(signature, args, kwargs) -> dict:
         if name in feeds:
             raise TypeError(f"input {name!r} was given both by position and by name")
         feeds[name] = value
-    missing = [s.name for s in signature if s.required and s.name not in feeds]
+    missing = [s for s in signature if s.required and s.name not in feeds]
     if missing:
-        raise FeedError("missing feed for input" + ("s " if len(missing) > 1 else " ")
-                        + ", ".join(repr(m) for m in missing))
+        raise FeedError(_missing_feeds(missing, updates))
     return {name: check_feed(by_name[name], value) for name, value in feeds.items()}
+
+
+def _missing_feeds(missing, updates) -> str:
+    """The message for the required inputs ``missing`` (InputSpecs); for those only the
+    updates need, it names the updated parameters and ``updates=False``."""
+    message = ("missing feed for input" + ("s " if len(missing) > 1 else " ")
+               + ", ".join(repr(s.name) for s in missing))
+    only = [s.name for s in missing if s.updates_only]
+    if not only:
+        return message
+    updates = list(updates)
+    shown = ", ".join(map(repr, updates[:4])) + (f" and {len(updates) - 4} more"
+                                                 if len(updates) > 4 else "")
+    return (f"{message}. Only the program's updates need "
+            f"{', '.join(map(repr, only))}: the program assigns {shown or 'parameters'} "
+            f"(optimizer updates, sg.assign), and every call applies them whatever it "
+            f"fetches. To compute the fetches without updating the state (evaluation, "
+            f"inference), compile with sg.compile(..., updates=False); to train, feed "
+            f"{'it' if len(only) == 1 else 'them'}")
 
 
 # --- program state ---------------------------------------------------------------------------
@@ -890,12 +915,13 @@ class Runner:
         return self._entry(**feeds)
 
     def __call__(self, *args, **feeds) -> list:
-        return self._call(self._run, bind_feeds(self.inputs, args, feeds))
+        return self._call(self._run, bind_feeds(self.inputs, args, feeds, self._call.assigned))
 
     def evaluate(self, *args, **feeds) -> list:
         """The fetches, as a call gives them, leaving the state as it is (the program's
         assigns are computed and dropped); calls of it run concurrently."""
-        return self._call(self._run, bind_feeds(self.inputs, args, feeds), commit=False)
+        return self._call(self._run, bind_feeds(self.inputs, args, feeds, self._call.assigned),
+                          commit=False)
 
 
 def load(root, key=None) -> Runner:

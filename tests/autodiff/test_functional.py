@@ -117,3 +117,62 @@ def test_jvp_of_nonlinear_scalar_function_and_helpers_compose():
     a, b = run(prog, [jv, hess], x=XV)
     np.testing.assert_allclose(a, np.exp(XV) @ [1.0, 0.0, 2.0])
     np.testing.assert_allclose(b, np.diag(np.exp(XV)))
+
+
+def _helpers(x, y, v):
+    """Each helper called with ``arg`` in the place whose form decides its result's."""
+    return {
+        "vjp": lambda arg: autodiff.vjp(y, arg),
+        "jvp": lambda arg: autodiff.jvp(arg, x, v),
+        "jacobian": lambda arg: autodiff.jacobian(y, arg),
+        "hessian": lambda arg: autodiff.hessian(y, arg),
+    }
+
+
+@pytest.mark.parametrize("helper", ["vjp", "jvp", "jacobian", "hessian"])
+def test_a_value_gives_a_value_and_a_list_or_tuple_the_same_container(helper):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+        y = sg.sum(sg.sin(x) * x)
+        v = sg.constant(np.array([1.0, -1.0, 0.5]))
+    call = _helpers(x, y, v)[helper]
+    arg = y if helper == "jvp" else x
+    single, listed, tupled = call(arg), call([arg]), call((arg,))
+    assert isinstance(single, sg.Value)
+    assert type(listed) is list and type(tupled) is tuple and len(listed) == len(tupled) == 1
+    if helper == "hessian":      # nested: a list of lists, a tuple of tuples
+        assert type(listed[0]) is list and type(tupled[0]) is tuple
+        (listed,), (tupled,) = listed, tupled
+    (from_list,), (from_tuple,) = listed, tupled
+    values = run(prog, [single, from_list, from_tuple], x=XV)
+    np.testing.assert_array_equal(values[1], values[0])
+    np.testing.assert_array_equal(values[2], values[0])
+
+
+def test_two_inputs_in_a_tuple_come_back_as_a_tuple():
+    prog, x, y = program()
+    with sg.program_guard(prog):
+        z = sg.data("z", [2], "float64")
+        w = sg.sum(y * z)
+        tangent = sg.constant(XV)
+    grads = autodiff.vjp(w, (x, z))
+    assert type(grads) is tuple and [g.shape for g in grads] == [(3,), (2,)]
+    jacobians = autodiff.jacobian(y, (x, z))
+    assert type(jacobians) is tuple and [j.shape for j in jacobians] == [(2, 3), (2, 2)]
+    assert type(autodiff.jvp((y, w), [x], [tangent])) is tuple
+
+
+def test_unpacking_a_single_result_names_the_rule():
+    prog, x, y = program()
+    with pytest.raises(TypeError, match="not iterable.*single Value for a single Value "
+                                        "argument.*one-element list"):
+        (gx,) = autodiff.vjp(sg.sum(y), x)
+
+
+def test_jvp_needs_one_tangent_per_input():
+    prog, x, y = program()
+    with sg.program_guard(prog):
+        tangent = sg.constant(XV)
+    with pytest.raises(ValueError, match="jvp: v must hold one tangent per x: 1 x, 2 v"):
+        autodiff.jvp(y, x, [tangent, tangent])

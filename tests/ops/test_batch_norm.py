@@ -158,7 +158,7 @@ def _in_cond(x, mean, var):
      "batch_norm: needs an input [N, C, ...] of rank >= 2, got float32[3]"),
     (lambda x, m, v: nn.batch_norm(x, sg.data("m4", [4]), v), ShapeError,
      "batch_norm: running_mean float32[4] must be 1-D with the 3 features of axis 1 of "
-     "float32[?, 3, 4]"),
+     "float32[?0, 3, 4]"),
     (lambda x, m, v: nn.batch_norm(x, m, v, sg.data("w", [3, 1])), ShapeError,
      "batch_norm: weight float32[3, 1] must be 1-D"),
     (lambda x, m, v: nn.batch_norm(x, m, None), ValueError,

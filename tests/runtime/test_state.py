@@ -242,3 +242,59 @@ def test_an_artifact_whose_manifest_misstates_the_state_is_refused(tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(sg.ArtifactError, match="manifest.json's state"):
         sg.load(path)
+
+
+def training_program():
+    """A linear classifier trained by SGD: the loss needs ``x`` and ``y``, the scores only
+    ``x``; returns ``(program, scores, loss)``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float64")
+        y = sg.data("y", [None], "int64")
+        w = sg.parameter("w", [4, 3], "float64", init=np.arange(12.0).reshape(4, 3) / 10)
+        scores = x @ w
+        loss = sg.nn.softmax_cross_entropy(scores, y)
+        sg.optimizer.SGD(0.5).minimize(loss)
+    return prog, scores, loss
+
+
+def test_an_input_only_the_updates_need_is_missing_the_error_names_the_updates(tmp_path):
+    prog, scores, _ = training_program()
+    train = sg.compile(prog, [scores])       # a training step that fetches the scores
+    assert [(s.name, s.required, s.updates_only) for s in train.signature[:2]] == [
+        ("x", True, False), ("y", True, True)]
+    pattern = (r"missing feed for input 'y'\. Only the program's updates need 'y': the "
+               r"program assigns 'w' .*updates=False")
+    with pytest.raises(FeedError, match=pattern):
+        train(x=np.ones((2, 4)))
+    loaded = sg.load(train.save(str(tmp_path / "step")))    # the manifest records it
+    assert loaded.signature == train.signature
+    with pytest.raises(FeedError, match=pattern):
+        loaded(x=np.ones((2, 4)))
+    import runpy
+    runner = runpy.run_path(str(tmp_path / "step" / "numpy" / "standalone.py"))["load"](
+        str(tmp_path / "step"))
+    with pytest.raises(ValueError, match=pattern):   # the same feed check, the same message
+        runner(x=np.ones((2, 4)))
+    np.testing.assert_array_equal(train.state["w"], prog.find("w").op.attrs["init"])
+
+
+def test_a_missing_input_the_fetches_need_says_nothing_of_updates():
+    prog, scores, loss = training_program()
+    train = sg.compile(prog, [loss])
+    with pytest.raises(FeedError, match=r"^missing feed for input 'y'$"):
+        train(x=np.ones((2, 4)))
+
+
+def test_an_evaluation_program_shares_the_trained_state_without_the_labels():
+    prog, scores, loss = training_program()
+    train = sg.compile(prog, [loss])
+    evaluate = sg.compile(prog, [scores], updates=False, state=train.state)
+    assert [s.name for s in evaluate.signature if s.required] == ["x"]
+    x, y = np.eye(4)[:3], np.array([2, 0, 1])
+    for _ in range(3):
+        train(x=x, y=y)
+    trained = np.array(train.state["w"])
+    scores_value, = evaluate(x=x)
+    np.testing.assert_allclose(scores_value, x @ trained, rtol=1e-15)
+    np.testing.assert_array_equal(train.state["w"], trained)     # evaluation updates nothing
