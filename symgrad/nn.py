@@ -8,11 +8,11 @@ Value; shape and dtype errors are raised when the op is built. Layout is NCHW.
 """
 from . import dtypes
 from .errors import DTypeError, ShapeError
-from .ir.value import format_shape
+from .ir.value import Value, format_shape
 from .ops import elementwise as ew
 from .ops.activation import gelu, leaky_relu, relu, softplus
 from .ops.core import atomic_functions
-from .ops.indexing import take
+from .ops.indexing import gather, take_p
 from .ops.linalg import matmul
 from .ops.nn_ops import (avg_pool2d, conv2d, log_softmax, max_pool2d, softmax,
                          softmax_cross_entropy)
@@ -73,14 +73,17 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 def embedding(ids, table):
     """Rows of ``table`` [num_embeddings, dim] at the integer ``ids``: shape ``ids.shape +
     [dim]`` (``take(table, ids, axis=0)``). The gradient of ``table`` scatter-adds (a repeated
-    id accumulates); ``ids`` get none."""
-    ids, table = as_values(ids, table)
+    id accumulates); ``ids`` get none. An id outside ``[-num_embeddings, num_embeddings)``
+    is an :class:`~symgrad.errors.IndexOutOfRangeError`: when the program is built for
+    constant ids, else when it runs. NumPy arrays and lists of ids become int64 constants
+    (they are indices, not operands the table's dtype is promoted with)."""
+    table = as_value(table, program=ids.program if isinstance(ids, Value) else None)
     if table.ndim != 2:
         raise ShapeError(f"embedding: table must be 2-D [num_embeddings, dim], got "
                          f"{table.type_str}")
-    if ids.dtype.kind not in "iu":
+    if isinstance(ids, Value) and ids.dtype.kind not in "iu":
         raise DTypeError(f"embedding: ids need an integer dtype, got {ids.type_str}")
-    return take(table, ids, axis=0)
+    return gather(take_p, "embedding", table, ids, 0)
 
 
 def dropout(x, p=0.5, training=True, seed=0, counter=None):
