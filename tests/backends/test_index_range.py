@@ -1,8 +1,9 @@
 """Fed indices out of range for a gather (take, take_along_axis, embedding, integer-array
 indexing) or for the scatter of its gradient raise one error on every backend: an
 :class:`~symgrad.errors.IndexOutOfRangeError` (an ``IndexError``) naming the op, the index, the
-axis and its size, and the user's line that built the op. (The standalone runner of artifacts:
-tests/runtime/test_artifact.py.)"""
+axis and its size, and the user's line that built the op; indices at both ends of the range
+give the interpreter's results. (Artifacts and their standalone runner:
+tests/runtime/test_artifact_index_range.py.)"""
 import functools
 
 import numpy as np
@@ -24,7 +25,7 @@ def _grad(y, x, g):
 
 
 # name -> (build(x, i, j, g) -> fetches, written on one line: the line every op names; the op
-# the error names; the axis text)
+# the error names; the axis and its size as the error names them)
 CASES = {
     "take": (lambda x, i, j, g: [sg.take(x, i, axis=0) * 2.0], "take", "axis 0 with size 4"),
     "take-flat": (lambda x, i, j, g: [sg.take(x, i)], "take", "the flattened input with size 12"),
@@ -109,8 +110,9 @@ def test_fed_indices_out_of_range_name_the_op_and_its_line(backend, name, reques
 @pytest.mark.parametrize("name", list(CASES))
 def test_indices_at_the_ends_of_the_range_match_the_interpreter(backend, name, request):
     run = _runner(backend, request)
-    indices = np.array([-3, 2, 0, -1, 2]) if name == "getitem" else np.array([-4, 3, 0, -1, 3])
-    feeds = _feeds(name, indices, np.array([[-4], [3], [0], [-1]]))
+    n = int(CASES[name][2].rsplit(" ", 1)[1])   # the size of the indexed axis
+    indices = np.array([-n, n - 1, 0, -1, n - 1])
+    feeds = _feeds(name, indices, np.array([[-ROWS], [ROWS - 1], [0], [-1]]))
     expected = _compiled("interpreter")[name](**feeds)
     got = run(_compiled(backend)[name], feeds)
     for e, g in zip(expected, got):
