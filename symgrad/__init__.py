@@ -5,8 +5,8 @@ whole program to fused NumPy or CUDA source, run it, read it, save it.
 """
 from . import ops
 from .errors import (ArtifactError, ComparisonError, DTypeError, FeedError, FeedTypeError,
-                     GradError, ProgramMismatchError, PromotionWarning, ScopeError, ShapeError,
-                     SymgradError,
+                     GradError, IndexOutOfRangeError, ProgramMismatchError, PromotionWarning,
+                     ScopeError, ShapeError, SymgradError,
                      VerificationError)
 from .ir import Block, Operation, Program, Value, default_main_program, program_guard
 from .ops import *  # noqa: F401,F403  (one front-end function per op)
@@ -39,7 +39,8 @@ def load(path, backend=None, key=None, check_generated=True):
 __all__ = [
     *ops.__all__,
     "Algebra", "ArtifactError", "Block", "ComparisonError", "CompileOptions", "CompiledProgram",
-    "DTypeError", "Executor", "FeedError", "FeedTypeError", "GradError", "OpDef", "Operation",
+    "DTypeError", "Executor", "FeedError", "FeedTypeError", "GradError", "IndexOutOfRangeError",
+    "OpDef", "Operation",
     "Program", "ProgramMismatchError", "PromotionWarning", "REGISTRY", "ScopeError", "ShapeError",
     "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",

@@ -1,7 +1,8 @@
 """Exceptions raised by symgrad.
 
 Every error a user can trigger is a subclass of :class:`SymgradError` *and* of the
-matching builtin (``ValueError`` or ``TypeError``), so ``except ValueError`` keeps working.
+matching builtin (``ValueError``, ``TypeError`` or ``IndexError``), so ``except ValueError``
+keeps working.
 """
 
 
@@ -20,6 +21,14 @@ class ComparisonError(ShapeError, TypeError):
 
 class DTypeError(SymgradError, TypeError):
     """An op was built with an unsupported or mismatched dtype."""
+
+
+class IndexOutOfRangeError(SymgradError, IndexError):
+    """An integer index lies outside the axis it indexes (valid: ``-n <= i < n``). Raised when
+    the op is built for constant indices, and when the program runs for fed ones; the message
+    names the op, the index, the axis and its size, and the user's line that built the op.
+    Generated code raises it on every backend; the standalone runner, which needs only NumPy,
+    raises an ``IndexError`` subclass of the same name."""
 
 
 class ProgramMismatchError(SymgradError, ValueError):
@@ -53,3 +62,8 @@ class ScopeError(SymgradError, ValueError):
 class PromotionWarning(UserWarning):
     """A NumPy array operand widened the floating dtype of a program's Values (float32 ->
     float64), as NumPy's promotion does; shown once per pair of dtypes."""
+
+
+# Errors generated modules raise: a module defines a NumPy-only stand-in class of the same name
+# (so that it runs without symgrad), which symgrad's loaders replace by the class itself.
+GENERATED_CODE_ERRORS = (IndexOutOfRangeError,)

@@ -15,11 +15,11 @@ import numpy as np
 from . import dtypes
 from .errors import DTypeError, ScopeError, ShapeError
 from .ir.program import current_block
-from .ir.value import format_shape
+from .ir.value import Value, format_shape
 from .ops import elementwise as ew
 from .ops.activation import gelu, leaky_relu, relu, softplus
 from .ops.core import atomic_functions
-from .ops.indexing import take
+from .ops.indexing import gather, take_p
 from .ops.linalg import matmul
 from .ops.nn_ops import (avg_pool2d, conv2d, conv_transpose2d, log_softmax, max_pool2d, softmax,
                          softmax_cross_entropy)
@@ -216,14 +216,17 @@ def _update_running(stat, batch, momentum):
 def embedding(ids, table):
     """Rows of ``table`` [num_embeddings, dim] at the integer ``ids``: shape ``ids.shape +
     [dim]`` (``take(table, ids, axis=0)``). The gradient of ``table`` scatter-adds (a repeated
-    id accumulates); ``ids`` get none."""
-    ids, table = as_values(ids, table)
+    id accumulates); ``ids`` get none. An id outside ``[-num_embeddings, num_embeddings)``
+    is an :class:`~symgrad.errors.IndexOutOfRangeError`: when the program is built for
+    constant ids, else when it runs. NumPy arrays and lists of ids become int64 constants
+    (they are indices, not operands the table's dtype is promoted with)."""
+    table = as_value(table, program=ids.program if isinstance(ids, Value) else None)
     if table.ndim != 2:
         raise ShapeError(f"embedding: table must be 2-D [num_embeddings, dim], got "
                          f"{table.type_str}")
-    if ids.dtype.kind not in "iu":
+    if isinstance(ids, Value) and ids.dtype.kind not in "iu":
         raise DTypeError(f"embedding: ids need an integer dtype, got {ids.type_str}")
-    return take(table, ids, axis=0)
+    return gather(take_p, "embedding", table, ids, 0)
 
 
 def _check_dropout(name, x, p):

@@ -4,7 +4,8 @@ It is the oracle every pass and backend is tested against, so it stays as simple
 possible: no fusion, no buffer reuse, float64 where the program says float64. A region op
 runs by its OpDef's reference semantics (``Region.run``), which call back into
 :func:`run_block` for its blocks; a block reads the Values of enclosing blocks from their
-environments.
+environments. An :class:`~symgrad.errors.IndexOutOfRangeError` a reference raises gets the
+op's name and the line that built it in front of its message, as generated code writes it.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import collections
 
 import numpy as np
 
+from ..errors import IndexOutOfRangeError
 from ..ir.graph import ancestors_of
+from ..ir.location import op_site
 from . import Backend
 
 
@@ -34,7 +37,10 @@ def run_ops(ops, env, feeds=None) -> None:
                 outputs = op.opdef.region.run(
                     op, args, lambda block, arrays: run_block(block, arrays, env))
             else:
-                result = op.opdef.impl(*args, **op.attrs)
+                try:
+                    result = op.opdef.impl(*args, **op.attrs)
+                except IndexOutOfRangeError as exc:
+                    raise IndexOutOfRangeError(f"{op_site(op)}: {exc}") from None
                 outputs = result if isinstance(result, tuple) else (result,)
         for value, array in zip(op.results, outputs):
             env[value] = _typed(array, value)

@@ -40,3 +40,13 @@ def user_stacklevel() -> int:
     while frame is not None and _is_internal(frame.f_code):
         level, frame = level + 1, frame.f_back
     return level
+
+
+def op_site(op) -> str:
+    """The op as a run-time error names it: ``"take (built at prog.py:12)"``; a backward op
+    also names its forward op (``"take_grad (backward of take, built at prog.py:12)"``, the
+    line being the forward op's)."""
+    notes = [f"backward of {op.forward_op.name}"] if op.forward_op is not None else []
+    if op.loc:
+        notes.append(f"built at {op.loc}")
+    return f"{op.name} ({', '.join(notes)})" if notes else op.name

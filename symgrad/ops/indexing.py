@@ -1,12 +1,20 @@
 """Gathers with integer indices: ``take``, ``take_along_axis`` and integer-array indexing
 (``x[idx]``), with NumPy semantics.
 
-Indices are integer Values (or NumPy/Python integer arrays, which become constants); negative
-indices count from the end; an index out of range raises ``IndexError`` when the program runs
-(NumPy's check). Gradients scatter-add: each ``take`` op's VJP is a ``take_grad`` op writing
-the cotangent into zeros shaped like the input with ``np.add.at``, so a repeated index
-accumulates. ``take_grad`` is linear in the cotangent and its VJP is ``take`` again (likewise
-``take_along_axis`` / ``take_along_axis_grad``), so derivatives of any order exist.
+Indices are integer Values (or NumPy/Python integer arrays, which become constants; an empty
+list is an empty integer index, as in NumPy). Negative indices count from the end: on an axis
+of size ``n`` an index ``i`` is valid when ``-n <= i < n``. One outside that range is an
+:class:`~symgrad.errors.IndexOutOfRangeError` naming the op, the index, the axis and its size
+and the user's line that built the op: when the op is built for constant indices on an axis of
+known size, else when the program runs. There :func:`_sg_check_indices` (one min and one max
+per index array) runs before each gather and each scatter of a gradient: the references call
+it (the interpreter puts the op's name and line in front of the message) and so does the
+generated code of every backend, which passes them in.
+
+Gradients scatter-add: each ``take`` op's VJP is a ``take_grad`` op writing the cotangent into
+zeros shaped like the input with ``np.add.at``, so a repeated index accumulates. ``take_grad``
+is linear in the cotangent and its VJP is ``take`` again (likewise ``take_along_axis`` /
+``take_along_axis_grad``), so derivatives of any order exist.
 
 ``x[idx]`` takes exactly one integer-array index among basic items (slices, ints, ``None``,
 ``...``) and follows NumPy's placement of the gathered dims: where the indexed axis was, or
@@ -16,14 +24,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
-from .core import INJECTIVE, OPAQUE, OpDef, bind, broadcast_shapes, normalize_axis, register
+from .core import (INJECTIVE, OPAQUE, SOURCE, OpDef, bind, broadcast_shapes, normalize_axis,
+                   raise_with_context, register)
 from .shape import frontend_checks
 from .source import as_value
 
 __all__ = ["take", "take_along_axis"]
+
+
+# --- the range check ---------------------------------------------------------------------------
+def _sg_check_indices(indices, shape, axis, site=None):
+    """``indices`` when each lies in ``[-n, n)``, ``n`` the length of ``axis`` of ``shape`` (of
+    the flattened shape for ``axis`` None), else :class:`IndexOutOfRangeError` naming the
+    extreme index out of range, after ``site`` (the op and the line that built it) when given.
+    One min and one max per array (on the device where CuPy stands in for NumPy); nothing is
+    checked while ``n`` is unknown (a dim None, when the op is built)."""
+    size = 1
+    for n in shape if axis is None else (shape[axis],):
+        if n is None:
+            return indices
+        size *= n
+    if indices.size:
+        low, high = indices.min(), indices.max()
+        if low < -size or high >= size:
+            bad = int(low) if low < -size else int(high)
+            where = "the flattened input" if axis is None else f"axis {axis}"
+            message = f"index {bad} is out of bounds for {where} with size {size}"
+            raise IndexOutOfRangeError(message if site is None else f"{site}: {message}")
+    return indices
 
 
 def _check_indices(dtype):
@@ -77,10 +108,17 @@ def _take_shape(x_shape, i_shape, axis):
     return tuple(x_shape[:axis]) + tuple(i_shape) + tuple(x_shape[axis + 1:])
 
 
-def _sg_take_grad(g, indices, *like, shape, axis):
+def _sg_take(x, indices, axis, site=None):
+    """``np.take`` after :func:`_sg_check_indices` (``site``: see there)."""
+    return np.take(x, _sg_check_indices(indices, x.shape, axis, site), axis=axis)
+
+
+def _sg_take_grad(g, indices, *like, shape, axis, site=None):
     """Zeros shaped like the gathered array with ``g`` added at ``indices`` along ``axis``
-    (the flattened array for ``axis=None``); repeated indices accumulate."""
+    (the flattened array for ``axis=None``); repeated indices accumulate. The indices are
+    checked first (:func:`_sg_check_indices`)."""
     out = np.zeros(like[0].shape if like else shape, dtype=g.dtype)
+    indices = _sg_check_indices(indices, out.shape, axis, site)
     if axis is None:
         np.add.at(out.reshape(-1), indices, g)
     else:
@@ -118,7 +156,7 @@ def _along_dims(input_dims, attrs, shapes):
 
 take_p = register(OpDef(
     "take", INJECTIVE, _gather_rule(_take_shape),
-    impl=lambda x, indices, axis: np.take(x, indices, axis=axis), vjp=_take_vjp,
+    impl=_sg_take, vjp=_take_vjp,
     dims=_take_dims,
     doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
 
@@ -153,11 +191,18 @@ def _along_shape(x_shape, i_shape, axis):
     return merged[:axis] + (i_shape[axis],) + merged[axis + 1:]
 
 
-def _sg_take_along_axis_grad(g, indices, *like, shape, axis):
+def _sg_take_along_axis(x, indices, axis, site=None):
+    """``np.take_along_axis`` after :func:`_sg_check_indices` (``site``: see there)."""
+    return np.take_along_axis(x, _sg_check_indices(indices, x.shape, axis, site), axis=axis)
+
+
+def _sg_take_along_axis_grad(g, indices, *like, shape, axis, site=None):
     """Zeros shaped like the gathered array with ``g`` added where take_along_axis read it
-    (summed over the dims the gather broadcast); repeated indices accumulate."""
+    (summed over the dims the gather broadcast); repeated indices accumulate. The indices are
+    checked first (:func:`_sg_check_indices`)."""
     shape = like[0].shape if like else tuple(shape)
     out = np.zeros(shape, dtype=g.dtype)
+    indices = _sg_check_indices(indices, shape, axis, site)
     if axis is None:
         np.add.at(out.reshape(-1), indices, g)
         return out
@@ -185,7 +230,7 @@ def _along_grad_vjp(op, g):
 
 take_along_axis_p = register(OpDef(
     "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
-    impl=lambda x, indices, axis: np.take_along_axis(x, indices, axis=axis), vjp=_along_vjp,
+    impl=_sg_take_along_axis, vjp=_along_vjp,
     dims=_along_dims,
     doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
 
@@ -198,14 +243,45 @@ take_along_axis_grad_p = register(OpDef(
 
 
 # --- front end ---------------------------------------------------------------------------------
-def _indices_value(indices, program):
-    """``indices`` as an integer Value (NumPy/Python integer arrays become constants)."""
+def _indices_value(name, indices, program):
+    """``indices`` as an integer Value (NumPy/Python integer arrays become int64 constants; an
+    empty list, which NumPy makes float64, is an empty integer index as NumPy takes it)."""
     if not isinstance(indices, Value):
         array = np.asarray(indices)
+        if array.size == 0 and isinstance(indices, (list, tuple)):
+            array = array.astype(np.int64)
         if array.dtype.kind not in "iu":
-            raise TypeError(f"indices must be integers, got {array.dtype} {indices!r}")
+            raise TypeError(f"{name}: indices must be integers, got {array.dtype} {indices!r}")
         indices = as_value(array.astype(np.int64), program=program)
     return indices
+
+
+def _constant_bounds(value):
+    """``(min, max)`` of an integer Value whose elements are known when the program is built
+    (a constant, or a filled tensor), else None (also when it is empty)."""
+    op = value.op
+    if op is None or op.opdef.category != SOURCE or op.opdef.feedable or \
+            value.dtype.kind not in "iu" or value.size == 0:
+        return None
+    if "value" in op.attrs:
+        array = op.attrs["value"]
+        return int(array.min()), int(array.max())
+    fill = op.opdef.algebra.fill(op) if op.opdef.algebra.fill is not None else None
+    return None if fill is None else (int(fill), int(fill))
+
+
+def check_constant_indices(name, inputs, indices, shape, axis) -> None:
+    """Refuse, as front end ``name`` builds its op from ``inputs``, constant ``indices`` out of
+    range for ``axis`` of ``shape`` (None: the flattened shape; a length known only at run time
+    is checked then): an :class:`IndexOutOfRangeError` naming the op, the index, the axis and
+    its size, and the user's line."""
+    bounds = _constant_bounds(indices)
+    if bounds is None:
+        return
+    try:
+        _sg_check_indices(np.array(bounds), shape, axis)
+    except IndexOutOfRangeError as exc:
+        raise_with_context(exc, name, [(v.shape, v.dtype) for v in inputs])
 
 
 def _frontend_axis(name, x, axis):
@@ -219,23 +295,31 @@ def _frontend_axis(name, x, axis):
         return normalize_axis(int(axis), x.ndim)[0]
 
 
+def gather(opdef, name, x, indices, axis):
+    """The ``take``/``take_along_axis`` op (``opdef``) of ``x`` at ``indices`` along ``axis``,
+    as front end ``name`` builds it: constant indices out of range are refused here."""
+    x = as_value(x)
+    indices = _indices_value(name, indices, x.program)
+    axis = _frontend_axis(name, x, axis)
+    result = bind(opdef, [x, indices], {"axis": axis})
+    check_constant_indices(name, [x, indices], indices, x.shape, axis)
+    return result
+
+
 def take(x, indices, axis=None):
     """``np.take``: the elements of ``x`` at integer ``indices`` along ``axis`` (``None``:
     of the flattened ``x``). The result has ``x``'s dims before ``axis``, then the dims of
-    ``indices``, then ``x``'s dims after ``axis``. Negative indices count from the end."""
-    x = as_value(x)
-    indices = _indices_value(indices, x.program)
-    return bind(take_p, [x, indices], {"axis": _frontend_axis("take", x, axis)})
+    ``indices``, then ``x``'s dims after ``axis``. Negative indices count from the end; an
+    index out of range is an :class:`~symgrad.errors.IndexOutOfRangeError` (see the module
+    docstring)."""
+    return gather(take_p, "take", x, indices, axis)
 
 
 def take_along_axis(x, indices, axis):
     """``np.take_along_axis``: ``indices`` has ``x``'s rank; ``result[..., i, ...] =
     x[..., indices[..., i, ...], ...]`` along ``axis`` (``None``: ``x`` flattened, 1-D
-    indices), the other dims broadcast against each other."""
-    x = as_value(x)
-    indices = _indices_value(indices, x.program)
-    return bind(take_along_axis_p, [x, indices],
-                {"axis": _frontend_axis("take_along_axis", x, axis)})
+    indices), the other dims broadcast against each other. Indices as for :func:`take`."""
+    return gather(take_along_axis_p, "take_along_axis", x, indices, axis)
 
 
 def is_array_index(item) -> bool:
@@ -260,15 +344,19 @@ def array_getitem(x, index):
             not isinstance(indices, Value) and np.asarray(indices).dtype.kind == "b":
         raise TypeError("getitem: boolean mask indexing is not supported (the result's size "
                         "would depend on the data); use sg.where")
-    indices = _indices_value(indices, x.program)
+    indices = _indices_value("getitem", indices, x.program)
     basic = items[:at] + (slice(None),) + items[at + 1:]
     consumed = sum(item is not None and item is not Ellipsis for item in basic)
-    axis = 0
+    axis = source = 0   # the indexed axis in the basic-indexed result, and in x
     for item in items[:at]:
         if item is Ellipsis:
             axis += x.ndim - consumed
-        elif not isinstance(item, (int, np.integer)):
-            axis += 1
+            source += x.ndim - consumed
+        else:
+            axis += not isinstance(item, (int, np.integer))
+            source += item is not None
+    if source < x.ndim:
+        check_constant_indices("getitem", [x, indices], indices, x.shape, source)
     advanced = [i for i, item in enumerate(items) if i == at or (
         isinstance(item, (int, np.integer)) and not isinstance(item, bool))]
     trivial = all(item is Ellipsis or item == slice(None) for item in basic)

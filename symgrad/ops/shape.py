@@ -24,12 +24,12 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import add, floordiv, mul, product, unify
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
 from .core import (INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis,
-                   register, same_dims)
+                   raise_with_context, register, same_dims)
 from .elementwise import zeros_like
 from .source import as_value, as_values, full_p
 
@@ -851,8 +851,9 @@ def _slice_bound(value, what):
 def getitem(x, index):
     """``x[index]`` with basic indexing: ints (negative too), slices with any non-zero step,
     ``None`` (new axis) and one ``Ellipsis``. Out-of-range ints on known dims raise
-    ``IndexError`` here. One integer array (a Value, NumPy array or list) among the items
-    gathers with ``take`` (:func:`symgrad.ops.indexing.array_getitem`)."""
+    :class:`~symgrad.errors.IndexOutOfRangeError` (an ``IndexError``) here. One integer array
+    (a Value, NumPy array or list) among the items gathers with ``take``
+    (:func:`symgrad.ops.indexing.array_getitem`)."""
     x = as_value(x)
     from .indexing import array_getitem, is_array_index
 
@@ -880,8 +881,9 @@ def getitem(x, index):
             n, i = x.shape[axis], int(item)
             if n is not None:
                 if not -n <= i < n:
-                    raise IndexError(f"getitem: index {i} is out of bounds for axis {axis} "
-                                     f"with size {n} ({x.type_str})")
+                    raise_with_context(IndexOutOfRangeError(
+                        f"index {i} is out of bounds for axis {axis} with size {n}"),
+                        "getitem", [(x.shape, x.dtype)])
                 i %= n
             spec.append(i)
             axis += 1

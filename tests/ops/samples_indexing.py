@@ -1,7 +1,8 @@
 """OpSamples of the integer gathers: ``take``, ``take_along_axis``, integer-array indexing,
 ``nn.embedding`` and their scatter-add gradients (see tests/ops/samples.py).
 
-Indices repeat and include negative values, so the gradients' accumulation is exercised.
+Indices repeat and include negative values, so the gradients' accumulation is exercised; empty
+indices (an empty list, fed arrays of size 0) gather nothing and get gradients of zeros.
 """
 import numpy as np
 
@@ -86,4 +87,17 @@ SAMPLES = [
     OpSample("take", lambda ids, table: sg.nn.embedding(ids, table),
              [np.array([[1, 4, 1], [0, 1, 3]]), _u(5, 2)], lambda ids, t: t[ids],
              dynamic=(0,), id="embedding"),
+    # empty indices: NumPy's shapes, and gradients of zeros
+    OpSample("take", lambda x: x[[]], [_u(4, 3)], lambda x: x[[]], id="getitem-empty-list"),
+    OpSample("take", lambda x: x[[], 0], [_u(4, 3)], lambda x: x[[], 0],
+             id="getitem-empty-list-int"),
+    OpSample("take", lambda x: x[[], :], [_u(4, 3)], lambda x: x[[], :],
+             id="getitem-empty-list-slice"),
+    OpSample("take", lambda x: x[:, np.array([], int)], [_u(4, 3)],
+             lambda x: x[:, np.array([], int)], id="getitem-empty-array"),
+    OpSample("take", lambda x, i: sg.take(x, i, axis=1), [_u(4, 3), np.zeros(0, np.int64)],
+             lambda x, i: np.take(x, i, axis=1), dynamic=(0,), id="take-empty-fed"),
+    OpSample("take_along_axis", lambda x, i: sg.take_along_axis(x, i, axis=1),
+             [_u(4, 3), np.zeros((4, 0), np.int64)],
+             lambda x, i: np.take_along_axis(x, i, axis=1), id="take_along_axis-empty-fed"),
 ]

@@ -1,11 +1,16 @@
 """take, take_along_axis, integer-array indexing and embedding: forward against NumPy (the
-samples), NumPy's placement of gathered dims, scatter-add gradients, errors."""
+samples), NumPy's placement of gathered dims, scatter-add gradients, empty index lists,
+constant indices out of range refused when built, errors. (Fed indices out of range:
+tests/backends/test_index_range.py.)"""
+import warnings
+
 import numpy as np
 import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.errors import DTypeError, ShapeError
+from symgrad.errors import DTypeError, IndexOutOfRangeError, ShapeError, SymgradError
+from symgrad.ops import source
 from tests.ops.samples import expect_build_error, interpret
 from tests.ops.samples_indexing import SAMPLES
 
@@ -54,9 +59,115 @@ def test_embedding_gradient_scatter_adds_repeated_ids():
     np.testing.assert_array_equal(g, [[0, 0], [1, 1], [0, 0], [3, 3]])
 
 
+def test_embedding_takes_numpy_ids_as_indices_without_promoting_the_table(monkeypatch):
+    monkeypatch.setattr(source, "_warned_promotions", set())   # warned once per process
+    table = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, y = interpret(lambda t: sg.nn.embedding(np.array([[3, 0]]), t), table)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(y, table[[[3, 0]]])
+
+
 def test_out_of_range_index_raises_when_the_program_runs():
-    with pytest.raises(IndexError, match="out of bounds"):
+    with pytest.raises(IndexOutOfRangeError, match="out of bounds"):
         interpret(lambda x, i: sg.take(x, i, axis=0), np.zeros((3, 2)), np.array([3]))
+
+
+# --- empty index lists -----------------------------------------------------------------------
+@pytest.mark.parametrize("index", [
+    np.s_[[]], np.s_[[], 0], np.s_[[], :], np.s_[:, []], np.s_[[[]]], np.s_[1, []],
+    np.s_[np.array([], int)], np.s_[None, []],
+])
+def test_an_empty_index_list_gathers_nothing_with_numpy_shapes_and_zero_gradients(index):
+    x = np.arange(12.0).reshape(4, 3)
+
+    def build(v):
+        y = v[index]
+        return y, ir_backward.grad(sg.sum(y * 2.0), [v])[0]
+    out, (y, g) = interpret(build, x)
+    assert out[0].shape == x[index].shape == y.shape
+    assert out[0].dtype == y.dtype == x.dtype
+    np.testing.assert_array_equal(g, np.zeros_like(x))
+
+
+@pytest.mark.parametrize("build, shape", [
+    (lambda x: sg.take(x, []), (0,)),
+    (lambda x: sg.take(x, [[], []], axis=1), (4, 2, 0)),
+    (lambda x: sg.take_along_axis(x, [[]] * 4, axis=1), (4, 0)),
+])
+def test_take_accepts_empty_index_lists(build, shape):
+    out, y = interpret(build, np.ones((4, 3)))
+    assert out.shape == y.shape == shape
+
+
+def test_an_empty_float_array_is_still_not_an_index():
+    """NumPy refuses ``x[np.array([])]`` (float64): only a list is taken as integers."""
+    expect_build_error(lambda x, i: x[np.array([])], TypeError,
+                       r"getitem: indices must be integers, got float64")
+
+
+# --- constant indices out of range: refused when the op is built ----------------------------
+@pytest.mark.parametrize("build, message", [
+    (lambda x: sg.take(x, [0, 4], axis=0), "take: index 4 is out of bounds for axis 0 with size 4"),
+    (lambda x: sg.take(x, [-4], axis=-1), "take: index -4 is out of bounds for axis 1 with size 3"),
+    (lambda x: sg.take(x, [[3, 12]]),
+     "take: index 12 is out of bounds for the flattened input with size 12"),
+    (lambda x: sg.take_along_axis(x, np.array([[0], [1], [3], [0]]), axis=1),
+     "take_along_axis: index 3 is out of bounds for axis 1 with size 3"),
+    (lambda x: sg.take_along_axis(x, [5, 12], axis=None),
+     "take_along_axis: index 12 is out of bounds for the flattened input with size 12"),
+    (lambda x: sg.nn.embedding(np.array([[0, 5]]), x),
+     "embedding: index 5 is out of bounds for axis 0 with size 4"),
+    (lambda x: x[[0, -5]], "getitem: index -5 is out of bounds for axis 0 with size 4"),
+    (lambda x: x[1:, [3]], "getitem: index 3 is out of bounds for axis 1 with size 3"),
+    (lambda x: x[None, ..., [-4]], "getitem: index -4 is out of bounds for axis 1 with size 3"),
+])
+def test_constant_indices_out_of_range_are_refused_when_built(build, message):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 3], "float32")
+        before = len(prog.ops)
+        with pytest.raises(IndexOutOfRangeError) as caught:
+            build(x)
+    assert isinstance(caught.value, IndexError) and isinstance(caught.value, SymgradError)
+    text = str(caught.value)
+    assert text.startswith(message + " (inputs: float32[4, 3], ")
+    assert text.endswith(f"\n  built at {__file__}:{build.__code__.co_firstlineno}")
+    assert len(prog.ops) == before   # the failed build left the program as it was
+
+
+@pytest.mark.parametrize("indices, message", [
+    (lambda: sg.constant(np.array([-13])), "index -13 is out of bounds for the flattened input"),
+    (lambda: sg.full([2], 12, "int32"), "index 12 is out of bounds for the flattened input"),
+])
+def test_index_values_known_when_built_are_checked_too(indices, message):
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [4, 3], "float32")
+        with pytest.raises(IndexOutOfRangeError, match=f"^take: {message} with size 12"):
+            sg.take(x, indices())
+
+
+@pytest.mark.parametrize("build, expected", [
+    (lambda x: sg.take(x, [-4, 3], axis=0), lambda x: np.take(x, [-4, 3], axis=0)),
+    (lambda x: sg.take(x, [-12, 11]), lambda x: np.take(x, [-12, 11])),
+    (lambda x: sg.take_along_axis(x, np.full((4, 1), -3), axis=1),
+     lambda x: np.take_along_axis(x, np.full((4, 1), -3), axis=1)),
+    (lambda x: sg.nn.embedding(np.array([3, -4]), x), lambda x: x[[3, -4]]),
+    (lambda x: x[:, [-3, 2]], lambda x: x[:, [-3, 2]]),
+])
+def test_constant_indices_at_the_ends_of_the_range_are_accepted(build, expected):
+    x = np.arange(12.0).reshape(4, 3)
+    _, got = interpret(build, x)
+    np.testing.assert_array_equal(got, expected(x))
+
+
+def test_constant_indices_on_a_dim_known_at_run_time_are_checked_when_it_runs():
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [None, 3], "float32")
+        y = sg.take(x, [100], axis=0)        # the dim is unknown here: accepted
+    with pytest.raises(IndexOutOfRangeError, match="index 100 is out of bounds for axis 0"):
+        sg.compile(y.program, [y], backend="interpreter")(np.zeros((4, 3), "float32"))
 
 
 @pytest.mark.parametrize("build,error,match", [

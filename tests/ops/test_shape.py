@@ -1,6 +1,8 @@
 """Shape ops: forward against NumPy (static and unknown dims, float32 and float64), build-time
 errors, basic indexing, split's multiple results, the internal helpers other VJPs use, and
 the NumPy emitters."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -380,6 +382,16 @@ def test_getitem_errors(index, error, match):
         x = sg.data("x", [5, 4, 3])
         with pytest.raises(error, match=match):
             x[index]
+
+
+def test_getitem_int_out_of_range_is_an_index_error_naming_the_line():
+    with sg.program_guard(sg.Program()):
+        x = sg.data("x", [5, 4, 3])
+        with pytest.raises(sg.IndexOutOfRangeError) as caught:
+            line = sys._getframe().f_lineno + 1
+            x[1, -5]
+    assert str(caught.value) == ("getitem: index -5 is out of bounds for axis 1 with size 4 "
+                                 f"(inputs: float32[5, 4, 3])\n  built at {__file__}:{line}")
 
 
 def test_getitem_vjp_scatters_into_zeros():

@@ -6,6 +6,7 @@ for how fused groups become chunked loops and :mod:`.lowering` for the lowering 
 """
 from __future__ import annotations
 
+from ...errors import GENERATED_CODE_ERRORS
 from ...gc_pause import gc_paused
 from ...ops.core import SOURCE
 from .. import Backend, cache
@@ -23,9 +24,14 @@ RUNTIME_MODULES = {"row_pool": row_pool}
 
 
 def bind_references(module, references) -> None:
-    """Give ``module`` the functions its helpers name by reference (``HelperReference``)."""
+    """Give ``module`` the functions its helpers name by reference (``HelperReference``), and
+    symgrad's own error classes in place of the NumPy-only stand-ins it defines
+    (:data:`~symgrad.errors.GENERATED_CODE_ERRORS`)."""
     for name, reference in references.items():
         setattr(module, name, reference.function)
+    for error in GENERATED_CODE_ERRORS:
+        if error.__name__ in vars(module):
+            setattr(module, error.__name__, error)
 
 
 class NumpyExecutable:

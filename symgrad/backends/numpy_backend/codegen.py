@@ -10,7 +10,9 @@ name, shape with ``None`` for run-time dims, dtype). Scalar constants are inline
 with state outputs (``assign``, see :mod:`symgrad.ops.state`) also defines ``STATE`` (the
 assigned parameters, whose new values ``run`` returns after the fetches) and ``IN_PLACE``
 (those written into caller-given buffers: ``run(_buffers, **feeds)``, see
-:mod:`.state_buffers`).
+:mod:`.state_buffers`). The errors its helpers raise (an index out of range) are classes it
+defines as NumPy-only stand-ins; symgrad's loaders bind symgrad's own classes over them
+(:func:`~symgrad.backends.numpy_backend.bind_references`).
 
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a

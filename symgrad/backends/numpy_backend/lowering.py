@@ -21,13 +21,15 @@ from typing import Callable
 
 import numpy as np
 
+from ...errors import IndexOutOfRangeError
 from ...ops import kernels
 from ...ops.activation import gelu_ref, leaky_relu_ref
 from ...ops.contraction import _sg_einsum
-from ...ops.core import code_int
+from ...ops.core import HelperSource, code_int
 from ...ops.cumulative import _sg_cumsum
 from ...ops.elementwise import sigmoid_ref
-from ...ops.indexing import _sg_take_along_axis_grad, _sg_take_grad
+from ...ops.indexing import (_sg_check_indices, _sg_take, _sg_take_along_axis,
+                             _sg_take_along_axis_grad, _sg_take_grad)
 from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
 from ...ops.random import ATTRS as RANDOM_ATTRS
 from ...ops.random import NUMPY_HELPERS as RANDOM_HELPERS
@@ -102,14 +104,31 @@ def expr(template: str, out_kw: bool = False):
     return emit
 
 
-def call(function_name: str, attr_names=()):
+def call(function_name: str, attr_names=(), site: bool = False):
     """Emitter calling a helper with args and the named attrs (as keywords; an attr the op does
-    not have is left to the helper's default)."""
-    def emit(args, attrs, out=None):
+    not have is left to the helper's default). With ``site``, also ``site=`` the op's name and
+    the line that built it (:func:`~symgrad.ir.location.op_site`), for the helper's run-time
+    errors."""
+    def emit(args, attrs, out=None, site=None):
         parts = list(args) + [f"{k}={format_attr(attrs[k])}" for k in attr_names if k in attrs]
+        if site is not None:
+            parts.append(f"site={ascii(site)}")
         code = f"{function_name}({', '.join(parts)})"
         return code if out is None else f"{out}[...] = {code}"
+    emit.wants_site = site
     return emit
+
+
+def standin(error) -> HelperSource:
+    """The helper defining a NumPy-only stand-in for ``error`` (a class of
+    :data:`~symgrad.errors.GENERATED_CODE_ERRORS`): a subclass of its builtin base with its
+    name, so the module runs without symgrad; symgrad's loaders bind ``error`` itself over it
+    (:func:`~symgrad.backends.numpy_backend.bind_references`)."""
+    name = error.__name__
+    base = next(b for b in error.__mro__ if b.__module__ == "builtins").__name__
+    doc = (f"symgrad.errors.{name} where symgrad loads this module (it binds that\n    class "
+           f"here); this NumPy-only stand-in elsewhere.")
+    return HelperSource(name, f'class {name}({base}):\n    """{doc}"""')
 
 
 def _as_ufunc(opdef):
@@ -265,11 +284,16 @@ register_lowering("split_like", lambda args, attrs, out=None:
 register_lowering("pad", expr("np.pad({0}, {pad_width}, constant_values={constant_values})"))
 register_lowering("slice", _emit_slice)
 register_lowering("slice_scatter", _emit_slice_scatter, (_sg_slice_scatter,))
-register_lowering("take", expr("np.take({0}, {1}, axis={axis})"))
-register_lowering("take_grad", call("_sg_take_grad", ("shape", "axis")), (_sg_take_grad,))
-register_lowering("take_along_axis", expr("np.take_along_axis({0}, {1}, axis={axis})"))
-register_lowering("take_along_axis_grad", call("_sg_take_along_axis_grad", ("shape", "axis")),
-                  (_sg_take_along_axis_grad,))
+# gathers and their scatters check their indices (one min and max per array) and name the op
+_CHECK = (standin(IndexOutOfRangeError), _sg_check_indices)
+register_lowering("take", call("_sg_take", ("axis",), site=True), _CHECK + (_sg_take,))
+register_lowering("take_grad", call("_sg_take_grad", ("shape", "axis"), site=True),
+                  _CHECK + (_sg_take_grad,))
+register_lowering("take_along_axis", call("_sg_take_along_axis", ("axis",), site=True),
+                  _CHECK + (_sg_take_along_axis,))
+register_lowering("take_along_axis_grad",
+                  call("_sg_take_along_axis_grad", ("shape", "axis"), site=True),
+                  _CHECK + (_sg_take_along_axis_grad,))
 
 
 # --- convolution, pooling, softmax ------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 
+from ...ir.location import op_site
 from ...ir.printer import format_op_head
 from ..common import comment
 from .lowering import rule_of
@@ -15,11 +16,15 @@ def visible_attrs(op) -> dict:
 def numpy_emitter(op):
     """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`); one that declares
     ``wants_types`` also gets the op's result types as ``types=[(shape, dtype), ...]`` (a
-    custom op checks its forward's results)."""
+    custom op checks its forward's results), one that declares ``wants_site`` the op's name
+    and line as ``site=`` (:func:`~symgrad.ir.location.op_site`, for run-time errors)."""
     emitter = rule_of(op).emit
+    extra = {}
     if getattr(emitter, "wants_types", False):
-        return functools.partial(emitter, types=[(v.shape, v.dtype) for v in op.results])
-    return emitter
+        extra["types"] = [(v.shape, v.dtype) for v in op.results]
+    if getattr(emitter, "wants_site", False):
+        extra["site"] = op_site(op)
+    return functools.partial(emitter, **extra) if extra else emitter
 
 
 class OpText:
