@@ -202,13 +202,16 @@ def test_a_where_over_computed_arms_vectorizes(tmp_path):
 
 
 def test_the_flag_probe_is_cached_per_set_of_base_flags(monkeypatch, tmp_path):
-    """A symgrad whose base flags changed probes the compiler again instead of reading the
-    flags an older one found."""
+    """A symgrad whose base flags changed probes the compiler again instead of reading what
+    an older one found; the record holds what the probe found, the flags are made from it."""
     monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path))
     tools = compiler.toolchain()
-    assert "-fno-trapping-math" in compiler._probe(tools.compiler)["flags"]
+    found = compiler._probe(tools.compiler)
+    assert "-fno-trapping-math" in compiler._flags(found["simd"], found["native"],
+                                                   found["mvec"])[0]
     monkeypatch.setattr(compiler, "BASE_FLAGS", compiler.BASE_FLAGS + ("-fno-common",))
-    assert "-fno-common" in compiler._probe(tools.compiler)["flags"]
+    assert compiler._probe(tools.compiler) == found
+    assert "-fno-common" in compiler._flags(found["simd"], found["native"], found["mvec"])[0]
     assert len(list(tmp_path.glob("c_toolchain_*.json"))) == 2
 
 
