@@ -21,12 +21,12 @@ from ..numpy_backend import lowers as numpy_lowers
 from . import compiler
 from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate
-from .lowering import LOWERINGS
+from .lowering import LOWERINGS, CLoweringError
 
 NAME = "c"
 
 __all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", "CLoadError",
-           "build", "deferred"]
+           "CLoweringError", "build", "deferred"]
 
 
 class CExecutable:
