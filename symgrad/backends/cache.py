@@ -12,9 +12,13 @@ Nothing in the cache is trusted blindly: a backend always generates the source f
 cached file is used only when it holds exactly that source (:func:`cached_source`; an edited,
 truncated or corrupted file is rewritten). The compiled code kept beside it (``.code``) is
 used only when its header names the sha256 of that source and of its own payload
-(:func:`load_module`); otherwise the source is compiled again. The cache directory must still
-be private to the user, like ``site-packages``: whoever can write there can also replace
-symgrad itself.
+(:func:`load_module`); otherwise the source is compiled again. A binary built from a source
+(the C backend's shared libraries) is kept with a record written when it was built
+(:func:`seal_binary`): its sha256 and the CPU features it needs. It is loaded only when both
+check out (:func:`check_binary`); a truncated, empty, garbage, replaced or foreign binary is
+reported once (a :class:`CacheWarning`) and built again, never handed to the dynamic loader.
+The cache directory must still be private to the user, like ``site-packages``: whoever can
+write there can also replace symgrad itself.
 
 The directory is ``options.cache_dir``, else ``$SYMGRAD_CACHE_DIR``, else ``~/.cache/symgrad``.
 """
@@ -23,15 +27,36 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
 import marshal
 import os
 import re
 import sys
 import tempfile
 import types
+import warnings
+
+from ..ir.location import user_stacklevel
 
 HASH_CHARS = 24
 _module_ids = itertools.count()
+
+
+class CacheWarning(UserWarning):
+    """A file in the compile cache was damaged, foreign or made for another CPU, and is made
+    again (shown once per file and problem in a process)."""
+
+
+_warned: set = set()
+
+
+def warn_once(what: str, problem: str) -> None:
+    """Say, once per process for each ``what`` and ``problem``, that ``what`` (a cache file)
+    is not used because of ``problem`` and is made again."""
+    if (what, problem) not in _warned:
+        _warned.add((what, problem))
+        warnings.warn(f"symgrad cache: {what} {problem}; making it again", CacheWarning,
+                      stacklevel=user_stacklevel())
 
 
 def cache_dir(options=None) -> str:
@@ -188,3 +213,92 @@ def load_module(path: str, source: str, package: str | None = None):
     module.__package__ = package
     exec(_code(path, source), module.__dict__)  # noqa: S102  (our own generated source)
     return module
+
+
+# --- binaries: a record of what each was built as ---------------------------------------------
+_checked: dict = {}   # path -> (device, inode, size, mtime, recorded sha256) last found sound
+
+
+def record_path(path: str) -> str:
+    """The record kept beside the binary at ``path``."""
+    return path + ".json"
+
+
+def _sha256_of(stream) -> str:
+    digest = hashlib.sha256()
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def seal_binary(built: str, path: str, needs) -> None:
+    """Move the binary just built at ``built`` to ``path`` (atomically), with its record: its
+    file name, its sha256 and ``needs``, the features (strings) a machine must have to load
+    it."""
+    with open(built, "rb") as stream:
+        record = {"name": os.path.basename(path), "sha256": _sha256_of(stream),
+                  "needs": sorted(needs)}
+    write_atomic(record_path(path), json.dumps(record))
+    os.replace(built, path)
+
+
+def _sound_record(record, path) -> bool:
+    """Whether ``record`` is a record :func:`seal_binary` writes, of the binary at ``path``."""
+    return isinstance(record, dict) and set(record) == {"name", "sha256", "needs"} and \
+        record["name"] == os.path.basename(path) and isinstance(record["sha256"], str) and \
+        isinstance(record["needs"], list) and all(isinstance(f, str) for f in record["needs"])
+
+
+def _binary_problem(path: str, have) -> str | None:
+    """Why the binary at ``path`` must not be loaded on a machine with the features ``have``,
+    or None. Its sha256 is computed once per version of the file in a process."""
+    try:
+        with open(record_path(path), encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return "has no readable build record"
+    if not _sound_record(record, path):
+        return "has a build record that is not its own or not one symgrad writes"
+    missing = sorted(set(record["needs"]) - set(have))
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6
+                                          else "")
+        return f"was built for another machine (this one lacks {shown})"
+    with open(path, "rb") as stream:
+        status = os.fstat(stream.fileno())
+        stamp = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns,
+                 record["sha256"])
+        if _checked.get(path) == stamp:
+            return None
+        if _sha256_of(stream) != record["sha256"]:
+            return ("does not match the sha256 recorded when it was built (truncated, "
+                    "damaged or replaced)")
+    _checked[path] = stamp
+    return None
+
+
+def check_binary(path: str, have) -> bool:
+    """Whether the binary at ``path`` may be loaded on a machine with the features ``have``:
+    it is there, its record (:func:`seal_binary`) is sound, holds its sha256 and needs
+    nothing but ``have``. A binary that is there but fails is reported once
+    (:func:`warn_once`) and False returned: the caller builds it again."""
+    if not os.path.exists(path):
+        return False
+    try:
+        problem = _binary_problem(path, have)
+    except FileNotFoundError:   # removed since
+        return False
+    if problem is not None:
+        warn_once(f"the cached binary {path}", problem)
+    return problem is None
+
+
+def discard_binary(path: str) -> None:
+    """Remove the binary at ``path`` and its record from the cache, as far as it can (what
+    is gone already, or cannot be removed, is no error: it is checked again before use)."""
+    for name in (path, record_path(path)):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+    _checked.pop(path, None)

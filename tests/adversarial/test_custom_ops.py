@@ -1,13 +1,19 @@
 """Custom-op forwards in generated code (issue #12, and #14 item 1): namespaced copies, forwards
-that cannot be copied run by reference and are never saved, results and shape rules checked."""
+that cannot be copied run by reference and are never saved, results and shape rules checked;
+``c=`` expressions (issue #24 item 14): what the op cannot use is refused when it registers,
+an operand it lacks or a C function nothing defines is an error naming the op, and never
+leaves a broken library in the cache or breaks the programs compiled with it."""
 import functools
 import importlib.util
+import os
+import re
 import textwrap
 
 import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.backends import c_backend
 
 SAME_NAME = {"sine_mod": "np.sin(x)", "cosine_mod": "np.cos(x)"}
 
@@ -195,3 +201,92 @@ def test_an_elementwise_forward_is_checked_on_chunks():
         y = sg.sum(op(x * 2.0) + 1.0)
     with pytest.raises(ValueError, match="'adv_elementwise'.*shape \\(1, 2\\)"):
         sg.compile(prog, [y], chunk_size=16)(np.ones((100, 2)))
+
+
+# --- c= expressions (issue #24 item 14) --------------------------------------------------------
+def _add_forward(a, b):
+    return a + b
+
+
+def _binary_c_op(name, c):
+    return sg.custom_op(name, _add_forward, lambda a, b: a, None, c=c, category="elementwise")
+
+
+def _binary_program(op):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None], "float64")
+        y = op(x, x * 2.0)
+    return prog, [y]
+
+
+@pytest.mark.parametrize("keywords, error", [
+    ({"c": "({0}) * 2", "category": "opaque"}, "c= is the C expression of an elementwise op, "
+                                                "but category is 'opaque'"),
+    ({"c": "({0}) * 2"}, "category is 'opaque'"),    # the default category
+    ({"c": "({0}) * ({alpha})", "category": "elementwise"}, "refers to \\{alpha\\}, but a "
+                                                            "custom op has no attributes"),
+    ({"c": "({0}) * ({0", "category": "elementwise"}, "c='\\(\\{0\\}\\) \\* \\(\\{0'"),
+    ({"c": "({0!r}) * 2", "category": "elementwise"}, "\\{0!r\\} is not a field"),
+    ({"c": "{} * 2", "category": "elementwise"}, "\\{\\} is not a field"),
+])
+def test_a_c_expression_the_op_cannot_use_is_refused_when_registered(keywords, error):
+    """Never silently ignored, never a KeyError when compiling: the error names the op."""
+    with pytest.raises(ValueError, match=f"custom_op 'adv_c_refused': .*{error}"):
+        sg.custom_op("adv_c_refused", np.negative, _identity_shape, None, **keywords)
+    assert "adv_c_refused" not in sg.REGISTRY
+
+
+def test_a_c_expression_reading_an_operand_the_op_lacks_names_the_op_and_line():
+    op = _binary_c_op("adv_c_operand", "(({0}) + ({2}))")
+    prog, fetches = _binary_program(op)
+    with pytest.raises(c_backend.CLoweringError,
+                       match=r"of op 'adv_c_operand' \(built at .*test_custom_ops.py:\d+\) "
+                             r"refers to \{2\}, which the op does not have: it has 2 operands "
+                             r"\(\{0\}, \{1\}\), no attributes"):
+        sg.compile(prog, fetches, backend="c")
+
+
+def _cache_libraries(folder):
+    return sorted(name for name in os.listdir(folder) if name.endswith(".so"))
+
+
+UNDEFINED = {   # c= calling a function nothing defines: the error it gives, and its message
+    "undeclared": ("sg_adv_no_such_function({0})", c_backend.CCompileError,
+                   "implicit declaration of function .sg_adv_no_such_function"),
+    "declared": ("({{ extern double sg_adv_nowhere(double); sg_adv_nowhere({0}); }})",
+                 c_backend.CLoadError, "undefined symbol: sg_adv_nowhere"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNDEFINED))
+def test_an_undefined_c_function_is_an_error_naming_the_op_and_leaves_no_library(kind,
+                                                                                 tmp_path):
+    """The compiler refuses a call of an undeclared function; a declared one that nothing
+    defines makes a library the dynamic loader refuses, which is removed from the cache. Both
+    errors quote the op's line of C (it names the op), every time the program compiles."""
+    c, error, said = UNDEFINED[kind]
+    op = _binary_c_op(f"adv_c_{kind}", c)
+    prog, fetches = _binary_program(op)
+    for _ in range(2):
+        with pytest.raises(error, match=said) as caught:
+            sg.compile(prog, fetches, backend="c", cache_dir=str(tmp_path))
+        assert re.search(rf"/\* %\d+ = adv_c_{kind}\(%x, %\d+\) \*/", str(caught.value))
+        assert _cache_libraries(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", sorted(UNDEFINED))
+def test_a_bad_c_expression_in_a_deferred_batch_fails_only_its_own_program(kind, tmp_path,
+                                                                            monkeypatch):
+    """Programs compiled together (``deferred``, here into one library): the one with the bad
+    c= raises its own error, the others compile without it and run."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    c, error, _ = UNDEFINED[kind]
+    bad = _binary_program(_binary_c_op(f"adv_c_batch_{kind}", c))
+    good = _binary_program(_binary_c_op(f"adv_c_batch_good_{kind}", "(({0}) - ({1}))"))
+    with c_backend.deferred():
+        compiled = [sg.compile(*program, backend="c", cache_dir=str(tmp_path))
+                    for program in (good, bad)]
+    np.testing.assert_allclose(compiled[0](x=np.ones(3))[0], -np.ones(3))
+    with pytest.raises(error, match=f"adv_c_batch_{kind}"):
+        compiled[1](x=np.ones(3))

@@ -1,7 +1,8 @@
 """The C backend: loops against the interpreter (every loop shape: chunked reductions, rows,
 columns, broadcasting, run-time dims, NaN and infinities), what it compiles (libmvec's vector
-math in the library, threads, one entry per run of groups), the compiler cache and its
-batches, errors, dumps and custom ops. Most programs of this module are compiled in one batch."""
+math in the library, threads and forks, one entry per run of groups), the compiler cache and
+its batches, errors, dumps and custom ops. Most programs of this module are compiled in one
+batch."""
 import ctypes
 import functools
 import os
@@ -18,6 +19,8 @@ import symgrad as sg
 from symgrad import ir_backward, nn
 from symgrad.backends import c_backend
 from symgrad.backends.c_backend import compiler
+
+from .forking import run_forked
 
 RNG = np.random.default_rng(7)
 
@@ -199,13 +202,16 @@ def test_a_where_over_computed_arms_vectorizes(tmp_path):
 
 
 def test_the_flag_probe_is_cached_per_set_of_base_flags(monkeypatch, tmp_path):
-    """A symgrad whose base flags changed probes the compiler again instead of reading the
-    flags an older one found."""
+    """A symgrad whose base flags changed probes the compiler again instead of reading what
+    an older one found; the record holds what the probe found, the flags are made from it."""
     monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path))
     tools = compiler.toolchain()
-    assert "-fno-trapping-math" in compiler._probe(tools.compiler)["flags"]
+    found = compiler._probe(tools.compiler)
+    assert "-fno-trapping-math" in compiler._flags(found["simd"], found["native"],
+                                                   found["mvec"])[0]
     monkeypatch.setattr(compiler, "BASE_FLAGS", compiler.BASE_FLAGS + ("-fno-common",))
-    assert "-fno-common" in compiler._probe(tools.compiler)["flags"]
+    assert compiler._probe(tools.compiler) == found
+    assert "-fno-common" in compiler._flags(found["simd"], found["native"], found["mvec"])[0]
     assert len(list(tmp_path.glob("c_toolchain_*.json"))) == 2
 
 
@@ -236,6 +242,13 @@ def test_python_threads_share_one_compiled_program():
     for thread in threads:
         thread.join()
     assert not errors
+
+
+def test_a_forked_child_runs_a_program_that_ran_in_its_parent():
+    """The worker pool's fork handlers: a child forked after a threaded loop, or while
+    another thread is inside one (which hung about 1 fork in 30 without them: a lock or
+    condition variable copied mid-use), starts a pool of its own and computes the same."""
+    run_forked("c", idle_forks=2, busy_forks=50)
 
 
 def test_run_time_dims_that_disagree_are_an_error():

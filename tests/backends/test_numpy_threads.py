@@ -1,6 +1,6 @@
 """Group functions and threaded chunk loops of the NumPy backend: the threaded path agrees with
-the interpreter (every reduce kind, float32 sums, exported values), empty batches, and
-``threads=1`` makes no pool."""
+the interpreter (every reduce kind, float32 sums, exported values), empty batches,
+``threads=1`` makes no pool, and a forked child runs programs on a pool of its own."""
 import numpy as np
 import pytest
 
@@ -8,6 +8,8 @@ import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.common import Namer
 from symgrad.backends.numpy_backend import row_pool
+
+from .forking import run_forked
 
 REDUCTIONS = {
     "sum0": lambda y: sg.sum(y, axis=0),
@@ -129,6 +131,12 @@ def test_every_loaded_module_shares_one_pool(executor_uses):
     assert len(executor_uses) == 2          # both loops ran on the one shared executor
     assert (first._executable.module._POOL.threads,
             second._executable.module._POOL.threads) == (2, 3)
+
+
+def test_a_forked_child_runs_a_program_that_ran_in_its_parent():
+    """The pool's threads are not in a forked child: it makes its own pool (also when another
+    thread of the parent was in a loop at the fork) instead of waiting for them forever."""
+    run_forked("numpy", idle_forks=2, busy_forks=10)
 
 
 def test_each_group_is_a_function_called_from_run():

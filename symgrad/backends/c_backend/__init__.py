@@ -20,14 +20,14 @@ from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_
 from ..numpy_backend import PACKAGE, RUNTIME_MODULES, bind_references
 from ..numpy_backend import lowers as numpy_lowers
 from . import compiler
-from .compiler import CCompileError, CCompilerNotFoundError, deferred
+from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate
-from .lowering import LOWERINGS
+from .lowering import LOWERINGS, CLoweringError
 
 NAME = "c"
 
-__all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", "build",
-           "deferred"]
+__all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", "CLoadError",
+           "CLoweringError", "build", "deferred"]
 
 
 class CExecutable:
@@ -41,7 +41,7 @@ class CExecutable:
     numpy_module = None
     in_place = ()   # new parameter values are new arrays
 
-    def __init__(self, generated, path, library, resolve, stats):
+    def __init__(self, generated, path, library, resolve, stats, tools, options):
         self.source = generated.c_source
         self.host_source = generated.source
         self.sources = {".c": self.source, ".py": self.host_source}
@@ -51,17 +51,23 @@ class CExecutable:
         self.stats = stats
         self.library = library
         self._resolve = resolve
+        self._tools, self._options = tools, options
         self.module = cache.load_module(path, self.host_source, package=PACKAGE)
         bind_references(self.module, self.references)
         self.module.CONSTANTS.update(generated.constants)
         if library is not None:
-            self.module.bind_library(library)
+            self._bind(library)
         self.stateful = hasattr(self.module, "STATE")
+
+    def _bind(self, library) -> None:
+        """Load ``library`` into the host module (:func:`compiler.load`: a library the
+        dynamic loader refuses never stays in the cache)."""
+        self.library = compiler.load(self.module.bind_library, library, self.source,
+                                     self._tools, self._options)
 
     def run(self, feeds, buffers=None):
         if self.library is None:
-            self.library = self._resolve()
-            self.module.bind_library(self.library)
+            self._bind(self._resolve())
         if self.stateful:
             return self.module.run(None, **feeds)
         return self.module.run(**feeds)
@@ -82,7 +88,7 @@ def build(program, fetches, options):
              "c_functions": generated.functions,
              "source_lines": generated.c_source.count("\n"),
              "host_lines": generated.source.count("\n")}
-    return CExecutable(generated, paths[".py"], library, resolve, stats)
+    return CExecutable(generated, paths[".py"], library, resolve, stats, tools, options)
 
 
 def artifact_files(executable, tree, save_options) -> dict:

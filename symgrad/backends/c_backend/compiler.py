@@ -1,17 +1,24 @@
 """The system C compiler: finding it, its flags, and shared libraries cached on disk.
 
 A program's C source becomes ``c_<key>.so`` in the cache directory, ``key`` being a hash of
-the source, the compiler and its flags; a second process compiling the same program loads
-that file without running the compiler. Flags: ``-O3`` without ``-ffast-math`` (NaN and
-infinities keep their IEEE meaning), ``-fno-math-errno`` so math calls vectorize,
-``-fno-trapping-math`` so both arms of a ``where`` may be computed and blended (the values
-are IEEE's all the same; only the floating-point exception flags, which nothing reads, may
-differ), ``-ffp-contract=off`` so products and sums round as NumPy's do, ``-fwrapv`` so
-integers wrap as NumPy's do, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the
-prelude's own pool, see ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it
-builds, and glibc's libmvec (``-lmvec``) where it exists, which the prelude's ``simd``
-declarations of math functions call into (with ``sin`` and ``cos`` kept apart: merged into
-``sincos`` they would not vectorize).
+the source, the compiler, its flags and what the library needs of the machine; a second
+process compiling the same program loads that file without running the compiler. Beside each
+library is the record written when it was built (its sha256 and what it needs of the machine:
+:func:`~symgrad.backends.cache.seal_binary`), checked before the library is loaded; a library
+that fails the check is built again, and one the dynamic loader refuses leaves the cache
+(:func:`load`). Which optional flags build is probed once and recorded per compiler binary
+and CPU (:func:`_probe`).
+
+Flags: ``-O3`` without ``-ffast-math`` (NaN and infinities keep their IEEE meaning),
+``-fno-math-errno`` so math calls vectorize, ``-fno-trapping-math`` so both arms of a
+``where`` may be computed and blended (the values are IEEE's all the same; only the
+floating-point exception flags, which nothing reads, may differ), ``-ffp-contract=off`` so
+products and sums round as NumPy's do, ``-fwrapv`` so integers wrap as NumPy's do,
+``-Werror=implicit-function-declaration`` so a call of an undeclared function fails to
+compile, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the prelude's own pool, see
+``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it builds, and glibc's libmvec
+(``-lmvec``) where it exists, which the prelude's ``simd`` declarations of math functions call
+into (with ``sin`` and ``cos`` kept apart: merged into ``sincos`` they would not vectorize).
 
 Inside :func:`deferred`, programs are not compiled one by one: their sources are put together
 and compiled into one library the first time one of them runs (or when the ``with`` block
@@ -29,6 +36,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -44,7 +52,8 @@ from .. import cache
 
 COMPILERS = ("cc", "gcc", "clang")
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fno-math-errno",
-              "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-fno-strict-aliasing")
+              "-fno-trapping-math", "-ffp-contract=off", "-fwrapv", "-fno-strict-aliasing",
+              "-Werror=implicit-function-declaration")
 # sin and cos of one value would become one sincos call, which has no vector variant and keeps
 # the whole loop from vectorizing
 NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
@@ -56,13 +65,21 @@ class CCompilerNotFoundError(SymgradError, RuntimeError):
 
 
 class CCompileError(SymgradError, RuntimeError):
-    """The C compiler rejected a generated program (a bug in symgrad: please report it)."""
+    """The C compiler rejected a generated program: a custom op's ``c=`` expression, or a bug
+    in symgrad (the message quotes the lines it rejected, each naming its op)."""
+
+
+class CLoadError(SymgradError, RuntimeError):
+    """The dynamic loader refused a program's library, typically because a custom op's ``c=``
+    expression calls a function that nothing defines (the message names it and its op)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Toolchain:
     """The compiler command and the flags that work with it; ``identity`` keys the cache
-    (compiler, version, flags and the machine ``-march=native`` builds for)."""
+    (compiler, version, flags and what a library needs of the machine). ``cpu``: this
+    machine's features (:func:`this_cpu`); ``needs``: those a library built with these flags
+    needs (all of ``cpu`` with ``-march=native``, else the machine type)."""
 
     compiler: str
     flags: tuple
@@ -70,6 +87,8 @@ class Toolchain:
     identity: str
     simd: bool
     mvec: bool
+    cpu: tuple
+    needs: tuple
 
 
 def find_compiler() -> str:
@@ -97,62 +116,7 @@ def _glibc_mvec() -> int | None:
     return major * 100 + minor if name == "glibc" and (major, minor) >= (2, 22) else None
 
 
-_PROBE = """
-#include <stdint.h>
-double sin(double) __attribute__((simd("notinbranch")));
-int probe(int64_t n, double *x) {
-    #pragma omp simd
-    for (int64_t i = 0; i < n; i++) x[i] = sin(x[i]);
-    return 0;
-}
-"""
-
-
-def _builds(compiler, flags, libraries) -> bool:
-    with tempfile.TemporaryDirectory() as folder:
-        source = os.path.join(folder, "probe.c")
-        with open(source, "w", encoding="utf-8") as handle:
-            handle.write(_PROBE)
-        done = subprocess.run([compiler, *flags, source, "-o", os.path.join(folder, "probe.so"),
-                               *libraries], capture_output=True, text=True)
-        return done.returncode == 0
-
-
-def _probe(compiler) -> dict:
-    """Which optional flags build with ``compiler`` (cached on disk per compiler binary and
-    set of base flags)."""
-    stat = os.stat(compiler)
-    tag = hashlib.sha256(f"{os.path.realpath(compiler)}:{stat.st_mtime_ns}:{stat.st_size}:"
-                         f"{platform.machine()}:{_glibc_mvec()}:{BASE_FLAGS}:{NO_SINCOS}"
-                         .encode()).hexdigest()[:24]
-    path = os.path.join(cache.cache_dir(), f"c_toolchain_{tag}.json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        pass
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    mvec = _glibc_mvec()
-    base = list(BASE_FLAGS)
-    simd = _builds(compiler, base + ["-fopenmp-simd"], [])
-    if simd:
-        base.append("-fopenmp-simd")
-    native = _builds(compiler, base + ["-march=native"], [])
-    if native:
-        base.append("-march=native")
-    libraries = ["-lm"]
-    if mvec is not None and _builds(compiler, base + [f"-DSG_MVEC={mvec}"], ["-lmvec", "-lm"]):
-        base += [f"-DSG_MVEC={mvec}", *NO_SINCOS]
-        libraries = ["-lmvec", "-lm"]
-    else:
-        mvec = None
-    found = {"version": version.splitlines()[0] if version else "", "flags": base,
-             "libraries": libraries, "simd": simd, "mvec": mvec is not None,
-             "cpu": _cpu_model() if native else ""}
-    cache.write_atomic(path, json.dumps(found))
-    return found
-
-
+# --- the machine --------------------------------------------------------------------------------
 def cpu_features() -> list | None:
     """This CPU's instruction-set features, sorted, as ``/proc/cpuinfo`` lists them (``flags``
     on x86, ``Features`` on ARM); None where it does not say. A library built with
@@ -169,21 +133,112 @@ def cpu_features() -> list | None:
     return None
 
 
-def _cpu_model() -> str:
-    """What ``-march=native`` builds for (a library built for one CPU may not run on another)."""
+def _native_macros(compiler) -> list:
+    """The macros ``compiler`` predefines for ``-march=native`` (``__AVX2__``...), where
+    ``/proc/cpuinfo`` is missing: the instruction sets it builds for on this CPU."""
+    try:
+        done = subprocess.run([compiler, "-march=native", "-dM", "-E", "-x", "c", "-"],
+                              input="", capture_output=True, text=True)
+    except OSError:
+        return []
+    if done.returncode != 0:
+        return []
+    return sorted({f"cc:{line.split()[1]}" for line in done.stdout.splitlines()
+                   if line.startswith("#define ") and len(line.split()) > 1})
+
+
+@functools.lru_cache(maxsize=None)
+def this_cpu(compiler) -> tuple:
+    """What a library built here may need of the machine that loads it: its type
+    (``machine:x86_64``) and its CPU's features (``/proc/cpuinfo``'s, else the instruction-set
+    macros ``compiler`` predefines for ``-march=native``)."""
     features = cpu_features()
     if features is None:
-        return platform.processor() or platform.machine()
-    return hashlib.sha256(" ".join(features).encode()).hexdigest()[:16] + platform.machine()
+        features = _native_macros(compiler)
+    return (f"machine:{platform.machine()}", *features)
+
+
+# --- the toolchain: which optional flags build, recorded per compiler and CPU -------------------
+_PROBE = """
+#include <stdint.h>
+double sin(double) __attribute__((simd("notinbranch")));
+int probe(int64_t n, double *x) {
+    #pragma omp simd
+    for (int64_t i = 0; i < n; i++) x[i] = sin(x[i]);
+    return 0;
+}
+"""
+# the toolchain record: what the probe found (the flags are made from it, never read)
+_RECORD = {"version": str, "simd": bool, "native": bool, "mvec": (int, type(None)),
+           "cpu": list}
+
+
+def _flags(simd: bool, native: bool, mvec: int | None) -> tuple[list, list]:
+    """The compiler flags and libraries with these optional features."""
+    flags = list(BASE_FLAGS) + ["-fopenmp-simd"] * simd + ["-march=native"] * native
+    if mvec is None:
+        return flags, ["-lm"]
+    return flags + [f"-DSG_MVEC={mvec}", *NO_SINCOS], ["-lmvec", "-lm"]
+
+
+def _builds(compiler, flags, libraries) -> bool:
+    with tempfile.TemporaryDirectory() as folder:
+        source = os.path.join(folder, "probe.c")
+        with open(source, "w", encoding="utf-8") as handle:
+            handle.write(_PROBE)
+        done = subprocess.run([compiler, *flags, source, "-o", os.path.join(folder, "probe.so"),
+                               *libraries], capture_output=True, text=True)
+        return done.returncode == 0
+
+
+def _sound_record(found, cpu, mvec) -> bool:
+    """Whether ``found`` is a toolchain record as :func:`_probe` writes it, for this CPU."""
+    return isinstance(found, dict) and set(found) == set(_RECORD) and \
+        all(isinstance(found[name], kind) for name, kind in _RECORD.items()) and \
+        found["mvec"] in (None, mvec) and found["cpu"] == list(cpu)
+
+
+def _probe(compiler) -> dict:
+    """Which optional flags build with ``compiler`` on this CPU, recorded in the cache per
+    compiler binary, set of base flags and CPU (:func:`this_cpu`: a cache shared by machines
+    with different CPUs keeps one record for each). A record of another form is reported
+    once and probed again."""
+    stat = os.stat(compiler)
+    cpu, mvec = this_cpu(compiler), _glibc_mvec()
+    tag = hashlib.sha256(f"{os.path.realpath(compiler)}:{stat.st_mtime_ns}:{stat.st_size}:"
+                         f"{mvec}:{BASE_FLAGS}:{NO_SINCOS}:{cpu}".encode()).hexdigest()[:24]
+    path = os.path.join(cache.cache_dir(), f"c_toolchain_{tag}.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except FileNotFoundError:
+        found = None
+    except (OSError, ValueError):   # not JSON
+        found = "unreadable"
+    if found is not None:
+        if _sound_record(found, cpu, mvec):
+            return found
+        cache.warn_once(f"the C toolchain record {path}", "is not a record symgrad writes")
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    simd = _builds(compiler, *_flags(True, False, None))
+    native = _builds(compiler, *_flags(simd, True, None))
+    if mvec is not None and not _builds(compiler, *_flags(simd, native, mvec)):
+        mvec = None
+    found = {"version": version.splitlines()[0] if version else "", "simd": simd,
+             "native": native, "mvec": mvec, "cpu": list(cpu)}
+    cache.write_atomic(path, json.dumps(found))
+    return found
 
 
 @functools.lru_cache(maxsize=None)
 def _toolchain(compiler) -> Toolchain:
     found = _probe(compiler)
-    identity = json.dumps([compiler, found["version"], found["flags"], found["libraries"],
-                           found["cpu"]])
-    return Toolchain(compiler, tuple(found["flags"]), tuple(found["libraries"]), identity,
-                     found["simd"], found["mvec"])
+    flags, libraries = _flags(found["simd"], found["native"], found["mvec"])
+    cpu = tuple(found["cpu"])
+    needs = cpu if found["native"] else cpu[:1]
+    identity = json.dumps([compiler, found["version"], flags, libraries, needs])
+    return Toolchain(compiler, tuple(flags), tuple(libraries), identity, found["simd"],
+                     found["mvec"] is not None, cpu, needs)
 
 
 def toolchain() -> Toolchain:
@@ -200,18 +255,20 @@ def _library_path(key, options) -> str:
     return os.path.join(cache.cache_dir(options), f"c_{key[:cache.HASH_CHARS]}.so")
 
 
-def cached_library(key, options) -> str | None:
-    """The cached library holding the source of ``key``: its own, or the batch library a
-    :func:`deferred` compile put it in (named in ``c_<key>.link``)."""
+def cached_library(key, tools, options) -> str | None:
+    """The cached library holding the source of ``key``: its own, or else the batch library a
+    :func:`deferred` compile put it in (named in ``c_<key>.link``); only one that passes
+    :func:`~symgrad.backends.cache.check_binary` (None when its own is there but does not:
+    that one is built again)."""
     path = _library_path(key, options)
     if os.path.exists(path):
-        return path
+        return path if cache.check_binary(path, tools.cpu) else None
     try:
         with open(path[:-3] + ".link", encoding="utf-8") as handle:
             target = os.path.join(os.path.dirname(path), os.path.basename(handle.read().strip()))
     except OSError:
         return None
-    return target if os.path.exists(target) else None
+    return target if cache.check_binary(target, tools.cpu) else None
 
 
 @contextlib.contextmanager
@@ -230,11 +287,24 @@ def _exclusive(path: str):
 
 
 def _compile(sources: list, tools: Toolchain, target: str) -> None:
-    """Compile the concatenated ``sources`` into the shared library ``target`` (atomically).
-    Processes compiling the same target take turns: one compiles, the others find it done."""
+    """Compile the concatenated ``sources`` into the shared library ``target`` (atomically,
+    with its record: :func:`~symgrad.backends.cache.seal_binary`), unless a sound one is
+    there. Processes compiling the same target take turns: one compiles, the others find it
+    done."""
     with _exclusive(target[:-3] + ".lock"):
-        if not os.path.exists(target):
+        if not cache.check_binary(target, tools.cpu):
             _compile_now(sources, tools, target)
+
+
+def _rejected_lines(stderr: str, source_path: str) -> list:
+    """The lines of the C file at ``source_path`` that the compiler's ``stderr`` reports
+    errors on, as ``line N: text`` (generated lines end in a comment naming their op)."""
+    with open(source_path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    numbers = re.findall(rf"^{re.escape(source_path)}:(\d+):\d+: (?:fatal )?error:", stderr,
+                         re.MULTILINE)
+    return [f"line {n}: {lines[int(n) - 1].strip()}"
+            for n in dict.fromkeys(numbers) if 0 < int(n) <= len(lines)]
 
 
 def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
@@ -248,8 +318,15 @@ def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
         done = subprocess.run([tools.compiler, *tools.flags, source_path, "-o", temporary,
                                *tools.libraries], capture_output=True, text=True)
         if done.returncode != 0:
-            raise CCompileError(f"{tools.compiler} failed on {source_path}:\n{done.stderr}")
-        os.replace(temporary, target)
+            rejected = "".join(f"\n  {line}" for line in _rejected_lines(done.stderr,
+                                                                         source_path))
+            raise CCompileError(
+                f"{tools.compiler} rejected the C program {source_path}"
+                f"{' at:' + rejected if rejected else ''}\nA line computing a custom op comes "
+                f"from its c= expression: fix the expression, or leave c= out to run the op "
+                f"through NumPy; anything else is a bug in symgrad (please report it). The "
+                f"compiler said:\n{done.stderr}")
+        cache.seal_binary(temporary, target, tools.needs)
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
@@ -258,11 +335,45 @@ def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
 def compile_library(source: str, key: str, tools: Toolchain, options) -> str:
     """The path of the shared library of ``source`` (``key`` from :func:`library_key`),
     compiled now unless cached."""
-    path = cached_library(key, options)
+    path = cached_library(key, tools, options)
     if path is None:
         path = _library_path(key, options)
         _compile([source], tools, path)
     return path
+
+
+def load(bind, path: str, source: str, tools: Toolchain, options) -> str:
+    """``bind(path)`` (which loads the library at ``path``, of ``source``, with ctypes) and
+    return the path bound. When the dynamic loader refuses a batch library that a
+    :func:`deferred` compile shared between programs, it is removed from the cache and
+    ``source`` compiled alone; when it refuses the program's own library, that is removed
+    too (nothing broken stays in the cache) and :class:`CLoadError` names what the loader
+    said and the lines of ``source`` using the symbol it missed, each naming its op."""
+    own = _library_path(library_key(source, tools), options)
+    while True:
+        try:
+            bind(path)
+            return path
+        except OSError as error:
+            cache.discard_binary(path)
+            if path == own:
+                raise _load_error(error, source, path) from None
+        _compile([source], tools, own)
+        path = own
+
+
+def _load_error(error: OSError, source: str, path: str) -> CLoadError:
+    symbols = re.findall(r"undefined symbol: (\w+)", str(error))
+    using = [line.strip() for line in source.splitlines()
+             if symbols and re.search(rf"\b{re.escape(symbols[0])}\b", line)]
+    shown = "".join(f"\n  {line}" for line in using[:5])
+    return CLoadError(
+        f"the C library of this program does not load ({error}); it was removed from the "
+        f"cache ({path}). "
+        + (f"These lines use {symbols[0]!r}:{shown}\nA custom op's c= expression may call "
+           f"only functions that C's math library or the program defines. "
+           if using else "")
+        + "Compile with backend=\"numpy\" to run the program without it.")
 
 
 # --- deferred, batched compiles ---------------------------------------------------------------
@@ -281,10 +392,11 @@ class _Batch:
     def compile(self) -> None:
         """Compile every pending source: the sources are split into one part per CPU, each
         part one library (compiled in parallel), and each source's key gets a link to its
-        part's library."""
+        part's library. A part the compiler rejects gets no links: each of its programs is
+        compiled alone when it runs, so an error is raised by the program it belongs to."""
         with self.lock:
             pending, self.pending = self.pending, []
-        pending = [p for p in pending if cached_library(p[0], p[3]) is None]
+        pending = [p for p in pending if cached_library(p[0], p[2], p[3]) is None]
         if not pending:
             return
         parts = max(1, min(len(pending), os.cpu_count() or 1))
@@ -293,7 +405,10 @@ class _Batch:
         def build(chunk):
             key = cache.cache_key("c-batch", *[k for k, *_ in chunk])
             target = _library_path(key, chunk[0][3])
-            _compile([source for _, source, _, _ in chunk], chunk[0][2], target)
+            try:
+                _compile([source for _, source, _, _ in chunk], chunk[0][2], target)
+            except CCompileError:
+                return
             for k, _, _, options in chunk:
                 cache.write_atomic(_library_path(k, options)[:-3] + ".link",
                                    os.path.basename(target))
@@ -328,17 +443,17 @@ def library(source: str, tools: Toolchain, options):
     key = library_key(source, tools)
     if _batch is None:
         return compile_library(source, key, tools, options), None
-    path = cached_library(key, options)
+    path = cached_library(key, tools, options)
     if path is not None:
         return path, None
     batch = _batch
     batch.add(key, source, tools, options)
 
     def resolve():
-        found = cached_library(key, options)
+        found = cached_library(key, tools, options)
         if found is None:
             batch.compile()
-            found = cached_library(key, options)
+            found = cached_library(key, tools, options)
         if found is None:   # left out of a batch by an error: compile it alone
             found = compile_library(source, key, tools, options)
         return found

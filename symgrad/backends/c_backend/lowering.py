@@ -6,7 +6,10 @@ prelude makes each math function type-generic, so ``exp`` of a ``float`` calls `
 (vectorized through glibc's libmvec where it has that function; ``tanh`` of a ``float`` is
 the prelude's own inline ``sg_tanhf``). ``floats_only``: the expression is right only when
 the compute type is a float (``pow`` of integers is exact in NumPy, not in C); such an op
-with integer operands runs on NumPy instead.
+with integer operands runs on NumPy instead. A field of an expression is an operand's number,
+``T`` or an attribute's name (:func:`expression_fields` checks the form when a rule is
+registered); one the op does not provide is a :class:`CLoweringError` naming the op, its line
+and the field (:meth:`CLowering.code`), never a bare ``IndexError`` or ``KeyError``.
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
@@ -19,10 +22,36 @@ point looping over the rows along its class axis (:mod:`.row_ops`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
+import string
 
+from ...errors import SymgradError
 from ..c_expressions import EXPRESSIONS, POWER
-from ..lowering import LoweringTable
+from ..lowering import LoweringTable, op_name
 from .ctype import supported
+
+
+class CLoweringError(SymgradError, ValueError):
+    """A C expression refers to an operand or attribute that the op it lowers lacks."""
+
+
+@functools.lru_cache(maxsize=None)
+def expression_fields(expression: str) -> tuple:
+    """The fields of a C ``expression``, each once in order of use (``("0", "T")`` for
+    ``"exp({0}) * ({T})2"``); a ``ValueError`` when a field is not an operand's number, ``T``
+    or an attribute's name (``{}``, ``{0!r}``, ``{0:x}``, ``{0.real}``) or a brace is
+    unmatched (``{{`` and ``}}`` stand for ``{`` and ``}``)."""
+    fields = {}
+    for _, field, spec, conversion in string.Formatter().parse(expression):
+        if field is None:
+            continue
+        if spec or conversion or not re.fullmatch(r"\d+|[A-Za-z_]\w*", field):
+            raise ValueError(f"{{{field}{'!' + conversion if conversion else ''}"
+                             f"{':' + spec if spec else ''}}} is not a field of a C expression "
+                             f"(an operand's number such as {{0}}, {{T}} or an attribute's name)")
+        fields[field] = None
+    return tuple(fields)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,13 +59,38 @@ class CLowering:
     expression: str
     floats_only: bool = False
 
+    def code(self, op, operands, T: str, attrs: dict) -> str:
+        """The C text computing ``op``: the expression with the ``operands``' texts, the
+        compute type ``T`` and the ``attrs``' texts put in; :class:`CLoweringError` when it
+        refers to something else."""
+        provided = {str(i) for i in range(len(operands))} | {"T", *attrs}
+        missing = [field for field in expression_fields(self.expression)
+                   if field not in provided]
+        if missing:
+            where = f" (built at {op.loc})" if op.loc else ""
+            names = ", ".join(f"{{{field}}}" for field in missing)
+            has = f"{len(operands)} operand{'s' * (len(operands) != 1)} " \
+                  f"({', '.join(f'{{{i}}}' for i in range(len(operands)))})"
+            has += f", the attributes {', '.join(sorted(attrs))}" if attrs else ", no attributes"
+            raise CLoweringError(f"the C expression {self.expression!r} of op {op.name!r}{where} "
+                                 f"refers to {names}, which the op does not have: it has "
+                                 f"{has} and {{T}}, the compute type")
+        return self.expression.format(*operands, T=T, **attrs)
+
 
 LOWERINGS = LoweringTable("c")
 
 
 def register_lowering(op, expression: str | None, floats_only: bool = False) -> None:
     """Lower elementwise ``op`` (an OpDef or a name) to the C ``expression`` (see the module
-    docstring); None removes its rule."""
+    docstring); None removes its rule. A malformed expression is a ``ValueError`` naming the
+    op."""
+    if expression is not None:
+        try:
+            expression_fields(expression)
+        except ValueError as error:
+            raise ValueError(f"the C expression {expression!r} of op {op_name(op)!r}: "
+                             f"{error}") from None
     LOWERINGS.register(op, None if expression is None else CLowering(expression, floats_only))
 
 

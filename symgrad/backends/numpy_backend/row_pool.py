@@ -5,7 +5,9 @@ relatively, ``from .row_pool import RowPool``: symgrad loads generated modules a
 ``symgrad.backends.numpy_backend``, and an AOT artifact ships this file beside its module
 (``numpy/row_pool.py``, listed and hashed in the manifest), which the artifact's standalone
 runner loads the same way. Every module that imports one copy of this file shares one pool of
-worker threads, made on first use; its threads start only as loops need them.
+worker threads, made on first use; its threads start only as loops need them. A forked child
+has none of its parent's threads: it forgets the parent's pool (and the lock guarding it, which
+another thread may have held at the fork) and makes its own on first use.
 """
 from __future__ import annotations
 
@@ -18,6 +20,17 @@ MAX_DEFAULT_THREADS = 8
 
 _executor = None
 _executor_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    """In a forked child: the parent's pool has no threads here (a task given to it would
+    wait forever), and its lock may be held by a thread that is not here."""
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):   # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def shared_executor() -> concurrent.futures.ThreadPoolExecutor:
