@@ -274,7 +274,12 @@ def cmd_run(args, parser):
 
 
 def _format_spec(spec):
-    shape = ", ".join("?" if d is None else str(d) for d in spec.get("shape", ()))
+    """``name: dtype[dims]``: the symbolic signature (``[batch, 784]``) where the manifest
+    records one, else the shape with ``?`` for a run-time dim."""
+    dims = spec.get("dims")
+    if not isinstance(dims, list):
+        dims = ["?" if d is None else d for d in spec.get("shape", ())]
+    shape = ", ".join(map(str, dims))
     return printable(f"{spec.get('name') or '-'}: {spec.get('dtype')}[{shape}]")
 
 

@@ -100,7 +100,7 @@ def _pooled_dims(input_dims, attrs, shapes):
 
 def _cross_entropy_dims(input_dims, attrs, shapes):
     logits, labels = input_dims
-    axis = attrs["axis"]
+    axis, = normalize_axis(attrs["axis"], len(logits))
     reduced = tuple(logits[:axis] + logits[axis + 1:])
     if len(labels) == len(reduced):
         reduced = broadcast_dims(reduced, labels, what="labels against the logits")

@@ -79,7 +79,7 @@ from .compiled import output_specs
 from .feeds import build_signature, feedable_sources
 from .options import CompileOptions, checked_option, option_schema
 
-PROGRAM_FILE = "program.json"
+PROGRAM_FILE = standalone.PROGRAM_FILE
 NUMPY_MODULE = "numpy/program.py"
 STANDALONE_MODULE = "numpy/standalone.py"
 ENTRY_FUNCTION = "run"
@@ -299,6 +299,8 @@ def _round_trip(compiled, tree, store):
     program, value_map = with_parameter_values(compiled.program, values)
     document = program_to_json(program, store.add,
                                 fetches=[value_map[v] for v in compiled.fetches])
+    if compiled._dim_check is not None:   # what the program assumed of its symbolic dims
+        document["dim_binding"] = compiled._dim_check.to_json()
     text = _dump_json(document, indent=None)
     tree.add(PROGRAM_FILE, text.encode("utf-8"))
     document = json.loads(text)
@@ -811,6 +813,8 @@ def load(path, backend=None, key=None, check_generated=True) -> LoadedProgram:
     if check_generated:
         _compare_with_regenerated(path, manifest, contents, generated)
     compiled = _runner(path, generated, program, fetches, artifact_backend, backend)
+    with _artifact_errors(path):
+        compiled._dim_check = standalone.binder_of(contents)   # the binding program.json saved
     kernels = generated.native.kernels if generated.native is not None else {}
     # the backend's own files were compared too unless it cannot build here (no C compiler)
     compared = check_generated and (generated.native is not None

@@ -9,7 +9,7 @@ from ..ir.value import Value
 from ..ops.core import default_program_hint
 from ..ops.state import assignments, mark_commits
 from .compiled import CompiledProgram, output_specs
-from .dims import DimBinding
+from .dims import binder_for_fetches
 from .feeds import build_signature, feedable_sources
 from .options import CompileOptions
 from .standalone import ProgramState
@@ -69,7 +69,7 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
     needed = for_fetches | for_updates
     signature = build_signature(program, feedable_sources(for_fetches),
                                 feedable_sources(for_updates))
-    dim_check = DimBinding.for_fetches(program, needed)   # before passes drop what they assumed
+    dim_check = binder_for_fetches(program, needed)   # before passes drop what they assumed
 
     copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
     fetches = [value_map[v] for v in fetches]

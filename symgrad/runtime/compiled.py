@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import FeedError
-from .feeds import InputSpec, OutputSpec, bind_feeds, check_feed
+from .feeds import InputSpec, OutputSpec, bind_feeds, check_feed, dims_signature
 from .standalone import ProgramState, StatefulCall
 
 
@@ -30,7 +30,7 @@ class CompiledProgram:
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
                  fetches=(), dim_check=None, parameters=None, assigned=(), state=None):
         self._executable = executable
-        self._dim_check = dim_check   # runtime.dims.DimBinding, or None: no symbolic dims
+        self._dim_check = dim_check   # a standalone.DimBinder, or None: no symbolic dims
         self.fetches = list(fetches)
         self.signature = signature
         self.outputs = outputs
@@ -126,4 +126,4 @@ def _hold(state, param) -> None:
 
 
 def output_specs(fetches):
-    return [OutputSpec(v.name, v.shape, v.dtype) for v in fetches]
+    return [OutputSpec(v.name, v.shape, v.dtype, dims_signature(v)) for v in fetches]

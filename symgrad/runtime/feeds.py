@@ -17,7 +17,14 @@ from __future__ import annotations
 from .standalone import InputSpec, OutputSpec, bind_feeds, check_feed
 
 __all__ = ["InputSpec", "OutputSpec", "bind_feeds", "build_signature", "check_feed",
-           "feedable_sources"]
+           "dims_signature", "feedable_sources"]
+
+
+def dims_signature(value) -> tuple | None:
+    """``value``'s dims as a signature shows them (ints, names, ``"?0"``, ``"batch*784"``);
+    None when every dim is static."""
+    return None if value.dims is value.shape else tuple(
+        d if type(d) is int else str(d) for d in value.dims)
 
 
 def feedable_sources(ops) -> set:
@@ -29,7 +36,7 @@ def build_signature(program, for_fetches, for_updates=frozenset()):
     """InputSpecs for the program's data inputs then parameters. ``for_fetches`` and
     ``for_updates``: the sets of source Values the fetches and the state outputs depend on."""
     specs = [InputSpec(v.name, v.shape, v.dtype, "data", v in for_fetches or v in for_updates,
-                       v not in for_fetches and v in for_updates)
+                       v not in for_fetches and v in for_updates, dims_signature(v))
              for v in program.inputs]
     specs += [InputSpec(v.name, v.shape, v.dtype, "parameter", False)
               for v in program.parameters]

@@ -64,6 +64,7 @@ FORMAT_VERSION = 3            # the newest format this runner reads
 MIN_FORMAT_VERSION = 2        # the oldest (format 1 gave no sizes, which every check needs)
 STATE_FORMAT_VERSION = 3      # artifacts of programs with state (module STATE, manifest "state")
 MANIFEST = "manifest.json"
+PROGRAM_FILE = "program.json"   # the serialized program (and its dims binding)
 SIGNATURE = "manifest.hmac"          # hex HMAC-SHA256 of manifest.json's bytes, when signed
 MAX_MANIFEST_BYTES = 64 << 20
 CHUNK = 1 << 20
@@ -541,20 +542,23 @@ class InputSpec(typing.NamedTuple):
     kind: str             # "data" or "parameter"
     required: bool        # the fetches or the updates need it (a parameter never: it has init)
     updates_only: bool = False   # required, but only the updates (state outputs) need it
+    dims: tuple | None = None    # the symbolic signature: ints, names, "?0" (None: = shape)
 
     def to_json(self):
-        """The manifest's form; ``updates_only`` is written only where it is true."""
+        """The manifest's form; ``updates_only`` is written only where it is true, ``dims``
+        where a dim is symbolic."""
         obj = {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name,
                "kind": self.kind, "required": self.required}
         if self.updates_only:
             obj["updates_only"] = True
-        return obj
+        return _with_dims(obj, self.dims)
 
     @classmethod
     def from_json(cls, obj):
         """The spec of a manifest entry; ValueError, TypeError or KeyError if malformed."""
-        spec = cls(obj["name"], _shape_from_json(obj["shape"]), np.dtype(obj["dtype"]),
-                   obj["kind"], obj["required"], obj.get("updates_only", False))
+        shape = _shape_from_json(obj["shape"])
+        spec = cls(obj["name"], shape, np.dtype(obj["dtype"]), obj["kind"], obj["required"],
+                   obj.get("updates_only", False), _dims_from_json(obj, shape))
         if not isinstance(spec.name, str) or spec.kind not in ("data", "parameter") or \
                 not isinstance(spec.required, bool) or not isinstance(spec.updates_only, bool):
             raise ValueError(f"input {spec.name!r} is malformed")
@@ -567,13 +571,34 @@ class OutputSpec(typing.NamedTuple):
     name: str | None
     shape: tuple
     dtype: np.dtype
+    dims: tuple | None = None    # ints, names, "?0" and expressions ("batch*784")
 
     def to_json(self):
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype.name}
+        return _with_dims({"name": self.name, "shape": list(self.shape),
+                           "dtype": self.dtype.name}, self.dims)
 
     @classmethod
     def from_json(cls, obj):
-        return cls(obj["name"], _shape_from_json(obj["shape"]), np.dtype(obj["dtype"]))
+        shape = _shape_from_json(obj["shape"])
+        return cls(obj["name"], shape, np.dtype(obj["dtype"]), _dims_from_json(obj, shape))
+
+
+def _with_dims(obj, dims) -> dict:
+    if dims is not None and any(type(d) is str for d in dims):
+        obj["dims"] = list(dims)
+    return obj
+
+
+def _dims_from_json(obj, shape):
+    """The ``dims`` of a manifest entry: a str exactly where the shape has None."""
+    dims = obj.get("dims")
+    if dims is None:
+        return None
+    if not isinstance(dims, list) or len(dims) != len(shape) or any(
+            (type(d) is str) != (s is None) or type(d) not in (int, str) or
+            type(d) is int and d != s for d, s in zip(dims, shape)):
+        raise ValueError(f"invalid dims {dims!r} for shape {list(shape)!r}")
+    return tuple(dims)
 
 
 def _shape_from_json(shape) -> tuple:
@@ -708,6 +733,134 @@ def _missing_feeds(missing, updates) -> str:
             f"fetches. To compute the fetches without updating the state (evaluation, "
             f"inference), compile with sg.compile(..., updates=False); to train, feed "
             f"{'it' if len(only) == 1 else 'them'}")
+
+
+# --- symbolic dims ---------------------------------------------------------------------------
+# One binding of a program's symbolic dims for compiled programs, sg.load and the runner (see
+# symgrad.runtime.dims). A dim is written as symgrad.ir.dims.dim_to_json writes it: an int,
+# {"name": "batch"}, {"anonymous": 0}, {"floordiv": [dim, k]} or {"sum": [[[dim...], c]...]};
+# a symbol is known here by its text ("batch", "?0").
+MAX_BOUND_SHAPES = 256   # distinct sets of fed shapes remembered as bound
+
+
+def _dim_size(dim, sizes):
+    """The int ``dim`` (JSON form) is when each symbol has its size in ``sizes`` (by text);
+    None when one has none. Recursion is over the expression's nesting only."""
+    if type(dim) is int:
+        return dim
+    (kind, body), = dim.items()
+    if kind == "name":
+        return sizes.get(body)
+    if kind == "anonymous":
+        return sizes.get(f"?{body}")
+    if kind == "floordiv":
+        size = _dim_size(body[0], sizes)
+        return None if size is None else size // body[1]
+    total = 0
+    for atoms, coefficient in body:
+        term = coefficient
+        for atom in atoms:
+            size = _dim_size(atom, sizes)
+            if size is None:
+                return None
+            term *= size
+        total += term
+    return total
+
+
+class DimBinder:
+    """``binder(feeds) -> {symbol text: size}``: binds every symbolic dim of the fed inputs
+    once and checks what the program's ops assumed of them, before anything runs.
+
+    ``inputs``: ``(input name, dims)`` with each dim an int or a symbol's text (``"batch"``,
+    ``"?0"``); ``checks``: dicts ``left``, ``right`` (dims in JSON form, which must be equal),
+    ``left_text``, ``right_text`` (how they print), ``op`` and ``loc`` (the op that assumed it
+    and the line that built it, or None). A symbol fed two sizes, or a check that fails, is a
+    FeedError. Each distinct set of fed shapes is bound once."""
+
+    def __init__(self, inputs, checks):
+        self.inputs = [(name, list(dims)) for name, dims in inputs]
+        self.checks = list(checks)
+        self.bound = {}
+
+    def to_json(self) -> dict:
+        return {"inputs": [[name, dims] for name, dims in self.inputs], "checks": self.checks}
+
+    @classmethod
+    def from_json(cls, obj):
+        """The binder ``to_json`` wrote; a ValueError if malformed."""
+        try:
+            inputs = [(name, dims) for name, dims in obj["inputs"]]
+            checks = list(obj["checks"])
+            for name, dims in inputs:
+                if not isinstance(name, str) or any(type(d) not in (int, str) for d in dims):
+                    raise ValueError(f"input {name!r}")
+            for check in checks:
+                _dim_size(check["left"], {}), _dim_size(check["right"], {})
+                if not all(isinstance(check[k], str) for k in ("left_text", "right_text", "op")):
+                    raise ValueError("a check's texts")
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ValueError(f"malformed dims binding ({exc})") from None
+        return cls(inputs, checks)
+
+    def __call__(self, feeds) -> dict:
+        key = tuple(getattr(feeds.get(name), "shape", None) for name, _ in self.inputs)
+        sizes = self.bound.get(key)
+        if sizes is None:
+            sizes = self._bind(key)
+            if len(self.bound) >= MAX_BOUND_SHAPES:
+                self.bound.clear()
+            self.bound[key] = sizes
+        return sizes
+
+    def _bind(self, shapes) -> dict:
+        sizes, source = {}, {}
+        for (name, dims), shape in zip(self.inputs, shapes):
+            if shape is None or len(shape) != len(dims):
+                continue
+            for dim, size in zip(dims, shape):
+                if type(dim) is not str:
+                    continue
+                size = int(size)
+                if dim in sizes and sizes[dim] != size:
+                    raise FeedError(f"dim {dim!r} is {size} in {name} but {sizes[dim]} in "
+                                    f"{source[dim]}")
+                sizes.setdefault(dim, size)
+                source.setdefault(dim, name)
+        for check in self.checks:
+            left, right = _dim_size(check["left"], sizes), _dim_size(check["right"], sizes)
+            if left is not None and right is not None and left != right:
+                raise FeedError(_failed_check(check, left, right, source))
+        return sizes
+
+
+def binder_of(contents):
+    """The DimBinder that the artifact's verified ``program.json`` records (None when the
+    program has no symbolic dims); an ArtifactIntegrityError if it is malformed."""
+    try:
+        document = json.loads(listed(contents, PROGRAM_FILE, "program"))
+        obj = document.get("dim_binding") if isinstance(document, dict) else None
+        return None if obj is None else DimBinder.from_json(obj)
+    except (ValueError, RecursionError) as exc:
+        raise ArtifactIntegrityError(f"program.json: {exc}") from None
+
+
+def _failed_check(check, left, right, source) -> str:
+    where = f" (built at {check['loc']})" if check.get("loc") else ""
+
+    def shown(text, size):
+        return f"dim {text!r} ({size} in {source[text]})" if text in source else \
+            f"dim {text!r} (= {size})"
+
+    sides = [(check["left"], check["left_text"], left), (check["right"], check["right_text"],
+                                                        right)]
+    sides.sort(key=lambda side: type(side[0]) is int)
+    (_, text, size), (other, other_text, other_size) = sides
+    need = f"to be {other_size}" if type(other) is int else \
+        f"and {shown(other_text, other_size)} to be equal"
+    return (f"the fed shapes do not fit the program: op {check['op']}{where} needs "
+            f"{shown(text, size)} {need} (a dim unknown when the program was built is never "
+            f"broadcast)")
 
 
 # --- program state ---------------------------------------------------------------------------
@@ -908,6 +1061,13 @@ class Runner:
                     for name in getattr(self.module, "IN_PLACE", ())}
         self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
                                   in_place, len(outputs))
+        self._dims = binder_of(contents)
+
+    def _feeds(self, args, feeds) -> dict:
+        feeds = bind_feeds(self.inputs, args, feeds, self._call.assigned)
+        if self._dims is not None:
+            self._dims(feeds)
+        return feeds
 
     def _run(self, feeds, buffers):
         if self._call.assigned:
@@ -915,13 +1075,12 @@ class Runner:
         return self._entry(**feeds)
 
     def __call__(self, *args, **feeds) -> list:
-        return self._call(self._run, bind_feeds(self.inputs, args, feeds, self._call.assigned))
+        return self._call(self._run, self._feeds(args, feeds))
 
     def evaluate(self, *args, **feeds) -> list:
         """The fetches, as a call gives them, leaving the state as it is (the program's
         assigns are computed and dropped); calls of it run concurrently."""
-        return self._call(self._run, bind_feeds(self.inputs, args, feeds, self._call.assigned),
-                          commit=False)
+        return self._call(self._run, self._feeds(args, feeds), commit=False)
 
 
 def load(root, key=None) -> Runner:

@@ -230,7 +230,7 @@ def test_conv_transpose2d_is_the_input_gradient_of_conv2d():
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda x, w: nn.conv_transpose2d(x, w[:2]), sg.ShapeError,
-     "conv_transpose2d: input float32[?, 4, 5, 5] has 4 channels but weight float32[2, 3, 3, 3] "
+     "conv_transpose2d: input float32[?0, 4, 5, 5] has 4 channels but weight float32[2, 3, 3, 3] "
      "expects 2"),
     (lambda x, w: nn.conv_transpose2d(x, w, groups=3), sg.ShapeError,
      "conv_transpose2d: groups=3 does not divide the 4 channels"),
