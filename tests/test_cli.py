@@ -197,7 +197,7 @@ def test_inspect(artifact_dir):
     out = proc.stdout
     assert "format 2" in out and "backend numpy" in out
     assert "x: float32[?0, 4]  (data)" in out and "w: float32[4, 3]  (parameter)" in out
-    assert "0. y: float32[?, 3]" in out
+    assert "0. y: float32[?0, 3]" in out
     assert "standalone entry: numpy/standalone.py:run" in out
     assert "ops_before: 7" in out
     assert "numpy/program.py" in out and "program.json" in out
