@@ -64,3 +64,20 @@ def test_nvrtc_rejects_device_code_that_nvcc_accepts(tmp_path):
         done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-o", str(tmp_path / "k.ptx"),
                                str(path)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+def _multiply_add(dtype):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a, b, c = (sg.data(name, [4], dtype) for name in "abc")
+        out = a * b + c
+    return sg.compile(prog, [out], backend="cuda")._executable.cuda_source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_product_and_a_sum_round_apart_as_numpy_does(dtype):
+    """No fma contraction: ``a * b + c`` with ``a * b`` past the largest float is inf in
+    NumPy, and one fma would give a finite number. (CuPy's ``-ftz=true`` makes float32's
+    ``mul.rn.ftz.f32``: subnormals flushed to zero, see docs/guarantees.md.)"""
+    ptx = nvrtc.ptx_like_cupy(_multiply_add(dtype))
+    assert "mul.rn." in ptx and "add.rn." in ptx and "fma." not in ptx
