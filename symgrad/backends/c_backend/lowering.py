@@ -5,8 +5,8 @@ A rule is a :class:`CLowering`: ``expression`` is a C expression as
 prelude makes each math function type-generic, so ``exp`` of a ``float`` calls ``expf``
 (vectorized through glibc's libmvec where it has that function; ``tanh`` of a ``float`` is
 the prelude's own inline ``sg_tanhf``). ``floats_only``: the expression is right only when
-the compute type is a float (``pow`` of integers is exact in NumPy, not in C); such an op
-with integer operands runs on NumPy instead.
+the compute type is a float (those of ``FLOAT_EXPRESSIONS``: ``pow`` of integers is exact in
+NumPy, not in C); such an op with integer operands runs on NumPy instead.
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..c_expressions import EXPRESSIONS, POWER
+from ..c_expressions import EXPRESSIONS, FLOAT_EXPRESSIONS
 from ..lowering import LoweringTable
 from .ctype import supported
 
@@ -42,7 +42,8 @@ def register_lowering(op, expression: str | None, floats_only: bool = False) -> 
 
 for _name, _expression in EXPRESSIONS.items():
     register_lowering(_name, _expression)
-register_lowering("power", POWER, floats_only=True)
+for _name, _expression in FLOAT_EXPRESSIONS.items():
+    register_lowering(_name, _expression, floats_only=True)
 
 
 # --- row ops -----------------------------------------------------------------------------------

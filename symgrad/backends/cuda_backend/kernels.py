@@ -67,8 +67,9 @@ def render(template: str, **context) -> str:
 
 # --- which ops become kernels -------------------------------------------------------------------
 def has_cuda_emitter(op) -> bool:
-    """Does ``op`` have a rule in the CUDA lowering table?"""
-    return LOWERINGS.rule(op.opdef) is not None
+    """Does ``op`` have a rule in the CUDA lowering table that applies to its types?"""
+    rule = LOWERINGS.rule(op.opdef)
+    return rule is not None and (not rule.floats_only or _op_type(op) in ("float", "double"))
 
 
 def _indexed(op) -> bool:

@@ -7,7 +7,9 @@ else the result's; CUDA's math overloads serve ``float`` and ``double`` alike), 
 ``indexed`` rule computes an op of any category element by element over its own result
 (random numbers): its inputs keep their own types, the expression also reads ``s``, the flat
 index of the element, and the op runs as a kernel of its own; ``helpers`` is the device code
-the expression calls, which the prelude of every program holds.
+the expression calls, which the prelude of every program holds. ``floats_only``: the
+expression is right only when the compute type is ``float`` or ``double`` (those of
+``FLOAT_EXPRESSIONS``); such an op with integer operands runs on the host through CuPy.
 
 Fusible reductions need no rule: their :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results. Every other op runs on the host through CuPy
@@ -20,7 +22,7 @@ import importlib.resources
 
 from ...ops.random import PARAMS as RANDOM_PARAMS
 from ...ops.random import RANDOM_OPS
-from ..c_expressions import EXPRESSIONS, POWER
+from ..c_expressions import EXPRESSIONS, FLOAT_EXPRESSIONS
 from ..lowering import LoweringTable
 
 
@@ -29,16 +31,18 @@ class CudaLowering:
     expression: str
     indexed: bool = False
     helpers: tuple = ()
+    floats_only: bool = False
 
 
 LOWERINGS = LoweringTable("cuda")
 
 
-def register_lowering(op, expression: str | None, *, indexed=False, helpers=()) -> None:
+def register_lowering(op, expression: str | None, *, indexed=False, helpers=(),
+                      floats_only=False) -> None:
     """Lower ``op`` (an OpDef or a name) to the CUDA ``expression`` (see the module
     docstring); None removes its rule."""
     LOWERINGS.register(op, None if expression is None else
-                       CudaLowering(expression, indexed, tuple(helpers)))
+                       CudaLowering(expression, indexed, tuple(helpers), floats_only))
 
 
 def device_helpers() -> list[str]:
@@ -49,7 +53,8 @@ def device_helpers() -> list[str]:
 
 for _name, _expression in EXPRESSIONS.items():
     register_lowering(_name, _expression)
-register_lowering("power", POWER)
+for _name, _expression in FLOAT_EXPRESSIONS.items():
+    register_lowering(_name, _expression, floats_only=True)
 
 # the device code of the random ops (Philox and the float math of symgrad.ops.random)
 RANDOM_DEVICE_CODE = (importlib.resources.files("codegen_templates") / "cuda" / "random.cuh") \
