@@ -8,7 +8,8 @@ the text is the same for ``float`` and ``double``. Each backend registers these 
 lowering table, beside its own rules.
 
 ``EXPRESSIONS`` are right for every compute type; ``FLOAT_EXPRESSIONS`` only for ``float`` and
-``double`` (a backend computes such an op with integer operands some other way). Signed zeros,
+``double`` (a backend computes such an op with integer operands some other way);
+``CONSTANT_FORMS`` replace an op's expression when an operand is a given constant. Signed zeros,
 infinities and NaN come out as the interpreter's NumPy gives them
 (``tests/backends/test_special_values.py`` runs every op sample with them on every backend).
 """
@@ -82,6 +83,22 @@ FLOAT_EXPRESSIONS = {
     "ceil": "ceil({0})",
     "round": "rint({0})",
 }
+
+
+# Forms of an op for an operand that is a constant (inlined as a literal): op -> ((operand,
+# constant), expression) pairs. NumPy's power of a constant exponent 0.5 is its sqrt: -0.0 at
+# -0.0 and NaN at -inf, where pow (and NumPy's power of an exponent array) gives +0.0 and +inf;
+# gcc's vectorizer would make pow(x, 0.5) sqrt(x) in vector lanes only.
+CONSTANT_FORMS = {"power": (((1, 0.5), "sqrt(({T})({0}))"),)}
+
+
+def expression_for(rule, constants: dict) -> str:
+    """The expression of lowering ``rule`` (with ``expression`` and ``constant_forms``) for an
+    op whose operands at the positions of ``constants`` are those constants."""
+    for (position, constant), expression in rule.constant_forms:
+        if position in constants and constants[position] == constant:
+            return expression
+    return rule.expression
 
 
 INTEGER_SUFFIX = {"int64": "LL", "uint64": "ULL", "uint32": "U"}

@@ -6,7 +6,10 @@ interpreter: values within 1e-4 (float32) or 1e-6 (float64) relative, NaN in the
 places, the same infinities and the same sign of every zero.
 
 Inputs. A sample made of elementwise ops only runs on every combination of the special
-values over its float inputs (1-D inputs; its other inputs repeated along them). Any other
+values over its float inputs (1-D inputs; its other inputs repeated along them), in a
+different order each run (a vector loop and its scalar remainder must agree); samples of
+this module add each special value as a constant operand (which C and CUDA inline as a
+literal) to ops with every special value as the other operand. Any other
 sample keeps its shapes and runs once per special value (at every third element, its own
 numbers elsewhere), then once with the special values mixed, the largest finite ones left
 out: a sum holding both +max and -max cancels differently in another order ((max + 1) - max
@@ -41,7 +44,7 @@ from symgrad.ops import REGISTRY
 from symgrad.ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from tests.backends.cuda_emulation import library as emulation
 from tests.backends.cuda_emulation.device import EmulatedDevice
-from tests.ops.samples import ALL_SAMPLES
+from tests.ops.samples import ALL_SAMPLES, OpSample
 
 DTYPES = ["float32", "float64"]
 BACKENDS = ["numpy", "c", "cuda"]
@@ -56,6 +59,25 @@ def special_values(dtype) -> np.ndarray:
     return np.array([0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal,
                      -info.smallest_subnormal, info.max, -info.max, 1.0, -1.0, 0.5, -2.5, 3.0],
                     dtype)
+
+
+# op(x, c) with every special value as the constant c; add and subtract aside (the simplify
+# pass rewrites x + 0 and x - 0 to x)
+CONSTANT_OPERAND = {
+    "maximum": sg.maximum, "minimum": lambda x, c: sg.minimum(c, x), "multiply": sg.multiply,
+    "divide": lambda x, c: c / x, "power": sg.power, "power-base": lambda x, c: c ** x,
+    "arctan2": lambda x, c: sg.arctan2(c, x), "where": lambda x, c: sg.where(x > 0, c, x),
+    "clip": lambda x, c: sg.clip(x, c, np.inf),
+}
+
+
+def constant_samples(dtype) -> list:
+    """One sample per op of :data:`CONSTANT_OPERAND`: a result per special constant."""
+    constants = [np.asarray(c, dtype) for c in special_values(dtype)]
+    return [OpSample(name.split("-")[0],
+                     lambda x, op=op: tuple(op(x, c) for c in constants),
+                     [np.zeros(1)], id=f"{name}-constants")
+            for name, op in CONSTANT_OPERAND.items()]
 
 
 def _swept(sample) -> bool:
@@ -82,21 +104,25 @@ class Entry:
         floats = sum(a.dtype.kind == "f" for a in self.sample.inputs)
         return not (self.sample.op == "clip" and floats > 1)
 
-    def defined(self, inputs, result) -> np.ndarray | None:
-        """Where ``result`` is defined (None: everywhere)."""
-        if self.sample.op != "cast" or result.dtype.kind not in "iu":
-            return None
-        info, x = np.iinfo(result.dtype), inputs[0].astype(np.float64)
-        whole = np.trunc(np.where(np.isfinite(x), x, 0.0))
-        return np.isfinite(x) & (whole >= info.min) & (whole < float(int(info.max) + 1))
+    def compared(self, inputs, result) -> np.ndarray | None:
+        """Where ``result`` is compared (None: everywhere; see the module docstring)."""
+        if self.sample.op == "cast" and result.dtype.kind in "iu":
+            info, x = np.iinfo(result.dtype), inputs[0].astype(np.float64)
+            whole = np.trunc(np.where(np.isfinite(x), x, 0.0))
+            return np.isfinite(x) & (whole >= info.min) & (whole < float(int(info.max) + 1))
+        return None
 
 
 def _cartesian(sample, values) -> list:
+    """Every combination of ``values`` over the sample's float inputs, then the first again
+    (an odd length, so that a vector loop leaves a scalar remainder), rolled by one more
+    element each run: each value of a one-input sample is last in some run."""
     floats = sum(a.dtype.kind == "f" for a in sample.inputs)
     grid = iter(g.ravel() for g in np.meshgrid(*[values] * floats, indexing="ij"))
-    size = len(values) ** floats
-    return [next(grid) if a.dtype.kind == "f" else np.resize(a.ravel(), size)
-            for a in sample.inputs]
+    size = len(values) ** floats + 1
+    arrays = [np.resize(next(grid) if a.dtype.kind == "f" else a.ravel(), size)
+              for a in sample.inputs]
+    return [[np.roll(a, run) for a in arrays] for run in range(len(values))]
 
 
 def _patterned(sample, values, dtype) -> list:
@@ -143,9 +169,9 @@ class Sweep:
                 continue
             inputs = entry.runs[run]
             wrong = mismatches(expected, result, RTOL[self.dtype], entry.zero_sign_compared)
-            defined = entry.defined(inputs, expected)
-            if defined is not None:
-                wrong &= defined
+            compared = entry.compared(inputs, expected)
+            if compared is not None:
+                wrong &= compared
             if not wrong.any():
                 continue
             shown = []
@@ -179,12 +205,11 @@ def sweep(dtype) -> Sweep:
     """The swept samples of ``dtype`` in one program, with the interpreter's results."""
     values = special_values(dtype)
     entries = []
-    for sample in ALL_SAMPLES:
+    for sample in ALL_SAMPLES + constant_samples(dtype):
         if not _swept(sample):
             continue
         elementwise = _elementwise_only(sample)
-        runs = [_cartesian(sample, values)] if elementwise else \
-            _patterned(sample, values, dtype)
+        runs = _cartesian(sample, values) if elementwise else _patterned(sample, values, dtype)
         entries.append(Entry(sample, runs, elementwise))
     program, fetches, owners = sg.Program(), [], []
     with sg.program_guard(program):

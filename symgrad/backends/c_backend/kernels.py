@@ -34,6 +34,7 @@ import numpy as np
 from ...ir.printer import counted, format_op_head
 from ...ops.fused import is_fusion
 from ...ops.core import ELEMENTWISE
+from ..c_expressions import expression_for
 from .ctype import c_comment, c_type, literal, supported
 from .lowering import LOWERINGS, CLowering
 
@@ -196,7 +197,9 @@ class GroupRenderer:
             T = compute_type(op)
             args = [self.read(v, op, local) for v in op.inputs]
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
-            code = rule_for(op).expression.format(*args, T=T, **attrs)
+            constants = {k: self.scalars[v][()] for k, v in enumerate(op.inputs)
+                         if v in self.scalars}
+            code = expression_for(rule_for(op), constants).format(*args, T=T, **attrs)
             result = op.results[0]
             local[result] = self.name(result)
             lines.append((f"const {c_type(result.dtype)} {local[result]} = {code};",

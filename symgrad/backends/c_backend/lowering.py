@@ -7,6 +7,8 @@ prelude makes each math function type-generic, so ``exp`` of a ``float`` calls `
 the prelude's own inline ``sg_tanhf``). ``floats_only``: the expression is right only when
 the compute type is a float (those of ``FLOAT_EXPRESSIONS``: ``pow`` of integers is exact in
 NumPy, not in C); such an op with integer operands runs on NumPy instead.
+``constant_forms``: ``((operand, constant), expression)`` pairs, the expression to use when
+that operand is that constant, inlined (``CONSTANT_FORMS``: ``x ** 0.5`` is ``sqrt(x)``).
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..c_expressions import EXPRESSIONS, FLOAT_EXPRESSIONS
+from ..c_expressions import CONSTANT_FORMS, EXPRESSIONS, FLOAT_EXPRESSIONS
 from ..lowering import LoweringTable
 from .ctype import supported
 
@@ -29,21 +31,25 @@ from .ctype import supported
 class CLowering:
     expression: str
     floats_only: bool = False
+    constant_forms: tuple = ()
 
 
 LOWERINGS = LoweringTable("c")
 
 
-def register_lowering(op, expression: str | None, floats_only: bool = False) -> None:
+def register_lowering(op, expression: str | None, floats_only: bool = False,
+                      constant_forms=()) -> None:
     """Lower elementwise ``op`` (an OpDef or a name) to the C ``expression`` (see the module
     docstring); None removes its rule."""
-    LOWERINGS.register(op, None if expression is None else CLowering(expression, floats_only))
+    LOWERINGS.register(op, None if expression is None else
+                       CLowering(expression, floats_only, tuple(constant_forms)))
 
 
 for _name, _expression in EXPRESSIONS.items():
-    register_lowering(_name, _expression)
+    register_lowering(_name, _expression, constant_forms=CONSTANT_FORMS.get(_name, ()))
 for _name, _expression in FLOAT_EXPRESSIONS.items():
-    register_lowering(_name, _expression, floats_only=True)
+    register_lowering(_name, _expression, floats_only=True,
+                      constant_forms=CONSTANT_FORMS.get(_name, ()))
 
 
 # --- row ops -----------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
 from ...passes.fusion import split_body
+from ..c_expressions import expression_for
 from ..common import template_environment
 from ..plan import plan_parts
 from . import ctype
@@ -259,7 +260,9 @@ class KernelBuilder:
                     text = f"(({T})({text}))"
                 args.append(text)
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
-            template = LOWERINGS.rule(op.opdef).expression
+            constants = {k: self.scalars[v][()] for k, v in enumerate(op.inputs)
+                         if v in self.scalars}
+            template = expression_for(LOWERINGS.rule(op.opdef), constants)
             try:
                 code = template.format(*args, T=T, **attrs)
             except (KeyError, IndexError) as exc:
