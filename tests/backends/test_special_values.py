@@ -9,14 +9,14 @@ Inputs. A sample made of elementwise ops only runs on every combination of the s
 values over its float inputs (1-D inputs; its other inputs repeated along them), in a
 different order each run (a vector loop and its scalar remainder must agree); samples of
 this module add each special value as a constant operand (which C and CUDA inline as a
-literal) to ops with every special value as the other operand. Any other
-sample keeps its shapes and runs once per special value (at every third element, its own
-numbers elsewhere), then once with the special values mixed, the largest finite ones left
-out: a sum holding both +max and -max cancels differently in another order ((max + 1) - max
-is 0, (max - max) + 1 is 1) and backends add in their own order. All the samples of a dtype
-are one program, so each backend compiles once per dtype. Float32 sums accumulate in float32
-here, as the interpreter's do (the default ``accumulate_float64`` makes them finite where
-NumPy's overflow).
+literal) to ops with every special value as the other operand. Any other sample keeps its
+shapes and runs once per special value (at every third element, its own numbers elsewhere),
+then once with the special values mixed, the largest finite ones left out: a sum holding
+both +max and -max cancels differently in another order ((max + 1) - max is 0, (max - max)
++ 1 is 1) and backends add in their own order. All the samples of a dtype are one program,
+so each backend compiles once per dtype. Float32 sums accumulate in float32 here, as the
+interpreter's do (the default ``accumulate_float64`` makes them finite where NumPy's
+overflow).
 
 Where the interpreter's own answer is not one thing, the agreed behaviour (see
 ``docs/guarantees.md``) is checked instead:
@@ -39,6 +39,7 @@ import pytest
 import symgrad as sg
 from symgrad.backends import c_backend
 from symgrad.backends.c_backend.lowering import LOWERINGS as C_LOWERINGS
+from symgrad.backends.cuda_backend.lowering import LOWERINGS as CUDA_LOWERINGS
 from symgrad.ir.graph import walk_ops
 from symgrad.ops import REGISTRY
 from symgrad.ops.core import ELEMENTWISE, REDUCTION, SOURCE
@@ -319,8 +320,6 @@ def test_the_sweep_covers_the_ops_with_c_or_cuda_code():
     """Every library op the C or CUDA backend computes itself (elementwise ops, fusible
     reductions, row ops) is in some swept sample, but those whose inputs are never floats
     (logic, ``one_hot``, the random ops)."""
-    from symgrad.backends.cuda_backend.lowering import LOWERINGS as CUDA_LOWERINGS
-
     swept = {op.opdef.name for entry in sweep("float64").entries
              for op in walk_ops(entry.sample.program("float64")[0].ops)}
     own = {name for table in (C_LOWERINGS, CUDA_LOWERINGS) for name, rule in table.rules.items()
