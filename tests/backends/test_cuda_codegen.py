@@ -131,6 +131,30 @@ def test_dump_and_log_show_the_host_module_and_the_cuda_source(tmp_path, monkeyp
     assert compiled.source in err and compiled._executable.cuda_source in err
 
 
+def multiply_add_source(dtype="float32") -> str:
+    """The CUDA source of ``a * b + c``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a, b, c = (sg.data(name, [4], dtype) for name in "abc")
+        out = a * b + c
+    return sg.compile(prog, [out], backend="cuda")._executable.cuda_source
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_nvcc_builds_round_a_product_and_a_sum_apart(tmp_path):
+    """The cubins' nvcc flags contract no ``a * b + c`` into one fma (whose product never
+    overflows to inf, as NumPy's does)."""
+    from symgrad.backends.cuda_backend import NVCC_OPTIONS
+
+    path = tmp_path / "multiply_add.cu"
+    path.write_text(multiply_add_source())
+    done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", *NVCC_OPTIONS, "-o",
+                           str(tmp_path / "out.ptx"), str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "out.ptx").read_text()
+    assert "mul.rn." in ptx and "add.rn." in ptx and "fma." not in ptx
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_cubins_per_architecture():
     compiled = sg.compile(*w2_program(), backend="cuda")

@@ -17,7 +17,7 @@ import symgrad as sg
 from symgrad.backends.cuda_backend import kernels as kernel_lowering
 from tests.backends.cuda_emulation import nvrtc
 from tests.backends.cuda_emulation.cases import distinct_kernels, layout_cases, sample_cases
-from tests.backends.test_cuda_codegen import bias_program, w2_program
+from tests.backends.test_cuda_codegen import bias_program, multiply_add_source, w2_program
 
 try:
     nvrtc.load()
@@ -64,3 +64,12 @@ def test_nvrtc_rejects_device_code_that_nvcc_accepts(tmp_path):
         done = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-o", str(tmp_path / "k.ptx"),
                                str(path)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_product_and_a_sum_round_apart_as_numpy_does(dtype):
+    """No fma contraction: ``a * b + c`` with ``a * b`` past the largest float is inf in
+    NumPy, and one fma would give a finite number. (CuPy's ``-ftz=true`` makes float32's
+    ``mul.rn.ftz.f32``: subnormals flushed to zero, see docs/guarantees.md.)"""
+    ptx = nvrtc.ptx_like_cupy(multiply_add_source(dtype))
+    assert "mul.rn." in ptx and "add.rn." in ptx and "fma." not in ptx

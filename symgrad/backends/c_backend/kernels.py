@@ -196,7 +196,9 @@ class GroupRenderer:
             T = compute_type(op)
             args = [self.read(v, op, local) for v in op.inputs]
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
-            code = rule_for(op).code(op, args, T, attrs)
+            constants = {k: self.scalars[v][()] for k, v in enumerate(op.inputs)
+                         if v in self.scalars}
+            code = rule_for(op).code(op, args, T, attrs, constants)
             result = op.results[0]
             local[result] = self.name(result)
             lines.append((f"const {c_type(result.dtype)} {local[result]} = {code};",

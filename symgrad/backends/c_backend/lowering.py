@@ -5,11 +5,14 @@ A rule is a :class:`CLowering`: ``expression`` is a C expression as
 prelude makes each math function type-generic, so ``exp`` of a ``float`` calls ``expf``
 (vectorized through glibc's libmvec where it has that function; ``tanh`` of a ``float`` is
 the prelude's own inline ``sg_tanhf``). ``floats_only``: the expression is right only when
-the compute type is a float (``pow`` of integers is exact in NumPy, not in C); such an op
-with integer operands runs on NumPy instead. A field of an expression is an operand's number,
-``T`` or an attribute's name (:func:`expression_fields` checks the form when a rule is
-registered); one the op does not provide is a :class:`CLoweringError` naming the op, its line
-and the field (:meth:`CLowering.code`), never a bare ``IndexError`` or ``KeyError``.
+the compute type is a float (those of ``FLOAT_EXPRESSIONS``: ``pow`` of integers is exact in
+NumPy, not in C); such an op with integer operands runs on NumPy instead.
+``constant_forms``: ``((operand, constant), expression)`` pairs, the expression to use when
+that operand is that constant, inlined (``CONSTANT_FORMS``: ``x ** 0.5`` is ``sqrt(x)``).
+A field of an expression is an operand's number, ``T`` or an attribute's name
+(:func:`expression_fields` checks the form when a rule is registered); one the op does not
+provide is a :class:`CLoweringError` naming the op, its line and the field
+(:meth:`CLowering.code`), never a bare ``IndexError`` or ``KeyError``.
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
@@ -27,7 +30,7 @@ import re
 import string
 
 from ...errors import SymgradError
-from ..c_expressions import EXPRESSIONS, POWER
+from ..c_expressions import CONSTANT_FORMS, EXPRESSIONS, FLOAT_EXPRESSIONS, expression_for
 from ..lowering import LoweringTable, op_name
 from .ctype import supported
 
@@ -58,45 +61,53 @@ def expression_fields(expression: str) -> tuple:
 class CLowering:
     expression: str
     floats_only: bool = False
+    constant_forms: tuple = ()
 
-    def code(self, op, operands, T: str, attrs: dict) -> str:
-        """The C text computing ``op``: the expression with the ``operands``' texts, the
-        compute type ``T`` and the ``attrs``' texts put in; :class:`CLoweringError` when it
-        refers to something else."""
+    def code(self, op, operands, T: str, attrs: dict, constants=None) -> str:
+        """The C text computing ``op``: the expression (its constant form where ``constants``,
+        ``{operand: inlined value}``, match one) with the ``operands``' texts, the compute type
+        ``T`` and the ``attrs``' texts put in; :class:`CLoweringError` when it refers to
+        something else."""
+        expression = expression_for(self, constants or {})
         provided = {str(i) for i in range(len(operands))} | {"T", *attrs}
-        missing = [field for field in expression_fields(self.expression)
-                   if field not in provided]
+        missing = [field for field in expression_fields(expression) if field not in provided]
         if missing:
             where = f" (built at {op.loc})" if op.loc else ""
             names = ", ".join(f"{{{field}}}" for field in missing)
             has = f"{len(operands)} operand{'s' * (len(operands) != 1)} " \
                   f"({', '.join(f'{{{i}}}' for i in range(len(operands)))})"
             has += f", the attributes {', '.join(sorted(attrs))}" if attrs else ", no attributes"
-            raise CLoweringError(f"the C expression {self.expression!r} of op {op.name!r}{where} "
+            raise CLoweringError(f"the C expression {expression!r} of op {op.name!r}{where} "
                                  f"refers to {names}, which the op does not have: it has "
                                  f"{has} and {{T}}, the compute type")
-        return self.expression.format(*operands, T=T, **attrs)
+        return expression.format(*operands, T=T, **attrs)
 
 
 LOWERINGS = LoweringTable("c")
 
 
-def register_lowering(op, expression: str | None, floats_only: bool = False) -> None:
+def register_lowering(op, expression: str | None, floats_only: bool = False,
+                      constant_forms=()) -> None:
     """Lower elementwise ``op`` (an OpDef or a name) to the C ``expression`` (see the module
     docstring); None removes its rule. A malformed expression is a ``ValueError`` naming the
     op."""
     if expression is not None:
         try:
             expression_fields(expression)
+            for _, form in constant_forms:
+                expression_fields(form)
         except ValueError as error:
             raise ValueError(f"the C expression {expression!r} of op {op_name(op)!r}: "
                              f"{error}") from None
-    LOWERINGS.register(op, None if expression is None else CLowering(expression, floats_only))
+    LOWERINGS.register(op, None if expression is None else
+                       CLowering(expression, floats_only, tuple(constant_forms)))
 
 
 for _name, _expression in EXPRESSIONS.items():
-    register_lowering(_name, _expression)
-register_lowering("power", POWER, floats_only=True)
+    register_lowering(_name, _expression, constant_forms=CONSTANT_FORMS.get(_name, ()))
+for _name, _expression in FLOAT_EXPRESSIONS.items():
+    register_lowering(_name, _expression, floats_only=True,
+                      constant_forms=CONSTANT_FORMS.get(_name, ()))
 
 
 # --- row ops -----------------------------------------------------------------------------------

@@ -29,7 +29,12 @@ from .host import generate
 from .lowering import LOWERINGS
 
 NAME = "cuda"
-NVRTC_OPTIONS = ("--std=c++17",)
+# No contraction of a product and a sum into one fma (NVRTC's and nvcc's default): it rounds
+# once where NumPy rounds twice, and a*b + c whose product overflows is then finite, not inf
+# (the C backend builds with -ffp-contract=off for the same reason). CuPy appends -ftz=true
+# to RawModule's options (float32 subnormals flush to zero); cubins are built without it.
+NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
+NVCC_OPTIONS = ("-std=c++17", "-fmad=false")
 INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
 
@@ -134,7 +139,7 @@ def _nvcc_cubin(nvcc, source, arch) -> bytes:
         cu, cubin = os.path.join(folder, "program.cu"), os.path.join(folder, "program.cubin")
         with open(cu, "w", encoding="utf-8") as handle:
             handle.write(source)
-        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", "-o", cubin, cu],
+        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", *NVCC_OPTIONS, "-o", cubin, cu],
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{done.stderr}")

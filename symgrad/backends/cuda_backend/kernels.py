@@ -7,14 +7,18 @@ styles chosen from which axes are reduced:
 
 * ``map``: no reduction; a grid-stride loop over the N elements of S;
 * ``row``: the innermost axis is reduced; a team of threads per output;
-* ``col``: the innermost axis is kept; 32 adjacent outputs per block (coalesced loads).
+* ``col``: the innermost axis is kept; 32 adjacent outputs per block (coalesced loads);
+* ``ordered``: a reduction whose partial results do not combine into what one pass gives
+  (``Reduction.splits`` False: a product, whose partial products can underflow to 0 or
+  overflow to inf where one pass never does); one thread per output combines its K reduced
+  elements in order, as NumPy does.
 
-Reductions may split their K reduced elements over P blocks: then a ``_merge`` kernel
-combines the partial results. The element index ``s`` (dense position in S) and the output
-index ``o`` (dense position in R) address contiguous arrays; captures that broadcast, or that
-are views (results of injective ops), are read through strides passed as kernel arguments,
-as are all sizes, so a new batch size never recompiles. Each kernel exists in a 32-bit index
-variant and, when sizes may need it, a 64-bit one (suffix ``_i64``).
+Row and column reductions may split their K reduced elements over P blocks: then a
+``_merge`` kernel combines the partial results. The element index ``s`` (dense position in
+S) and the output index ``o`` (dense position in R) address contiguous arrays; captures that
+broadcast, or that are views (results of injective ops), are read through strides passed as
+kernel arguments, as are all sizes, so a new batch size never recompiles. Each kernel exists
+in a 32-bit index variant and, when sizes may need it, a 64-bit one (suffix ``_i64``).
 
 Expressions come from the CUDA lowering table (:mod:`.lowering`): a C format string over
 ``{0}``, ``{1}``..., attr names and ``{T}``, the compute type of the op (the promoted input
@@ -39,6 +43,7 @@ from ...ops.core import ELEMENTWISE, INJECTIVE, REDUCTION
 from ...ir.graph import walk_ops
 from ...ops.fused import is_fusion
 from ...passes.fusion import split_body
+from ..c_expressions import expression_for
 from ..common import template_environment
 from ..plan import plan_parts
 from . import ctype
@@ -63,8 +68,9 @@ def render(template: str, **context) -> str:
 
 # --- which ops become kernels -------------------------------------------------------------------
 def has_cuda_emitter(op) -> bool:
-    """Does ``op`` have a rule in the CUDA lowering table?"""
-    return LOWERINGS.rule(op.opdef) is not None
+    """Does ``op`` have a rule in the CUDA lowering table that applies to its types?"""
+    rule = LOWERINGS.rule(op.opdef)
+    return rule is not None and (not rule.floats_only or _op_type(op) in ("float", "double"))
 
 
 def _indexed(op) -> bool:
@@ -254,7 +260,9 @@ class KernelBuilder:
                     text = f"(({T})({text}))"
                 args.append(text)
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
-            template = LOWERINGS.rule(op.opdef).expression
+            constants = {k: self.scalars[v][()] for k, v in enumerate(op.inputs)
+                         if v in self.scalars}
+            template = expression_for(LOWERINGS.rule(op.opdef), constants)
             try:
                 code = template.format(*args, T=T, **attrs)
             except (KeyError, IndexError) as exc:
@@ -308,8 +316,12 @@ class KernelBuilder:
         map_outputs = [v for v, is_map in zip(self.outputs, self.plan.map_outputs) if is_map]
         reduced_outputs = [v for v, is_map in zip(self.outputs, self.plan.map_outputs)
                            if not is_map]
-        style = "map" if self.reduction is None else (
-            "row" if not self.rank or (self.rank - 1) in self.axes else "col")
+        if self.reduction is None:
+            style = "map"
+        elif not self.plan.splits:
+            style = "ordered"
+        else:
+            style = "row" if not self.rank or (self.rank - 1) in self.axes else "col"
 
         # map phase
         local, hoisted, loads = {}, [], []
@@ -325,7 +337,7 @@ class KernelBuilder:
         if style == "map":
             coords = _decompose("s", size_of, needed, "rest", coord)
         elif not general:
-            kept_first = style == "row"
+            kept_first = self._simple_layout("row")
             index = ["const I s = o * K + k;" if kept_first else "const I s = k * M + o;"]
             coords = _decompose("s", size_of, needed, "rest", coord)
         else:
@@ -351,7 +363,7 @@ class KernelBuilder:
         else:
             acc_dtype = self.reduce_context(local, reduced_outputs, context)
             ints = ["M", "K", "P", "T"] + dims
-            context.update(index=index, prologue=prologue)
+            context.update(index=index, prologue=prologue, merges=style != "ordered")
             template = f"reduce_{style}.cu.j2"
         ints += self.stride_names
         ptrs = self.ptrs + out_ptrs + ([f"{context['acc']}* __restrict__ partial"]
@@ -360,18 +372,19 @@ class KernelBuilder:
         context.update(ints=ints, ptrs=ptrs, variants=variants)
         source = render(template, **context)
         entries = tuple(self.name + suffix for suffix, _ in variants)
-        if acc_dtype is not None:
+        if context.get("merges"):
             entries += tuple(f"{self.name}_merge{suffix}" for suffix, _ in variants)
         return Kernel(self.name, style, source, self.shape, tuple(self.axes),
                       list(self.strides), list(self.inputs), acc_dtype,
                       tuple(s for s, _ in variants), entries, list(self.captures))
 
     def _simple_layout(self, style) -> bool:
-        """Reduced axes are exactly the trailing (row) or leading (col) axes of S."""
+        """Reduced axes are exactly the trailing (row) or leading (col) axes of S (ordered:
+        either)."""
         count = len(self.axes)
-        if style == "row":
-            return tuple(self.axes) == tuple(range(self.rank - count, self.rank))
-        return tuple(self.axes) == tuple(range(count))
+        trailing = tuple(self.axes) == tuple(range(self.rank - count, self.rank))
+        leading = tuple(self.axes) == tuple(range(count))
+        return {"row": trailing, "col": leading, "ordered": trailing or leading}[style]
 
     def reduce_context(self, map_local, reduced_outputs, context) -> np.dtype:
         """Fill the reduction parts of the template ``context``; returns the dtype of the

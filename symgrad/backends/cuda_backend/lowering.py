@@ -7,7 +7,11 @@ else the result's; CUDA's math overloads serve ``float`` and ``double`` alike), 
 ``indexed`` rule computes an op of any category element by element over its own result
 (random numbers): its inputs keep their own types, the expression also reads ``s``, the flat
 index of the element, and the op runs as a kernel of its own; ``helpers`` is the device code
-the expression calls, which the prelude of every program holds.
+the expression calls, which the prelude of every program holds. ``floats_only``: the
+expression is right only when the compute type is ``float`` or ``double`` (those of
+``FLOAT_EXPRESSIONS``); such an op with integer operands runs on the host through CuPy.
+``constant_forms``: ``((operand, constant), expression)`` pairs, the expression to use when
+that operand is that constant, inlined (``CONSTANT_FORMS``: ``x ** 0.5`` is ``sqrt(x)``).
 
 Fusible reductions need no rule: their :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results. Every other op runs on the host through CuPy
@@ -20,7 +24,7 @@ import importlib.resources
 
 from ...ops.random import PARAMS as RANDOM_PARAMS
 from ...ops.random import RANDOM_OPS
-from ..c_expressions import EXPRESSIONS, POWER
+from ..c_expressions import CONSTANT_FORMS, EXPRESSIONS, FLOAT_EXPRESSIONS
 from ..lowering import LoweringTable
 
 
@@ -29,16 +33,20 @@ class CudaLowering:
     expression: str
     indexed: bool = False
     helpers: tuple = ()
+    floats_only: bool = False
+    constant_forms: tuple = ()
 
 
 LOWERINGS = LoweringTable("cuda")
 
 
-def register_lowering(op, expression: str | None, *, indexed=False, helpers=()) -> None:
+def register_lowering(op, expression: str | None, *, indexed=False, helpers=(),
+                      floats_only=False, constant_forms=()) -> None:
     """Lower ``op`` (an OpDef or a name) to the CUDA ``expression`` (see the module
     docstring); None removes its rule."""
     LOWERINGS.register(op, None if expression is None else
-                       CudaLowering(expression, indexed, tuple(helpers)))
+                       CudaLowering(expression, indexed, tuple(helpers), floats_only,
+                                    tuple(constant_forms)))
 
 
 def device_helpers() -> list[str]:
@@ -48,8 +56,10 @@ def device_helpers() -> list[str]:
 
 
 for _name, _expression in EXPRESSIONS.items():
-    register_lowering(_name, _expression)
-register_lowering("power", POWER)
+    register_lowering(_name, _expression, constant_forms=CONSTANT_FORMS.get(_name, ()))
+for _name, _expression in FLOAT_EXPRESSIONS.items():
+    register_lowering(_name, _expression, floats_only=True,
+                      constant_forms=CONSTANT_FORMS.get(_name, ()))
 
 # the device code of the random ops (Philox and the float math of symgrad.ops.random)
 RANDOM_DEVICE_CODE = (importlib.resources.files("codegen_templates") / "cuda" / "random.cuh") \

@@ -53,6 +53,18 @@ def version() -> tuple[int, int]:
 def compile_like_cupy(source: str, name: str = "program.cu", arch: str = ARCH, extra=()):
     """``(ok, log)`` of compiling ``source`` to PTX as CuPy's RawModule does (``extra``:
     more options, e.g. ``-fdevice-syntax-only`` to stop after the front end)."""
+    ok, log, _ = _compile(source, name, arch, extra)
+    return ok, log
+
+
+def ptx_like_cupy(source: str, arch: str = ARCH) -> str:
+    """The PTX of ``source`` compiled as CuPy's RawModule compiles it."""
+    ok, log, ptx = _compile(source, "program.cu", arch, (), want_ptx=True)
+    assert ok, log[-4000:]
+    return ptx
+
+
+def _compile(source, name, arch, extra, want_ptx=False):
     lib = load()
     options = [*NVRTC_OPTIONS, *CUPY_OPTIONS, f"-arch={arch}", *extra]
     program = ctypes.c_void_p()
@@ -67,6 +79,12 @@ def compile_like_cupy(source: str, name: str = "program.cu", arch: str = ARCH, e
         lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
         log = ctypes.create_string_buffer(size.value)
         lib.nvrtcGetProgramLog(program, log)
-        return status == 0, log.value.decode(errors="replace")
+        ptx = None
+        if want_ptx and status == 0:
+            lib.nvrtcGetPTXSize(program, ctypes.byref(size))
+            text = ctypes.create_string_buffer(size.value)
+            lib.nvrtcGetPTX(program, text)
+            ptx = text.value.decode()
+        return status == 0, log.value.decode(errors="replace"), ptx
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
