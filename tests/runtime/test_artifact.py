@@ -113,9 +113,10 @@ def test_manifest_contents(saved):
     assert manifest["backend"] == "numpy"
     assert manifest["options"]["cache_dir"] is None
     assert manifest["inputs"][0] == {"name": "x", "shape": [None, 4], "dtype": "float32",
-                                     "kind": "data", "required": True}
+                                     "kind": "data", "required": True, "dims": ["?0", 4]}
     assert manifest["inputs"][1]["required"] is False
-    assert manifest["outputs"][0] == {"name": "y", "shape": [None, 3], "dtype": "float32"}
+    assert manifest["outputs"][0] == {"name": "y", "shape": [None, 3], "dtype": "float32",
+                                      "dims": ["?0", 3]}
     assert manifest["stats"]["ops_before"] == 7
     on_disk = {os.path.relpath(os.path.join(d, f), saved).replace(os.sep, "/")
                for d, _, names in os.walk(saved) for f in names} - {"manifest.json"}
@@ -385,7 +386,9 @@ TAMPERING = {
     "hostile option": (lambda p: _rewrite_manifest(
         p, lambda m: m["options"].update(chunk_size="import os")), "chunk_size"),
     "signature differs from program.json": (lambda p: _rewrite_manifest(
-        p, lambda m: m["inputs"][0].update(shape=[None, 5])), "differently"),
+        p, lambda m: m["inputs"][0].update(shape=[None, 5], dims=["?0", 5])), "differently"),
+    "symbolic signature differs from program.json": (lambda p: _rewrite_manifest(
+        p, lambda m: m["inputs"][0].update(dims=["batch", 4])), "differently"),
     "outputs differ from program.json": (lambda p: _rewrite_manifest(
         p, lambda m: m["outputs"][0].update(name="z")), "outputs differ"),
     "extra required input": (lambda p: _rewrite_manifest(p, lambda m: m["inputs"].append(
