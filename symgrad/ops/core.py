@@ -85,7 +85,8 @@ class Algebra:
     takes part in the same rewrites by declaring them.
 
     ``identity=(e, positions)``: ``op(x, e) == x`` with ``e`` at any of ``positions`` (``x + 0``,
-    ``0 + x``, ``x / 1``). ``negation=(e, positions)``: ``op(x, e) == -x`` (``x * -1``).
+    ``0 + x``, ``x / 1``); a float zero ``e`` is the signed zero that is an identity (``x + -0.0``
+    and ``x - 0.0`` are ``x`` for every float ``x``, ``x + 0.0`` is not at ``x = -0.0``). ``negation=(e, positions)``: ``op(x, e) == -x`` (``x * -1``).
     ``negates``: the op is ``-x`` (what ``negation`` rewrites to). ``involution``:
     ``op(op(x)) == x``. ``no_op_when_same_type``: the op returns its first input unchanged
     when the result has that input's exact type (reshape, broadcast, cast). ``collapses``:

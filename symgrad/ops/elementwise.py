@@ -224,12 +224,12 @@ def _numpy_fill(fill):
 
 # --- arithmetic -------------------------------------------------------------------------------
 add_p = register(OpDef(
-    "add", ELEMENTWISE, binary_rule, np.add, algebra=Algebra(identity=(0, (0, 1))),
+    "add", ELEMENTWISE, binary_rule, np.add, algebra=Algebra(identity=(-0.0, (0, 1))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: g[0])))
 
 subtract_p = register(OpDef(
     "subtract", ELEMENTWISE, math_rule(np.subtract), np.subtract,
-    algebra=Algebra(identity=(0, (1,))),
+    algebra=Algebra(identity=(0.0, (1,))),
     vjp=lambda op, g: _both(op, lambda: g[0], lambda: -g[0])))
 
 multiply_p = register(OpDef(

@@ -246,8 +246,10 @@ def as_values(*args):
             if program is None:
                 out.append(as_value(a, dtype=dtype))
             else:
+                # -0.0 == 0.0: the key keeps the sign of a float zero apart
+                key = (dtype, type(a), a, str(a) if isinstance(a, float) else None)
                 out.append(program.cached_scalar_constant(
-                    (dtype, type(a), a), lambda: as_value(a, dtype=dtype, program=program)))
+                    key, lambda: as_value(a, dtype=dtype, program=program)))
         else:
             out.append(as_value(a, program=program))
     return out

@@ -35,6 +35,8 @@ fetches depend on), so a following DCE finds nothing to do.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ops.core import ELEMENTWISE, REGISTRY, SOURCE, get_op
@@ -116,9 +118,19 @@ def _operand_beside_fill(sweep, op, inputs, fact):
     for position in positions:
         other = inputs[1 - position]
         fill = sweep.fill(inputs[position])
-        if fill is not None and fill == wanted and _same_type(other, op.results[0]):
+        if fill is not None and _same_fill(fill, wanted) and _same_type(other, op.results[0]):
             return other
     return None
+
+
+def _same_fill(fill, wanted) -> bool:
+    """``fill == wanted``, a float zero of the same sign only (``-0.0 + x`` is ``x`` for every
+    float ``x``, ``0.0 + x`` is not at ``x = -0.0``); an integer zero is every zero."""
+    if fill != wanted:
+        return False
+    if fill == 0 and isinstance(fill, float) and isinstance(wanted, float):
+        return math.copysign(1.0, fill) == math.copysign(1.0, wanted)
+    return True
 
 
 def _try_identity(sweep, op, inputs):

@@ -62,9 +62,11 @@ def special_values(dtype) -> np.ndarray:
                     dtype)
 
 
-# op(x, c) with every special value as the constant c; add and subtract aside (the simplify
-# pass rewrites x + 0 and x - 0 to x)
+# op(x, c) with every special value as the constant c (the simplify pass drops only the
+# signed zero that is an identity: x + -0.0 and x - 0.0)
 CONSTANT_OPERAND = {
+    "add": sg.add, "add-left": lambda x, c: sg.add(c, x), "subtract": sg.subtract,
+    "subtract-left": lambda x, c: sg.subtract(c, x),
     "maximum": sg.maximum, "minimum": lambda x, c: sg.minimum(c, x), "multiply": sg.multiply,
     "divide": lambda x, c: c / x, "power": sg.power, "power-base": lambda x, c: c ** x,
     "arctan2": lambda x, c: sg.arctan2(c, x), "where": lambda x, c: sg.where(x > 0, c, x),

@@ -33,7 +33,7 @@ def test_simplify_and_fusion_work_inside_a_loop_body():
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [5, 8], "float64")
-        c, _ = sg.scan(lambda c, x: (sg.tanh(c * 1.0 + x) * sg.exp(-x) + 0.0, None),
+        c, _ = sg.scan(lambda c, x: (sg.tanh(c * 1.0 + x) * sg.exp(-x) - 0.0, None),
                        sg.zeros([8], "float64"), xs)
     new, fetches, report = apply(prog, [c], DEFAULT_PIPELINE)
     new.verify()

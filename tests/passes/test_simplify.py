@@ -18,12 +18,12 @@ def _compile(build, shape=(3, 4), dtype="float64"):
 
 
 @pytest.mark.parametrize("build", [
-    lambda x: x * 1.0, lambda x: 1.0 * x, lambda x: x + 0.0, lambda x: 0.0 + x,
+    lambda x: x * 1.0, lambda x: 1.0 * x, lambda x: x + -0.0, lambda x: -0.0 + x,
     lambda x: x - 0.0, lambda x: x / 1.0, lambda x: -(-x),
-    lambda x: x + sg.zeros([3, 4], "float64"), lambda x: sg.ones_like(x) * x,
+    lambda x: x - sg.zeros([3, 4], "float64"), lambda x: sg.ones_like(x) * x,
     lambda x: sg.reshape(x, [3, 4]), lambda x: sg.transpose(sg.transpose(x)),
     lambda x: sg.broadcast_to(x, [3, 4]),
-], ids=["mul1", "1mul", "add0", "0add", "sub0", "div1", "negneg", "addzeros", "seed",
+], ids=["mul1", "1mul", "add-0", "-0add", "sub0", "div1", "negneg", "subzeros", "seed",
         "reshape-same", "transpose-twice", "broadcast-same"])
 def test_identities_vanish(build):
     prog, x, y = _compile(build)
@@ -31,6 +31,21 @@ def test_identities_vanish(build):
     assert op_names(new) == ["data"]
     assert fetches[0].op.name == "data"
     run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
+
+
+@pytest.mark.parametrize("build", [lambda x: x + 0.0, lambda x: 0.0 + x,
+                                   lambda x: x + sg.zeros([3, 4], "float64"),
+                                   lambda x: x - (-0.0)], ids=["add0", "0add", "addzeros", "sub-0"])
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_adding_a_positive_zero_is_kept_since_it_turns_a_negative_zero_positive(build, backend):
+    prog, x, y = _compile(build)
+    new, _, _ = apply(prog, [y], PIPE)
+    assert len(op_names(new)) > 1
+    xs = np.array([[-0.0, 0.0, 1.0, -1.0]] * 3)
+    want = sg.compile(prog, [y], backend="interpreter")(x=xs)[0]
+    got = sg.compile(prog, [y], backend=backend)(x=xs)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert not np.signbit(want[0, 0])
 
 
 def test_identity_that_broadcasts_is_kept():
@@ -42,7 +57,7 @@ def test_identity_that_broadcasts_is_kept():
 
 def test_chains_collapse():
     prog, x, y = _compile(lambda x: sg.transpose(sg.reshape(sg.reshape(x, [4, 3]), [2, 6]))
-                          + 0.0)
+                          - 0.0)
     new, _, _ = apply(prog, [y], PIPE)
     assert op_names(new) == ["data", "reshape", "transpose"]
     run_both(prog, [y], PIPE, {"x": np.random.rand(3, 4)})
