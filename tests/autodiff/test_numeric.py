@@ -5,6 +5,8 @@ derivative of ``sum_j <out_j, r_j>`` (random ``r_j``) is compared with central d
 the forward program; for ``grad2=True`` the derivative of ``sum_i <g_i, s_i>`` (``g`` built with
 ``create_graph=True``, random ``s_i``) is compared with central differences of ``g``.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,35 @@ def test_every_op_with_a_vjp_has_a_gradient_sample():
         if opdef.vjp is not None and opdef.category != SOURCE and not opdef.user_defined
         and name not in EXEMPT and name not in covered)
     assert not missing, f"ops with a VJP but no OpSample with grad=True: {missing}"
+
+
+
+def _in_a_loop_body(sample):
+    """``sample`` with its ops built in the body of a one-step ``scan`` whose carries are the
+    inputs, so that every input its ops (and their VJPs) read is a block argument, which has
+    no producing op."""
+    def build(*xs):
+        def body(carry, _):
+            return carry, sample.build(*carry)
+        return sg.scan(body, tuple(xs), length=1)[1]
+    return dataclasses.replace(sample, build=build, id=f"{sample.id}-in-a-loop-body")
+
+
+# Samples that cannot be built in a loop body: parameters live in the global block, and random
+# ops there need an explicit counter.
+IN_LOOP_SAMPLES = [s for s in GRAD_SAMPLES if s.op != "assign" and s.step is None]
+
+
+@pytest.mark.parametrize("sample", IN_LOOP_SAMPLES, ids=[s.id for s in IN_LOOP_SAMPLES])
+def test_first_derivative_of_block_arguments(sample):
+    """Every VJP rule, and every helper it calls, works on block arguments (loop carries,
+    scanned slices, branch operands)."""
+    case = Case(_in_a_loop_body(sample))
+    if not case.outs or not case.diff:
+        pytest.skip("no float output or input")
+    xs = [case.xs[i] for i in case.diff]
+    grads = ir_backward.grad(case.outs, xs, grad_outputs=case.seeds,
+                             allow_unused=True, unused="zeros")
+    analytic = case.run(grads, case.feeds)
+    numeric = case.central_differences(case.outs, case.r)
+    _check(analytic, numeric, sample, "first derivative")
