@@ -31,7 +31,7 @@ from ..ir.value import Value
 from ..ops.control_flow import cond_p, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
 from ..ops.elementwise import add
-from ..ops.shape import zeros_for
+from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
 from .reach import live_ops, search
@@ -110,6 +110,14 @@ def _recompute(value, block):
     return copy, copy.results[value.index]
 
 
+def _as_type_of(value, like) -> Value:
+    """``value`` with exactly the static shape of ``like``: a loop's carries and a cond's
+    yields must match their counterparts exactly, but a cotangent may know a dim that its
+    Value leaves unknown (a seed of shape ``[2, 3]`` for a ``[?, 3]`` output), or the reverse.
+    A run-time reshape (a no-op) when the shapes differ."""
+    return value if value.shape == like.shape else reshape_like(value, like)
+
+
 def _wants_gradient(value, policy) -> bool:
     return dtypes.is_float(value.dtype) and policy.carry_block(value) is None
 
@@ -140,7 +148,8 @@ def _cond_vjp(op, cotangents):
         return grads
     for block, got in branches:
         with insertion_point(block):
-            block.yields = [got[t] if got[t] is not None else zeros_for(t) for t in kept]
+            block.yields = [_as_type_of(got[t], t) if got[t] is not None else zeros_for(t)
+                            for t in kept]
     backward = bind_region(cond_p, [op.inputs[0]], {"num_operands": 0},
                            [block for block, _ in branches], program)
     for target, result in zip(kept, backward.results):
@@ -278,9 +287,10 @@ def _loop_vjp(op, cotangents):
         targets = [loop.carry_args[k] for k in diff] + [loop.x_args[i] for i in x_wanted] + \
             [value for _, value in captured]
         got = differentiate_block(body, seeds, targets, policy)
-        new_carry_cts = [got[loop.carry_args[k]] if got[loop.carry_args[k]] is not None
-                         else zeros_for(a) for k, a in zip(diff, carry_cts)]
-        new_accumulators = [a if got[value] is None else add(a, got[value])
+        new_carry_cts = [_as_type_of(got[loop.carry_args[k]], a)
+                         if got[loop.carry_args[k]] is not None else zeros_for(a)
+                         for k, a in zip(diff, carry_cts)]
+        new_accumulators = [a if got[value] is None else _as_type_of(add(a, got[value]), a)
                             for a, (_, value) in zip(accumulators, captured)]
         x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
 
@@ -340,8 +350,8 @@ def _loop_vjp(op, cotangents):
         arg.index = index
     backward.yields = [mapping.get(v, v) for v in
                        new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
-    inits = [cotangents[k] if cotangents[k] is not None else zeros_for(loop.finals[k])
-             for k in diff]
+    inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
+             else zeros_for(loop.finals[k]) for k in diff]
     inits += [zeros_for(value) for _, value in captured] + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}

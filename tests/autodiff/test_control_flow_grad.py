@@ -188,6 +188,31 @@ def test_while_loop_reverse_mode_runs_the_recorded_trip_count():
         assert np.isclose(value, v_num) and np.isclose(got, d)
 
 
+# Regions whose result has the unknown dims of x (w captured)
+UNKNOWN_DIM_REGIONS = {
+    "cond": lambda x, w: sg.cond(sg.sum(x) > 0.0, lambda a: a * w, lambda a: a, x),
+    "scan": lambda x, w: sg.scan(lambda c, _: (c * w, None), x, length=2)[0],
+    "while_loop": lambda x, w: sg.while_loop(lambda v: sg.sum(v) < 10.0, lambda v: [v * w],
+                                             [x])[0],
+}
+
+
+@pytest.mark.parametrize("region", UNKNOWN_DIM_REGIONS)
+def test_a_seed_of_known_shape_for_a_result_of_unknown_dims(region):
+    """The seed's shape [2, 3] fits the result's [?, 3]; the region's backward fits the
+    cotangent back to its carries' and branches' exact types."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float64")
+        w = sg.data("w", [None, 3], "float64")
+        y = UNKNOWN_DIM_REGIONS[region](x, w)
+        grads = ir_backward.grad(y, [x, w], grad_outputs=[sg.constant(np.ones((2, 3)))])
+    got = _run(prog, grads, x=np.ones((2, 3)), w=np.full((2, 3), 2.0))
+    times = 2 if region == "scan" else 1          # y = x * w ** times
+    np.testing.assert_allclose(got[0], np.full((2, 3), 2.0 ** times))
+    np.testing.assert_allclose(got[1], np.full((2, 3), times * 2.0 ** (times - 1)))
+
+
 def test_every_op_of_a_loop_backward_records_the_op_it_differentiates():
     """Also the sum of the cotangents of a block argument read twice (the carry ``c``), which
     has no producing op: it is recorded as backward of the loop."""
