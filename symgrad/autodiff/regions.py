@@ -16,11 +16,16 @@ the forward loop as one more stacked output (the forward op grows a result: a ch
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
 carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
 stack, not two. ``while_loop`` also records its trip count, which the reverse scan runs for
-(reverse mode through a while loop, which JAX refuses).
+(reverse mode through a while loop, which JAX refuses). A loop known at build time to run no
+step is the identity on its carries, and gives zeros to what its body reads. Building the
+reverse scan is linear in the size of the body.
 
 ``cond``: a ``cond`` on the same predicate whose branches recompute the forward branch
 (inlined, reading the operands directly) and build its backward; a branch that gives a Value no
 cotangent yields zeros for it. Only the taken branch runs, forward and backward.
+
+A cotangent may know a dim that its Value leaves unknown (a seed ``[2, 3]`` for a ``[?, 3]``
+result), or the reverse; both VJPs reshape it to the exact types of their carries and yields.
 """
 from __future__ import annotations
 
@@ -260,7 +265,6 @@ def _loop_vjp(op, cotangents):
     program = op.block.program
     count, body = loop.num_carry, loop.body
     diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]
-    grads = [None] * len(op.inputs)
     stacked = loop.stacked_yields
     stacked_cts = [(j, c) for j, c in enumerate(cotangents[count:count + len(stacked)])
                    if c is not None]
@@ -272,6 +276,7 @@ def _loop_vjp(op, cotangents):
     if loop.length == 0:
         return _zero_trip_vjp(loop, cotangents, diff, [stacked[j] for j, _ in stacked_cts],
                               x_wanted, captured, policy)
+    grads = [None] * len(op.inputs)
 
     backward = Block(program, outer=current_block(program))
 

@@ -17,12 +17,12 @@ Each top-level op becomes one statement of ``run`` preceded by a provenance comm
 module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
 are the same code up to names (:mod:`.functions`); a control-flow op becomes Python ``if`` /
 ``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`; nested too
-deep, a module-level function holding them). Chunked
-groups over many rows run on the module's ``_POOL``, a :class:`.row_pool.RowPool` of
-``options.threads`` threads: the one fixed runtime helper, imported as ``from .row_pool import
-RowPool`` (so the module reads from its own program down, and the loaders make that relative
-import resolve). Values are deleted after their last use; buffers planned by the memory pass
-(``program.buffer_plan``) are allocated once and reused through ``out=``.
+deep, a module-level function holding them). Chunked groups over many rows run on the module's
+``_POOL``, a :class:`.row_pool.RowPool` of ``options.threads`` threads: the one fixed runtime
+helper, imported as ``from .row_pool import RowPool`` (so the module reads from its own program
+down, and the loaders make that relative import resolve). Values are deleted after their last
+use; buffers planned by the memory pass (``program.buffer_plan``) are allocated once and reused
+through ``out=``.
 """
 from __future__ import annotations
 
