@@ -3,7 +3,8 @@
 Iterates over ``tests.ops.samples.ALL_SAMPLES``: for each sample with ``grad=True`` the first
 derivative of ``sum_j <out_j, r_j>`` (random ``r_j``) is compared with central differences of
 the forward program; for ``grad2=True`` the derivative of ``sum_i <g_i, s_i>`` (``g`` built with
-``create_graph=True``, random ``s_i``) is compared with central differences of ``g``.
+``create_graph=True``, random ``s_i``) is compared with central differences of ``g``. The same
+checks run with each sample built inside a loop body, where its inputs are block arguments.
 """
 import dataclasses
 
@@ -131,7 +132,6 @@ def test_every_op_with_a_vjp_has_a_gradient_sample():
     assert not missing, f"ops with a VJP but no OpSample with grad=True: {missing}"
 
 
-
 def _in_a_loop_body(sample):
     """``sample`` with its ops built in the body of a one-step ``scan`` whose carries are the
     inputs, so that every input its ops (and their VJPs) read is a block argument, which has
@@ -143,8 +143,8 @@ def _in_a_loop_body(sample):
     return dataclasses.replace(sample, build=build)
 
 
-# Samples that cannot be built in a loop body: parameters live in the global block, and random
-# ops there need an explicit counter.
+# The samples that can be built in a loop body: not those making parameters (which live in the
+# global block), nor random ones (which need an explicit counter there)
 IN_LOOP_SAMPLES = [s for s in GRAD_SAMPLES if s.op != "assign" and s.step is None]
 # Second derivatives: the samples with an unknown dim (the seeds the test gives are arrays of
 # known shape, which the loop's backward must fit to its carries' unknown dims)
