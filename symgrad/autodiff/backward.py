@@ -4,7 +4,7 @@ gradient (a VJP returns gradients for all its inputs, some of which nobody needs
 
 Every op built here records the forward op it differentiates (``Program.backward_of``): a
 VJP's ops record the op whose VJP built them; seeds, cotangent sums and zeros record the op
-that produced the Value they belong to.
+that produced the Value they belong to (:func:`producer`).
 """
 from __future__ import annotations
 
@@ -19,6 +19,14 @@ from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
 from .context import calling_vjp
+
+
+def producer(value):
+    """The op ``value`` comes from, for provenance: the op that produced it, or for a block
+    argument (which has no producing op) the region op that owns the block."""
+    if value.op is not None:
+        return value.op
+    return value.arg_of.parent_op if value.arg_of is not None else None
 
 
 def shapes_match(shape, expected) -> bool:
@@ -85,7 +93,7 @@ class Backward:
         if current is None:
             self.cotangent[value] = contribution
             return
-        with self.program.backward_of(value.op):
+        with self.program.backward_of(producer(value)):
             self.cotangent[value] = add(current, contribution)
 
     def seed(self, outputs, seeds, loss_scale):
@@ -98,7 +106,7 @@ class Backward:
         for y, group in grouped.items():
             constant = sum(1 if s is None else s for s in group if not isinstance(s, Value))
             given = [s for s in group if isinstance(s, Value)]
-            with self.program.backward_of(y.op):
+            with self.program.backward_of(producer(y)):
                 if not given:
                     seed = filled_like(y, constant * loss_scale)
                 else:
@@ -147,5 +155,5 @@ class Backward:
 
     def zeros(self, value):
         """Zeros shaped like ``value``, recorded as backward of its producer."""
-        with self.program.backward_of(value.op):
+        with self.program.backward_of(producer(value)):
             return zeros_for(value)

@@ -18,7 +18,7 @@ from ..ir.value import Value
 from ..ops.elementwise import add, cast
 from . import arguments
 from .arguments import describe
-from .backward import Backward, sweep_unused
+from .backward import Backward, producer, sweep_unused
 from .context import grad_call
 from .reach import FROZEN_GRADIENTS, Policy, explain_unreachable, live_ops, search
 
@@ -126,7 +126,7 @@ def _results(backward, outputs, inputs, offsets, policy, allow_unused, unused):
             if g is None:
                 g = offset
             else:
-                with backward.program.backward_of(x.op):
+                with backward.program.backward_of(producer(x)):
                     g = add(g, offset)
         results.append(g)
     return results
@@ -159,7 +159,7 @@ class _Fresh:
             return g
         copy = self.copies.get(g)
         if copy is None:
-            with self.program.backward_of(owner.op):
+            with self.program.backward_of(producer(owner)):
                 copy = self.copies[g] = cast(g, g.dtype)
         return copy
 

@@ -16,11 +16,16 @@ the forward loop as one more stacked output (the forward op grows a result: a ch
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
 carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
 stack, not two. ``while_loop`` also records its trip count, which the reverse scan runs for
-(reverse mode through a while loop, which JAX refuses).
+(reverse mode through a while loop, which JAX refuses). A loop known at build time to run no
+step is the identity on its carries, and gives zeros to what its body reads. Building the
+reverse scan is linear in the size of the body.
 
 ``cond``: a ``cond`` on the same predicate whose branches recompute the forward branch
 (inlined, reading the operands directly) and build its backward; a branch that gives a Value no
 cotangent yields zeros for it. Only the taken branch runs, forward and backward.
+
+A cotangent may know a dim that its Value leaves unknown (a seed ``[2, 3]`` for a ``[?, 3]``
+result), or the reverse; both VJPs reshape it to the exact types of their carries and yields.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from ..ir.value import Value
 from ..ops.control_flow import cond_p, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
 from ..ops.elementwise import add
-from ..ops.shape import zeros_for
+from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
 from .reach import live_ops, search
@@ -54,13 +59,13 @@ def differentiate_block(block, seeds, targets, policy) -> dict:
     return {target: backward.cotangent.get(target) for target in targets}
 
 
-def _index_of(values, value):
-    """Position of ``value`` in the list ``values`` by identity (``==`` builds an op), or
-    None."""
-    for index, item in enumerate(values):
-        if item is value:
-            return index
-    return None
+def _first_positions(values) -> dict:
+    """``{Value: position of its first occurrence in values}`` (a dict looks Values up by
+    identity; ``==`` would build an op)."""
+    positions: dict = {}
+    for index, value in enumerate(values):
+        positions.setdefault(value, index)
+    return positions
 
 
 def _replace_uses(blocks, mapping) -> None:
@@ -100,15 +105,22 @@ def _inline(block, value_map) -> list:
     return [value_map[v] for v in block.yields]
 
 
-def _recompute(value, block) -> Value:
-    """A copy of ``value``'s input-less op (a constant) at the start of ``block``; returns
-    the copy's result for ``value``."""
+def _recompute(value, block):
+    """A copy of ``value``'s input-less op (a constant) for ``block``, not yet in it; returns
+    the copy and its result for ``value``."""
     program = block.program
     copy = copy_op(value.op, [], value.op.attrs, block, {}, {})
     for result in copy.results:
         result.id = program._take_id()
-    block.ops.insert(0, copy)
-    return copy.results[value.index]
+    return copy, copy.results[value.index]
+
+
+def _as_type_of(value, like) -> Value:
+    """``value`` with exactly the static shape of ``like``: a loop's carries and a cond's
+    yields must match their counterparts exactly, but a cotangent may know a dim that its
+    Value leaves unknown (a seed of shape ``[2, 3]`` for a ``[?, 3]`` output), or the reverse.
+    A run-time reshape (a no-op) when the shapes differ."""
+    return value if value.shape == like.shape else reshape_like(value, like)
 
 
 def _wants_gradient(value, policy) -> bool:
@@ -141,7 +153,8 @@ def _cond_vjp(op, cotangents):
         return grads
     for block, got in branches:
         with insertion_point(block):
-            block.yields = [got[t] if got[t] is not None else zeros_for(t) for t in kept]
+            block.yields = [_as_type_of(got[t], t) if got[t] is not None else zeros_for(t)
+                            for t in kept]
     backward = bind_region(cond_p, [op.inputs[0]], {"num_operands": 0},
                            [block for block, _ in branches], program)
     for target, result in zip(kept, backward.results):
@@ -179,6 +192,8 @@ class _Loop:
         self.x_args = self.body.args[count:]
         self.carry_yields = self.body.yields[:count]
         self.finals = op.results[:count]
+        self.carry_position = _first_positions(self.carry_yields)
+        self.stacked_position = _first_positions(self.stacked_yields)   # grows with stack()
 
     @property
     def stacked_yields(self):
@@ -190,12 +205,13 @@ class _Loop:
     def stack(self, value) -> Value:
         """The result stacking ``value`` (a Value of the body) over the steps, made if the
         loop does not stack it yet."""
-        index = _index_of(self.stacked_yields, value)
+        index = self.stacked_position.get(value)
         if index is not None:
             return self.stacked_result(index)
         attrs = self.op.attrs
         if not self.is_scan:
             attrs = dict(attrs, num_stacked=attrs["num_stacked"] + 1)
+        self.stacked_position[value] = len(self.body.yields) - self.num_carry
         # results: the carries, then the stacked values
         return self._grow((self.length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
@@ -212,7 +228,8 @@ class _Loop:
     def _grow(self, shape, dtype, attrs, position, yielded=None) -> Value:
         """A new result of the loop op of ``shape`` and ``dtype`` at ``position`` of its
         results, the op's attrs becoming ``attrs`` (and ``yielded`` appended to the body's
-        yields); the program's transaction can undo all of it."""
+        yields); the program's transaction can undo all of it. Only the results from
+        ``position`` on (the trip count at most) move, so growing is constant time."""
         op, body = self.op, self.body
         program = op.block.program
         old_attrs = op.attrs
@@ -221,23 +238,24 @@ class _Loop:
         op.attrs = attrs
         result = Value(program, program._take_id(), shape, dtype, op=op)
         op.results.insert(position, result)
-        self._reindex()
+        self._reindex(position)
         program.grown.append(result)
 
-        def undo():
+        def undo():   # undone last-grown first, so the result is back at its position
             program.grown.pop()
             if yielded is not None:
                 body.yields.pop()
-            op.results = [r for r in op.results if r is not result]
+            del op.results[position]
             op.attrs = old_attrs
-            self._reindex()
+            self._reindex(position)
 
         program.record_undo(undo)
         return result
 
-    def _reindex(self):
-        for index, result in enumerate(self.op.results):
-            result.index = index
+    def _reindex(self, start):
+        results = self.op.results
+        for index in range(start, len(results)):
+            results[index].index = index
 
 
 def _loop_vjp(op, cotangents):
@@ -247,18 +265,18 @@ def _loop_vjp(op, cotangents):
     program = op.block.program
     count, body = loop.num_carry, loop.body
     diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]
-    grads = [None] * len(op.inputs)
-    if loop.length == 0:                        # the loop is the identity on its carries
-        for k in diff:
-            grads[k] = cotangents[k]
-        return grads
-    stacked_cts = [(j, c) for j, c in enumerate(cotangents[count:count + len(
-        loop.stacked_yields)]) if c is not None]
+    stacked = loop.stacked_yields
+    stacked_cts = [(j, c) for j, c in enumerate(cotangents[count:count + len(stacked)])
+                   if c is not None]
     x_wanted = [i for i, arg in enumerate(loop.x_args)
                 if wanted[count + i] and _wants_gradient(arg, policy)]
     explicit = op.opdef.explicit_inputs(op.attrs)
     captured = [(position, value) for position, value in enumerate(op.inputs)
                 if position >= explicit and wanted[position] and _wants_gradient(value, policy)]
+    if loop.length == 0:
+        return _zero_trip_vjp(loop, cotangents, diff, [stacked[j] for j, _ in stacked_cts],
+                              x_wanted, captured, policy)
+    grads = [None] * len(op.inputs)
 
     backward = Block(program, outer=current_block(program))
 
@@ -267,16 +285,17 @@ def _loop_vjp(op, cotangents):
 
     carry_cts = [new_arg(loop.carry_args[k]) for k in diff]
     accumulators = [new_arg(value) for _, value in captured]
-    y_cts = [new_arg(loop.stacked_yields[j]) for j, _ in stacked_cts]
+    y_cts = [new_arg(stacked[j]) for j, _ in stacked_cts]
     with insertion_point(backward), deferred_scope_checks():
         seeds = [(loop.carry_yields[k], a) for k, a in zip(diff, carry_cts)]
-        seeds += [(loop.stacked_yields[j], a) for (j, _), a in zip(stacked_cts, y_cts)]
+        seeds += [(stacked[j], a) for (j, _), a in zip(stacked_cts, y_cts)]
         targets = [loop.carry_args[k] for k in diff] + [loop.x_args[i] for i in x_wanted] + \
             [value for _, value in captured]
         got = differentiate_block(body, seeds, targets, policy)
-        new_carry_cts = [got[loop.carry_args[k]] if got[loop.carry_args[k]] is not None
-                         else zeros_for(a) for k, a in zip(diff, carry_cts)]
-        new_accumulators = [a if got[value] is None else add(a, got[value])
+        new_carry_cts = [_as_type_of(got[loop.carry_args[k]], a)
+                         if got[loop.carry_args[k]] is not None else zeros_for(a)
+                         for k, a in zip(diff, carry_cts)]
+        new_accumulators = [a if got[value] is None else _as_type_of(add(a, got[value]), a)
                             for a, (_, value) in zip(accumulators, captured)]
         x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
 
@@ -296,11 +315,13 @@ def _loop_vjp(op, cotangents):
         return history[k]
 
     mapping = {}
+    remade = []                                 # copies of constants, to start the block
     for value in free_values([backward]):
         if value.block is not body:
             continue                            # a Value of an enclosing block: captured
         if value.op is not None and not value.op.inputs and not value.op.blocks:
-            mapping[value] = _recompute(value, backward)   # a constant: made again, not stacked
+            copy, mapping[value] = _recompute(value, backward)   # made again, not stacked
+            remade.append(copy)
             continue
         if value.arg_of is body:
             if value.index >= count:            # a slice of xs: read the original xs
@@ -308,11 +329,11 @@ def _loop_vjp(op, cotangents):
             else:
                 mapping[value] = incoming(value.index)
             continue
-        j = _index_of(loop.stacked_yields, value)
+        j = loop.stacked_position.get(value)
         if j is not None:
             mapping[value] = slice_of(loop.stacked_result(j), value)
             continue
-        k = _index_of(loop.carry_yields, value)
+        k = loop.carry_position.get(value)
         if k is not None:                       # outgoing carry = next step's incoming one
             arg = new_arg(value)
             shift_args.append(arg)
@@ -321,6 +342,7 @@ def _loop_vjp(op, cotangents):
             mapping[value] = arg
             continue
         mapping[value] = slice_of(loop.stack(value), value)
+    backward.ops[:0] = reversed(remade)
     _replace_uses([backward], mapping)
 
     xs = [c for _, c in stacked_cts] + residual_inputs
@@ -333,8 +355,8 @@ def _loop_vjp(op, cotangents):
         arg.index = index
     backward.yields = [mapping.get(v, v) for v in
                        new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
-    inits = [cotangents[k] if cotangents[k] is not None else zeros_for(loop.finals[k])
-             for k in diff]
+    inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
+             else zeros_for(loop.finals[k]) for k in diff]
     inits += [zeros_for(value) for _, value in captured] + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}
@@ -352,6 +374,25 @@ def _loop_vjp(op, cotangents):
             grads[position] = results[len(diff) + index]
     for index, (i, _) in enumerate(x_cts):
         grads[count + i] = results[len(inits) + index]
+    return grads
+
+
+def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, policy):
+    """The VJP of a loop known at build time to run no step (``scan(length=0)``,
+    ``fori_loop(5, 2)``): the identity on its carries, and zeros for each ``xs`` and captured
+    Value that the body would send a gradient to, as the same loop with its trip count known
+    only at run time gives."""
+    grads = [None] * len(loop.op.inputs)
+    for k in diff:
+        grads[k] = cotangents[k]
+    outputs = [loop.carry_yields[k] for k in diff] + stacked_seeded
+    targets = {loop.x_args[i]: loop.num_carry + i for i in x_wanted}
+    targets.update((value, position) for position, value in captured)
+    cone, cone_ops = search(outputs, policy, within=loop.body)
+    _, live = live_ops(list(targets), cone, cone_ops, policy)
+    for target, position in targets.items():
+        if target in live:
+            grads[position] = zeros_for(loop.op.inputs[position])
     return grads
 
 

@@ -151,8 +151,11 @@ def _divide_vjp(op, g):
 
 
 def _known_nonzero(value) -> bool:
-    """Is ``value`` a constant (or fill) known at build time to hold no zero?"""
+    """Is ``value`` a constant (or fill) known at build time to hold no zero? Never for a
+    block argument (a loop carry, a scanned slice, a branch operand): it has no op."""
     op = value.op
+    if op is None:
+        return False
     fill = op.opdef.algebra.fill
     uniform = fill(op) if fill is not None else None
     return uniform is not None and uniform != 0

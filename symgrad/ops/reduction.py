@@ -90,8 +90,9 @@ def dims_source(x, axes):
     """``(value, axes)`` with the same run-time dims as ``x`` in ``axes``, read as far up as
     reductions allow: a reduction's kept dims are its input's, so the count of
     ``sum(y, axis=1)`` along axis 0 reads ``y``'s dim 0, and the reduction is not computed
-    just for its shape when nothing else needs it."""
-    while x.op.opdef.category == REDUCTION and len(x.op.inputs) == 1:
+    just for its shape when nothing else needs it. A block argument (``op`` None) is its own
+    source."""
+    while x.op is not None and x.op.opdef.category == REDUCTION and len(x.op.inputs) == 1:
         source, = x.op.inputs
         reduced = _reduced_axes(x.op, source.ndim)
         kept = [i for i in range(source.ndim)

@@ -7,6 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.errors import GradError
+from symgrad.ir.graph import walk_ops
 
 
 def _run(prog, fetches, **feeds):
@@ -187,6 +188,45 @@ def test_while_loop_reverse_mode_runs_the_recorded_trip_count():
         assert np.isclose(value, v_num) and np.isclose(got, d)
 
 
+# Regions whose result has the unknown dims of x (w captured)
+UNKNOWN_DIM_REGIONS = {
+    "cond": lambda x, w: sg.cond(sg.sum(x) > 0.0, lambda a: a * w, lambda a: a, x),
+    "scan": lambda x, w: sg.scan(lambda c, _: (c * w, None), x, length=2)[0],
+    "while_loop": lambda x, w: sg.while_loop(lambda v: sg.sum(v) < 10.0, lambda v: [v * w],
+                                             [x])[0],
+}
+
+
+@pytest.mark.parametrize("region", UNKNOWN_DIM_REGIONS)
+def test_a_seed_of_known_shape_for_a_result_of_unknown_dims(region):
+    """The seed's shape [2, 3] fits the result's [?, 3]; the region's backward fits the
+    cotangent back to its carries' and branches' exact types."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3], "float64")
+        w = sg.data("w", [None, 3], "float64")
+        y = UNKNOWN_DIM_REGIONS[region](x, w)
+        grads = ir_backward.grad(y, [x, w], grad_outputs=[sg.constant(np.ones((2, 3)))])
+    got = _run(prog, grads, x=np.ones((2, 3)), w=np.full((2, 3), 2.0))
+    times = 2 if region == "scan" else 1          # y = x * w ** times
+    np.testing.assert_allclose(got[0], np.full((2, 3), 2.0 ** times))
+    np.testing.assert_allclose(got[1], np.full((2, 3), times * 2.0 ** (times - 1)))
+
+
+def test_every_op_of_a_loop_backward_records_the_op_it_differentiates():
+    """Also the sum of the cotangents of a block argument read twice (the carry ``c``), which
+    has no producing op: it is recorded as backward of the loop."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+        c, _ = sg.scan(lambda c, _: (c * sg.sin(c), None), x, length=3)
+        ir_backward.grad(sg.sum(c), [x])
+    forward, backward = [op for op in prog.ops if op.name == "scan"]
+    inner = list(walk_ops(backward.blocks[0].ops))
+    assert "add" in [op.name for op in inner]
+    assert all(op.forward_op is not None for op in inner)
+
+
 def test_only_inputs_false_sets_leaf_grads_through_a_scan():
     prog, xs, w, u, loss = _rnn(T=3)
     with sg.program_guard(prog):
@@ -199,3 +239,43 @@ def test_registry_lists_the_region_vjps():
     for name in ("cond", "while_loop", "scan"):
         assert rows[name]["vjp"] and rows[name]["vjp_differentiable"]
         assert rows[name]["category"] == "region" and "numpy" in rows[name]["backends"]
+
+
+def _int64(n):
+    return sg.constant(np.int64(n))
+
+
+# Loops that run no step, each reading ``w`` (and the scans over ``xs`` reading it) in the body
+NO_STEP_LOOPS = {
+    "scan-length-0": lambda x, w, xs: sg.scan(lambda c, _: (c * w, None), x, length=0)[0],
+    "scan-over-empty-xs": lambda x, w, xs: sg.scan(lambda c, e: (c * e * w, None), x, xs)[0],
+    "fori_loop-5-2": lambda x, w, xs: sg.fori_loop(5, 2, lambda i, v: v * w, x),
+    "fori_loop-value-bounds": lambda x, w, xs: sg.fori_loop(_int64(5), _int64(2),
+                                                            lambda i, v: v * w, x),
+    "while_loop": lambda x, w, xs: sg.while_loop(lambda v: sg.sum(v) > 100.0,
+                                                 lambda v: [v * w], [x])[0],
+}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy", "c"])
+@pytest.mark.parametrize("form,dynamic", [pytest.param(form, False, id=form)
+                                          for form in NO_STEP_LOOPS] +
+                         [pytest.param("scan-over-empty-xs", True, id="scan-over-dynamic-xs")])
+def test_a_loop_that_runs_no_step_gives_zeros_to_what_its_body_reads(form, dynamic, backend):
+    """As ``while_loop`` always did: the gradient of what the body reads is zeros, not an
+    'unreachable' error (xs of unknown length: the trip count is known only at run time)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float32")
+        w = sg.data("w", [3], "float32")
+        xs = sg.data("xs", [None if dynamic else 0, 3], "float32")
+        y = NO_STEP_LOOPS[form](x, w, xs)
+        inputs = [x, w, xs] if "xs" in form else [x, w]
+        grads = ir_backward.grad(sg.sum(y * y), inputs)
+    feeds = {"x": np.array([1.0, 2.0, 3.0], "float32"), "w": np.ones(3, "float32"),
+             "xs": np.zeros((0, 3), "float32")}
+    got = sg.compile(prog, grads, backend=backend)(**feeds)
+    expected = [2 * feeds["x"], np.zeros(3, "float32"), np.zeros((0, 3), "float32")]
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g, e)

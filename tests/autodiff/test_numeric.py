@@ -3,8 +3,11 @@
 Iterates over ``tests.ops.samples.ALL_SAMPLES``: for each sample with ``grad=True`` the first
 derivative of ``sum_j <out_j, r_j>`` (random ``r_j``) is compared with central differences of
 the forward program; for ``grad2=True`` the derivative of ``sum_i <g_i, s_i>`` (``g`` built with
-``create_graph=True``, random ``s_i``) is compared with central differences of ``g``.
+``create_graph=True``, random ``s_i``) is compared with central differences of ``g``. The same
+checks run with each sample built inside a loop body, where its inputs are block arguments.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -80,8 +83,7 @@ def _check(analytic, numeric, sample, what):
                                    err_msg=f"{sample.id}: {what} of input {i}")
 
 
-@pytest.mark.parametrize("sample", GRAD_SAMPLES, ids=[s.id for s in GRAD_SAMPLES])
-def test_first_derivative(sample):
+def _first_derivative(sample):
     case = Case(sample)
     if not case.outs or not case.diff:
         pytest.skip("no float output or input")
@@ -93,8 +95,7 @@ def test_first_derivative(sample):
     _check(analytic, numeric, sample, "first derivative")
 
 
-@pytest.mark.parametrize("sample", GRAD2_SAMPLES, ids=[s.id for s in GRAD2_SAMPLES])
-def test_second_derivative(sample):
+def _second_derivative(sample):
     case = Case(sample, seed=1)
     if not case.outs or not case.diff:
         pytest.skip("no float output or input")
@@ -112,6 +113,16 @@ def test_second_derivative(sample):
     _check(analytic, numeric, sample, "second derivative")
 
 
+@pytest.mark.parametrize("sample", GRAD_SAMPLES, ids=[s.id for s in GRAD_SAMPLES])
+def test_first_derivative(sample):
+    _first_derivative(sample)
+
+
+@pytest.mark.parametrize("sample", GRAD2_SAMPLES, ids=[s.id for s in GRAD2_SAMPLES])
+def test_second_derivative(sample):
+    _second_derivative(sample)
+
+
 def test_every_op_with_a_vjp_has_a_gradient_sample():
     covered = {s.op for s in GRAD_SAMPLES}
     missing = sorted(
@@ -119,3 +130,35 @@ def test_every_op_with_a_vjp_has_a_gradient_sample():
         if opdef.vjp is not None and opdef.category != SOURCE and not opdef.user_defined
         and name not in EXEMPT and name not in covered)
     assert not missing, f"ops with a VJP but no OpSample with grad=True: {missing}"
+
+
+def _in_a_loop_body(sample):
+    """``sample`` with its ops built in the body of a one-step ``scan`` whose carries are the
+    inputs, so that every input its ops (and their VJPs) read is a block argument, which has
+    no producing op; its outputs are the scan's stacked outputs."""
+    def build(*xs):
+        def body(carry, _):
+            return carry, sample.build(*carry)
+        return sg.scan(body, tuple(xs), length=1)[1]
+    return dataclasses.replace(sample, build=build)
+
+
+# The samples that can be built in a loop body: not those making parameters (which live in the
+# global block), nor random ones (which need an explicit counter there)
+IN_LOOP_SAMPLES = [s for s in GRAD_SAMPLES if s.op != "assign" and s.step is None]
+# Second derivatives: the samples with an unknown dim (the seeds the test gives are arrays of
+# known shape, which the loop's backward must fit to its carries' unknown dims)
+IN_LOOP_GRAD2_SAMPLES = [s for s in IN_LOOP_SAMPLES if s.grad2 and s.dynamic]
+
+
+@pytest.mark.parametrize("sample", IN_LOOP_SAMPLES, ids=[s.id for s in IN_LOOP_SAMPLES])
+def test_first_derivative_with_block_arguments(sample):
+    """Every VJP rule, and every helper it calls, works on block arguments (loop carries,
+    scanned slices, branch operands), which have no producing op."""
+    _first_derivative(_in_a_loop_body(sample))
+
+
+@pytest.mark.parametrize("sample", IN_LOOP_GRAD2_SAMPLES,
+                         ids=[s.id for s in IN_LOOP_GRAD2_SAMPLES])
+def test_second_derivative_with_block_arguments(sample):
+    _second_derivative(_in_a_loop_body(sample))

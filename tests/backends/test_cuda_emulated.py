@@ -16,6 +16,7 @@ from tests.backends.cuda_emulation import library as emulation
 from tests.backends.cuda_emulation.cases import layout_cases, sample_cases
 from tests.backends.cuda_emulation.device import SCHEDULES, EmulatedDevice, KernelFault
 from tests.backends.cuda_emulation.translate import TranslationError, entry_points, translate
+from tests.backends.test_numpy_regions import FEEDS, nested
 
 pytestmark = pytest.mark.skipif(emulation.compiler() is None, reason="g++ is not installed")
 
@@ -292,3 +293,16 @@ def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(monkeypatch, c
                                               cache_dir=cache_dir))
     got, = device.run(compiled, {"x": x_value})
     np.testing.assert_allclose(got, (np.sin(x_value) * 2 + x_value).sum(axis=1))
+
+
+@pytest.mark.parametrize("kind,depth", [("cond", 100), ("scan", 30)])
+def test_regions_nested_deeper_than_python_nests_blocks(cache_dir, kind, depth):
+    """The host module writes regions past ``MAX_NESTED_REGIONS`` as functions (checked for
+    NumPy and C in test_numpy_regions.py); here they launch their kernels."""
+    prog, fetches = nested(kind, depth)
+    fn = sg.compile(prog, fetches, backend="cuda")
+    device = EmulatedDevice(emulation.Library([fn._executable.cuda_source], cache_dir=cache_dir))
+    got = device.run(fn, FEEDS)
+    expected = sg.compile(prog, fetches, backend="interpreter")(**FEEDS)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-12)

@@ -144,6 +144,75 @@ def _fori_dynamic_np(x, n):
     return x
 
 
+# --- x ** k with k a block argument (the VJP of power looks for a constant exponent) -----------
+def _power_carry(x, k):
+    """The exponent a carry."""
+    (v, _), _ = sg.scan(lambda c, _: ((c[0] ** c[1], c[1] * 0.75), None), (x, k), length=2)
+    return v
+
+
+def _power_carry_np(x, k):
+    for _ in range(2):
+        x, k = x ** k, k * 0.75
+    return x
+
+
+def _power_slice(x, ks):
+    """The exponent a scanned slice."""
+    return sg.scan(lambda c, k: (c ** k, c * k), x, ks)
+
+
+def _power_slice_np(x, ks):
+    ys = []
+    for k in ks:
+        ys.append(x * k)
+        x = x ** k
+    return x, np.stack(ys)
+
+
+def _power_while(x, k):
+    """The exponent a while loop variable."""
+    _, v, _ = sg.while_loop(lambda i, v, e: i < 2, lambda i, v, e: [i + 1, v ** e, e + 0.5],
+                            [sg.constant(np.int64(0)), x, k])
+    return v
+
+
+def _power_while_np(x, k):
+    for _ in range(2):
+        x, k = x ** k, k + 0.5
+    return x
+
+
+# --- loops that run no step: gradients of what the body reads are zeros ------------------------
+def _no_step_scan(x, w):
+    return sg.scan(lambda c, _: (c * w, sg.sin(c) * w), x, length=0)
+
+
+def _no_step_scan_np(x, w):
+    return x, np.empty((0,) + x.shape)
+
+
+def _no_step_scan_xs(x, xs):
+    return sg.scan(lambda c, e: (c * e, c + e), x, xs)
+
+
+def _no_step_scan_xs_np(x, xs):
+    return x, np.empty((0,) + x.shape)
+
+
+def _no_step_fori(x, w):
+    return sg.fori_loop(5, 2, lambda i, v: v * w, x)
+
+
+def _no_step_fori_dynamic(x, w):
+    return sg.fori_loop(sg.constant(np.int64(5)), sg.constant(np.int64(2)),
+                        lambda i, v: v * w, x)
+
+
+def _no_step_while(x, w):
+    return sg.while_loop(lambda v: sg.sum(v) > 100.0, lambda v: [v * w], [x])[0]
+
+
 SAMPLES = [
     OpSample("cond", _cond, [_u(3, low=0.1), _u(3)], _cond_np, id="cond-then"),
     OpSample("cond", _cond, [_u(3, low=-1.0, high=-0.1), _u(3)], _cond_np, id="cond-else"),
@@ -160,4 +229,19 @@ SAMPLES = [
              id="while-data"),
     OpSample("while_loop", _fori_dynamic, [_u(2), np.array(4.5)], _fori_dynamic_np,
              id="while-fori"),
+    OpSample("scan", _power_carry, [_u(3, low=0.5, high=1.5), np.array(1.3)], _power_carry_np,
+             id="scan-power-carry"),
+    OpSample("scan", _power_slice, [_u(3, low=0.5, high=1.5), _u(2, low=0.5, high=2.0)],
+             _power_slice_np, id="scan-power-slice"),
+    OpSample("while_loop", _power_while, [_u(3, low=0.5, high=1.5), np.array(0.8)],
+             _power_while_np, id="while-power-var"),
+    OpSample("scan", _no_step_scan, [_u(3), _u(3)], _no_step_scan_np, id="scan-no-step"),
+    OpSample("scan", _no_step_scan_xs, [_u(3), _u(0, 3)], _no_step_scan_xs_np,
+             id="scan-no-step-xs"),
+    OpSample("scan", _no_step_scan_xs, [_u(3), _u(0, 3)], _no_step_scan_xs_np, dynamic=(1,),
+             id="scan-no-step-xs-dynamic"),
+    OpSample("scan", _no_step_fori, [_u(3), _u(3)], lambda x, w: x, id="scan-fori-no-step"),
+    OpSample("while_loop", _no_step_fori_dynamic, [_u(3), _u(3)], lambda x, w: x,
+             id="while-fori-no-step"),
+    OpSample("while_loop", _no_step_while, [_u(3), _u(3)], lambda x, w: x, id="while-no-step"),
 ]

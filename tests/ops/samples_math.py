@@ -1,7 +1,9 @@
-"""OpSamples of cumsum, cumprod, erf, arctan2, einsum, leaky_relu and the compositions var,
-std and layer_norm (see tests/ops/samples.py).
+"""OpSamples of cumsum, cumprod (and linear_recurrence, which its VJP is built from), erf,
+arctan2, einsum, leaky_relu and the compositions var, std and layer_norm (see
+tests/ops/samples.py).
 
-``cumprod`` inputs stay away from zero except in the samples named ``zero``; ``leaky_relu``
+``cumprod`` inputs stay away from zero except in the samples named ``zero`` (up to three zeros
+in a slice: first and second derivatives are exact there too); ``leaky_relu``
 inputs away from its kink; ``arctan2`` points away from the origin.
 """
 import math
@@ -9,6 +11,7 @@ import math
 import numpy as np
 
 import symgrad as sg
+from symgrad.ops.cumulative import linear_recurrence
 
 from .samples import OpSample
 
@@ -30,6 +33,20 @@ def _layer_norm(x, w=None, b=None, eps=1e-5):
 
 _one_zero = np.array([[1.2, 0.0, -0.8, 1.1], [0.7, -1.3, 0.9, 0.0]])
 _two_zeros = np.array([[0.9, 0.0, 1.4, 0.0, -0.6]])
+# row r holds r zeros (first and last positions included)
+_zeros_per_row = np.array([[0.9, -1.2, 1.4, 0.7, -0.6, 1.1],
+                           [1.3, 0.8, 0.0, -0.9, 1.2, 0.6],
+                           [0.0, 1.1, -0.7, 1.3, 0.0, 0.9],
+                           [1.2, 0.0, 0.8, 0.0, -1.1, 0.0]])
+
+
+def _linear_recurrence(a, b, axis, reverse=False):
+    """NumPy reference of the ``linear_recurrence`` op, element by element."""
+    a, h = np.moveaxis(a, axis, 0), np.moveaxis(b.copy(), axis, 0)
+    n = len(h)
+    for i in (range(n - 2, -1, -1) if reverse else range(1, n)):
+        h[i] = h[i] + (a[i + 1] * h[i + 1] if reverse else a[i] * h[i - 1])
+    return np.moveaxis(h, 0, axis)
 _erf = np.vectorize(math.erf)
 
 EINSUM = [
@@ -63,7 +80,21 @@ SAMPLES = [
     OpSample("cumprod", lambda x: sg.cumprod(x, axis=1), [_one_zero],
              lambda x: np.cumprod(x, axis=1), id="cumprod-one-zero"),
     OpSample("cumprod", lambda x: sg.cumprod(x, axis=1), [_two_zeros],
-             lambda x: np.cumprod(x, axis=1), grad2=False, id="cumprod-two-zeros"),
+             lambda x: np.cumprod(x, axis=1), id="cumprod-two-zeros"),
+    OpSample("cumprod", lambda x: sg.cumprod(x, axis=1), [_zeros_per_row],
+             lambda x: np.cumprod(x, axis=1), id="cumprod-zero-to-three-zeros"),
+    OpSample("cumprod", lambda x: sg.cumprod(x, axis=0), [_zeros_per_row.T],
+             lambda x: np.cumprod(x, axis=0), dynamic=(0,), id="cumprod-zeros-dynamic"),
+    OpSample("linear_recurrence", lambda a, b: linear_recurrence(a, b, 1),
+             [_zeros_per_row, _u(4, 6)], lambda a, b: _linear_recurrence(a, b, 1)),
+    OpSample("linear_recurrence", lambda a, b: linear_recurrence(a, b, 1, reverse=True),
+             [_zeros_per_row, _u(4, 6)], lambda a, b: _linear_recurrence(a, b, 1, True),
+             id="linear_recurrence-reverse"),
+    OpSample("linear_recurrence", lambda a, b: linear_recurrence(a, b, 0, reverse=True),
+             [_u(5, 2), _u(5, 2)], lambda a, b: _linear_recurrence(a, b, 0, True),
+             dynamic=(0, 1), id="linear_recurrence-reverse-dynamic"),
+    OpSample("linear_recurrence", lambda a, b: linear_recurrence(a, b, 0), [_u(1), _u(1)],
+             lambda a, b: _linear_recurrence(a, b, 0), id="linear_recurrence-one-element"),
     OpSample("erf", sg.erf, [np.array([-3.1, -2.6, -1.2, -0.3, 0.0, 0.4, 1.7, 2.4, 2.7, 3.5])],
              _erf, id="erf-both-ranges"),
     OpSample("erf", sg.erf, [_u(3, 4, lo=-3, hi=3)], _erf, dynamic=(0,), id="erf-dynamic"),

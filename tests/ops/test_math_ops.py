@@ -55,6 +55,30 @@ def test_cumprod_gradient_with_zeros_is_exact():
     np.testing.assert_allclose(got, want)
 
 
+def test_cumprod_third_derivative_with_zeros_is_exact():
+    """``f(x) = sum_i r_i prod_{k <= i} x_k`` is multilinear: its third derivative along
+    distinct ``a, b, c`` is ``sum_{i >= max} r_i prod_{k <= i, k not in {a, b, c}} x_k``, and 0
+    along a repeated index. Three zeros in the slice."""
+    x = np.array([0.0, 1.5, 0.0, -2.0, 0.0, 0.5])
+    r = np.array([0.3, -1.2, 0.8, 1.1, -0.4, 0.9])
+    b, c = 0, 4
+
+    def build(v):
+        f = sg.sum(sg.cumprod(v) * r)
+        g, = ir_backward.grad(f, [v], create_graph=True)
+        h, = ir_backward.grad(g, [v], grad_outputs=[sg.constant(np.eye(6)[b])],
+                              create_graph=True)
+        return ir_backward.grad(h, [v], grad_outputs=[sg.constant(np.eye(6)[c])])[0]
+    _, got = interpret(build, x)
+
+    def third(a):
+        if len({a, b, c}) < 3:
+            return 0.0
+        return sum(r[i] * np.prod([x[k] for k in range(i + 1) if k not in (a, b, c)])
+                   for i in range(max(a, b, c), 6))
+    np.testing.assert_allclose(got, [third(a) for a in range(6)], atol=1e-15)
+
+
 def test_var_std_of_integers_and_with_ddof():
     x = np.array([[1, 5, 2], [7, 3, 3]], dtype=np.int64)
     out, got = interpret(lambda v: sg.var(v, axis=1, ddof=1), x)

@@ -186,8 +186,9 @@ class HostGenerator(Generator):
                           f"kernels, {len(self.fetches)} outputs")
         source = kernel_lowering.render(
             "host.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
-            summary=summary, inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
-            wide=kernel_lowering.WIDE, block=kernel_lowering.BLOCK)
+            functions=self.functions.lines(), summary=summary, inputs=ascii(signature_inputs),
+            outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE,
+            block=kernel_lowering.BLOCK)
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
             "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,

@@ -18,15 +18,17 @@ Each top-level op becomes one statement of ``run`` preceded by a provenance comm
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
 module-level function that ``run`` calls (:mod:`.group`), written once for all the groups that
 are the same code up to names (:mod:`.functions`); a control-flow op becomes Python ``if`` /
-``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`). Chunked
-groups over many rows run on the module's ``_POOL``, a :class:`.row_pool.RowPool` of
-``options.threads`` threads: the one fixed runtime helper, imported as ``from .row_pool import
-RowPool`` (so the module reads from its own program down, and the loaders make that relative
-import resolve). Values are deleted after their last use; buffers planned by the memory pass
-(``program.buffer_plan``) are allocated once and reused through ``out=``.
+``for`` / ``while`` statements around the statements of its blocks (:mod:`.regions`; nested too
+deep, a module-level function holding them). Chunked groups over many rows run on the module's
+``_POOL``, a :class:`.row_pool.RowPool` of ``options.threads`` threads: the one fixed runtime
+helper, imported as ``from .row_pool import RowPool`` (so the module reads from its own program
+down, and the loaders make that relative import resolve). Values are deleted after their last
+use; buffers planned by the memory pass (``program.buffer_plan``) are allocated once and reused
+through ``out=``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import textwrap
@@ -41,7 +43,7 @@ from ...ops.state import split_state_fetches
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
 from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
-from .functions import Commented, FunctionTable
+from .functions import Commented, Function, FunctionTable, wrap_doc
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .lowering import LOWERINGS, rule_of
 from .ops_text import OpText, numpy_emitter, visible_attrs
@@ -141,6 +143,7 @@ class Generator:
         self.text = OpText()               # comments naming ops
         self.uses_threads = False      # does a group call the module's _POOL.over_rows?
         self.hidden: set = set()       # Values the module never names (a subclass keeps them)
+        self.region_depth = 0          # regions around the statements being generated
 
     # --- expressions ---------------------------------------------------------------------------
     def expr(self, value, consumer=None, position=0) -> str:
@@ -249,6 +252,37 @@ class Generator:
         if rule.statements is not None:
             return rule.statements(self, op)
         return self.simple(op)
+
+    @contextlib.contextmanager
+    def nested_region(self):
+        """Generate the statements of a region's block inside the ``with`` block."""
+        self.region_depth += 1
+        try:
+            yield
+        finally:
+            self.region_depth -= 1
+
+    def region_function(self, op, statements) -> list:
+        """The statement calling a new module-level function that computes region op ``op``
+        with its lowering's ``statements(gen, op)`` (regions nested in it count from 0 again
+        there), taking the Values the op reads and returning its results."""
+        name = self.namer.fresh(f"_region{op.results[0].id}" if op.results else "_region")
+        params = list(dict.fromkeys(self.namer.value(v) for v in op.inputs
+                                    if v not in self.scalars))
+        depth, self.region_depth = self.region_depth, 0
+        try:
+            body = statements(self, op)
+        finally:
+            self.region_depth = depth
+        results = ", ".join(self.namer.value(v) for v in op.results)
+        body.append(f"return {results}" if results else "return None")
+        doc = (f"{self.text.head(op)}: a region nested {depth} regions deep in its caller, "
+               f"written as a function of its own so that generated code stays shallow.")
+        self.functions.add_unshared(Function(name, params, lambda: "\n".join(wrap_doc(doc)),
+                                             body, []))
+        call = f"{name}({', '.join(params)})"
+        return [Commented(f"{results} = {call}" if results else call, self.text.provenance,
+                          op)]
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
         body = self.lower_ops(self.program.ops, self.fetches)

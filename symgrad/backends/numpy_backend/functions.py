@@ -1,6 +1,7 @@
 """The module-level functions of a generated module, each written once.
 
-A fused group lowers to one or two functions (:mod:`.group`). Programs with repeated structure
+A fused group lowers to one or two functions (:mod:`.group`); a region nested too deep to
+write inline lowers to one (:mod:`.regions`), never shared. Programs with repeated structure
 (unrolled loops, stacked layers, long chains) produce many groups whose functions are the same
 code up to the names of the group's own values. :class:`FunctionTable` keeps the first such
 group's functions and has the later ones call them, so that Python compiles each distinct
@@ -180,6 +181,10 @@ class FunctionTable:
         self.entries.append(entry)
         main = functions[-1]
         return fill(main.name, main.names), None
+
+    def add_unshared(self, function) -> None:
+        """Record a function that no fused group shares (a region written as a function)."""
+        self.entries.append(_Entry([function], None, function.code()))
 
     def check(self, functions, structure) -> None:
         """Assert that ``functions``, rendered for a group whose structure was found, are

@@ -26,7 +26,7 @@ from ...ops import kernels
 from ...ops.activation import gelu_ref, leaky_relu_ref
 from ...ops.contraction import _sg_einsum
 from ...ops.core import HelperSource, code_int
-from ...ops.cumulative import _sg_cumsum
+from ...ops.cumulative import _sg_cumsum, _sg_linear_recurrence
 from ...ops.elementwise import sigmoid_ref
 from ...ops.indexing import (_sg_check_indices, _sg_take, _sg_take_along_axis,
                              _sg_take_along_axis_grad, _sg_take_grad)
@@ -229,6 +229,8 @@ register_lowering("cumsum", call("_sg_cumsum", ("axis", "reverse", "dtype")), (_
 register_lowering("cumprod", lambda args, attrs, out=None: (
     f"np.cumprod({args[0]}, axis={code_int(attrs['axis'])}"
     + (f", dtype={format_attr(np.dtype(attrs['dtype']))}" if "dtype" in attrs else "") + ")"))
+register_lowering("linear_recurrence", call("_sg_linear_recurrence", ("axis", "reverse")),
+                  (_sg_linear_recurrence,))
 register_lowering("full", expr("np.full({shape}, {fill_value}, {dtype})"))
 for _op in RANDOM_OPS:
     register_lowering(_op, call(_op.impl.__name__, RANDOM_ATTRS + RANDOM_PARAMS[_op.name]),

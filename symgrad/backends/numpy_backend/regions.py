@@ -20,6 +20,10 @@ into one stacked array allocated before the loop::
 A ``while_loop`` is ``while True:`` around its condition block (``if not pred: break``) and its
 body; Values it stacks (residuals recorded for its gradient) go into an array that doubles
 when full and is cut to the trip count after the loop. A ``cond`` is ``if pred: ... else:``.
+
+A region nested :data:`MAX_NESTED_REGIONS` regions deep in the function being written becomes
+a module-level function taking the Values the region op reads and returning its results
+(``t52 = _region52(t36, x, w)``), in which nesting counts from 0 again.
 """
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ from .literals import dtype_code, shape_code
 from .lowering import register_lowering
 
 INITIAL_CAPACITY = 16    # rows first allocated for a while loop's stacked values
+# Regions nested in one generated function at most: a region nested deeper is written as a
+# module-level function of its own, so indentation and nested loops stay within what Python
+# compiles (100 indentation levels, 20 nested loops) however deeply a program nests them
+MAX_NESTED_REGIONS = 8
 
 
 def _assign(targets, sources) -> list[str]:
@@ -42,7 +50,8 @@ def _assign(targets, sources) -> list[str]:
 def _block(gen, block, extra_reads=()) -> list:
     """The statements of ``block`` (its yields and ``extra_reads`` stay alive to its end),
     indented one level."""
-    lines = gen.lower_ops(block.ops, list(block.yields) + list(extra_reads))
+    with gen.nested_region():
+        lines = gen.lower_ops(block.ops, list(block.yields) + list(extra_reads))
     return [indented(line) for line in lines] or ["    pass"]
 
 
@@ -159,6 +168,16 @@ def _lower_while(gen, op) -> list:
     return lines
 
 
-register_lowering(cond_p, statements=_lower_cond)
-register_lowering(scan_p, statements=_lower_scan)
-register_lowering(while_p, statements=_lower_while)
+def _bounded(lower):
+    """The statements rule ``lower`` of a region op, which writes the op as a call of a
+    function of its own when it is nested :data:`MAX_NESTED_REGIONS` regions deep."""
+    def statements(gen, op) -> list:
+        if gen.region_depth >= MAX_NESTED_REGIONS:
+            return gen.region_function(op, lower)
+        return lower(gen, op)
+    return statements
+
+
+register_lowering(cond_p, statements=_bounded(_lower_cond))
+register_lowering(scan_p, statements=_bounded(_lower_scan))
+register_lowering(while_p, statements=_bounded(_lower_while))
