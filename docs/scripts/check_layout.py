@@ -132,8 +132,8 @@ function coveredText(doc, content, sidebars) {
   }
   return [...found];
 }
-// The text nodes among ``nodes`` with a line, on screen below ``top`` and not scrolled out of
-// a box, that another element lies over (tested at the middle of each side of the line).
+// Which of the text nodes have a line, on screen below `top` and not scrolled out of a box,
+// that another element lies over (tested at the middle of each side of each line).
 function coveredNow(doc, nodes, top) {
   const win = doc.defaultView, found = [], range = doc.createRange(), clips = new Map();
   const clipsOf = el => {    // the boxes that clip el (overflow other than visible)
@@ -386,6 +386,7 @@ def main(argv=None) -> int:
 
 
 def describe_picture(site: Path, image: dict) -> str:
+    """``name at scale (text N px)`` for the line of a page."""
     text = picture_text_px(site, image)
     scale = f" at {image['shown'] / image['natural']:.0%}" if image["natural"] else ""
     return (Path(image["src"]).name + scale
