@@ -150,6 +150,16 @@ def test_no_page_shows_an_escaped_pipe(site):
     assert not shown
 
 
+def test_inline_code_keeps_hyphenated_tokens_on_one_line(site):
+    """The MkDocs hook wraps each token of inline code holding punctuation, which browsers
+    may end a line after, in a span the stylesheet keeps on one line; code blocks are left
+    alone."""
+    source = (site / "codegen" / "index.html").read_text()
+    assert '<code><span class="nobreak">-fno-trapping-math</span></code>' in source
+    assert "<pre" in source and not re.search(r"<pre[^>]*>(?:(?!</pre>).)*nobreak", source,
+                                              re.DOTALL)
+
+
 def test_docs_say_how_to_build_and_serve_them(site):
     for text in ((DOCS / "development.md").read_text(), (ROOT / "README.md").read_text()):
         assert "mkdocs serve" in text and "mkdocs build --strict" in text

@@ -79,13 +79,16 @@ function hiddenContent(win, scopes) {
     }
   return found;
 }
-// Words and identifiers set on two lines: a range over the word has rects on two lines.
+// Words and identifiers set on two lines: a range over the word has rects on two lines. In
+// code a word is everything between spaces (`-fno-trapping-math`, `[--backend`); in prose a
+// hyphen may end a line.
 function brokenWords(doc, scope) {
   const found = [], range = doc.createRange();
   for (const node of textNodes(doc, scope)) {
     range.selectNodeContents(node);
     if (range.getClientRects().length < 2) continue;      // on one line: nothing to break
-    for (const word of node.data.matchAll(/[\w.%@]{2,}/g)) {
+    const words = node.parentElement.closest("code") ? /\S{2,}/g : /[\w.%@]{2,}/g;
+    for (const word of node.data.matchAll(words)) {
       range.setStart(node, word.index);
       range.setEnd(node, word.index + word[0].length);
       const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
