@@ -7,7 +7,8 @@ averaged by rows, the correct predictions summed. The workers run the program's 
 artifact, which is sent to each of them once. The Adam update is a second, small program on the
 driver (``sg.optimizer.Adam(...).apply_gradients`` on the averaged gradients, fed as inputs);
 the two programs share their state (the parameters), so ``map_reduce`` sends the parameters'
-current values to the workers with every step. Dask's progress bar shows each step's tasks.
+current values to the workers with every step. Dask's progress bar shows each step's tasks
+when the output is a terminal (piped into a file, only the lines of the steps are written).
 
 The data is made on the workers: 20 standard normal features and labels drawn from a
 logistic model with known weights. Asserts that the loss falls, that the learned weights
@@ -77,8 +78,17 @@ def make_data(seed=0):
     return x, y, true_w, true_b
 
 
+def progress_bar(*futures):
+    """Dask's progress bar over ``futures`` until they are done, on a terminal only: it redraws
+    itself with carriage returns and escape sequences, kilobytes of them in a file or a pipe."""
+    if sys.stdout.isatty():
+        from distributed import progress
+
+        progress(*futures)
+
+
 def train(client, gradients, update):
-    from distributed import progress, wait
+    from distributed import wait
 
     from symgrad.distributed import map_reduce
 
@@ -86,9 +96,8 @@ def train(client, gradients, update):
     print(f"making {ROWS:,} rows x {FEATURES} features in {x.numblocks[0]} chunks on "
           f"{len(client.scheduler_info()['workers'])} workers")
     x, y = client.persist([x, y])
-    progress(x, y)
+    progress_bar(x, y)
     wait([x, y])
-    print()
 
     history = []
     start = time.perf_counter()
@@ -96,7 +105,7 @@ def train(client, gradients, update):
         lazy = map_reduce(gradients, {"x": x, "y": y},   # with the current w and b
                           reduce=["mean", "mean", "mean", "sum"], compute=False)
         futures = client.compute(lazy)
-        progress(futures)
+        progress_bar(futures)
         loss, grad_w, grad_b, correct = client.gather(futures)
         update(grad_w=grad_w, grad_b=grad_b)
         history.append((float(loss), int(correct) / ROWS))

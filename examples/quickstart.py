@@ -1,5 +1,10 @@
 """Quickstart: build a small program, differentiate it, compile it, show the generated source.
 
+Prints the program as built (forward and backward); the optimized program that
+``sg.compile`` generated the source from (``fn.ir``: the passes drop, merge and fuse ops, so an
+op may read other Values there, ``%9 = size(%6)`` becoming ``%9 = size(%3)``); and the
+generated source, whose comments quote the optimized program.
+
 Run: python examples/quickstart.py
 """
 import numpy as np
@@ -24,13 +29,15 @@ def build():
 
 def main():
     prog, fetches = build()
-    print("== program (forward and backward) ==")
+    print("== the program as built (forward and backward) ==")
     print(prog)
 
     x = np.arange(8, dtype="float32").reshape(2, 4) / 8
     fn = sg.compile(prog, fetch_list=fetches, backend="numpy")
     loss, grad_w, grad_b = fn(x=x)
-    print("\n== generated NumPy source ==")
+    print("\n== the optimized program the source is generated from (fn.ir) ==")
+    print(fn.ir)
+    print("\n== generated NumPy source (its comments quote the optimized program) ==")
     print(fn.source)
     print("== results ==")
     print("loss   =", loss)

@@ -61,11 +61,15 @@ def build(rng):
 
 
 def progress(epoch, step, steps, loss, width=30):
-    """One plain-text progress bar line, redrawn in place."""
+    """One plain-text progress bar line, redrawn in place on a terminal; in a file or a pipe
+    only the epoch's finished line is written (no carriage returns)."""
+    terminal = sys.stdout.isatty()
+    if not terminal and step < steps:
+        return
     done = width * step // steps
     bar = "#" * done + "." * (width - done)
-    end = "\n" if step == steps else ""
-    print(f"\repoch {epoch:2d}/{EPOCHS} [{bar}] {step:3d}/{steps} loss {loss:.4f}", end=end,
+    start, end = "\r" if terminal else "", "\n" if step == steps else ""
+    print(f"{start}epoch {epoch:2d}/{EPOCHS} [{bar}] {step:3d}/{steps} loss {loss:.4f}", end=end,
           flush=True)
 
 

@@ -37,16 +37,51 @@ def third_party_imports(script: Path) -> set:
     return {name.split(".")[0] for name in names} - set(sys.stdlib_module_names) - CORE_IMPORTS
 
 
+def run_example(script: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """Run an example in quick mode, its output piped (as into a file or a CI log); stdout
+    and stderr decoded as written (carriage returns kept, not read as line ends)."""
+    env = dict(os.environ, SYMGRAD_EXAMPLE_QUICK="1", MPLBACKEND="Agg")
+    result = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env,
+                            capture_output=True, timeout=600)
+    result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
-    env = dict(os.environ, SYMGRAD_EXAMPLE_QUICK="1", MPLBACKEND="Agg")
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    result = run_example(script, tmp_path)
     assert result.stdout.strip(), f"{script.name} printed nothing"
+    # Progress bars redraw themselves on a terminal only: piped, no carriage returns or
+    # terminal escape sequences.
+    assert not re.search(r"[\r\x1b]", result.stdout), (script.name, result.stdout[:300])
     claimed = documented_op_counts().get(script.name)
     if claimed is not None:   # the docs quote the count the script prints
         assert f"{claimed} ops" in result.stdout, (claimed, result.stdout[:300])
+
+
+def test_quickstart_prints_the_program_its_source_comments_quote(tmp_path):
+    """The generated source's comments quote the optimized program (``%9 = size(%3)``), not
+    the program as built (``%9 = size(%6)``): the quickstart prints both, each under a
+    heading saying which it is, and every op the source quotes is in the optimized one."""
+    out = run_example(ROOT / "examples" / "quickstart.py", tmp_path).stdout
+    sections = dict(re.findall(r"^== (.+?) ==\n(.*?)(?=^== |\Z)", out, re.MULTILINE | re.DOTALL))
+    built = sections["the program as built (forward and backward)"]
+    optimized = sections["the optimized program the source is generated from (fn.ir)"]
+    source = sections["generated NumPy source (its comments quote the optimized program)"]
+    quoted = re.findall(r"# (%\w+(?:, %\w+)* = \w+\([^)]*\))", source)
+    assert len(quoted) > 5
+    assert [op for op in quoted if op not in optimized] == []
+    assert [op for op in quoted if op not in built]   # the passes did change some
+
+
+def test_the_examples_page_names_the_examples_that_need_the_extra():
+    """docs/examples.md's sentence about the `examples` extra names exactly the scripts that
+    import more than `pip install -e .` gives."""
+    text = (ROOT / "docs" / "examples.md").read_text()
+    paragraph, = [p for p in text.split("\n\n") if 'pip install -e ".[examples]"' in p]
+    assert set(re.findall(r"`(\w+\.py)`", paragraph)) == {
+        script.name for script in EXAMPLES if third_party_imports(script)}
 
 
 def test_the_docs_quote_op_counts():

@@ -4,9 +4,12 @@
     python docs/scripts/make_figures.py --measure  # re-measure the benchmarks first (a few minutes)
 
 Graphs: ``Program.to_dot()`` of a small MLP (forward; forward + backward; the optimized and
-fused program with each fused group drawn as a cluster), rendered with Graphviz's ``dot``
-(Debian: ``apt-get install -y graphviz``). Plots: the benchmark tables of docs/performance.md
-drawn with matplotlib (``pip install -e ".[docs]"``).
+fused program with each fused group drawn as a cluster) and of an RNN's forward and reverse
+scan, rendered with Graphviz's ``dot`` (Debian: ``apt-get install -y graphviz``). Plots: the
+benchmark tables of docs/performance.md drawn with matplotlib (``pip install -e ".[docs]"``).
+Every picture is drawn to be shown at its natural size in the pages' column (983 px wide at a
+1280 px screen) with its text 11 px high or more; ``docs/scripts/check_layout.py`` checks the
+SVGs.
 """
 from __future__ import annotations
 
@@ -76,13 +79,48 @@ def flatten_fusion(program):
     return flat, groups
 
 
+GRAPH_STYLE = ('nodesep=0.12; ranksep=0.15; graph [fontname="sans-serif", fontsize=10]; '
+               'node [fontsize=10, margin="0.05,0.01", height=0.3]; edge [arrowsize=0.6];')
+
+
 def readable(dot_source: str) -> str:
-    """``Program.to_dot()`` made narrower for a page: source ops (``data``, ``parameter``...)
-    lose their attributes (the name and the type are on the node already), other ops show
-    theirs on a line of its own, and nodes sit a little closer."""
-    dot_source = re.sub(r" = (data|parameter|full|constant) \{.*?\}\\n", r" = \1\\n", dot_source)
-    dot_source = re.sub(r'(label="[^\n]*?) \{', r"\1\\n{", dot_source)
-    return dot_source.replace("rankdir=TB;", "rankdir=TB; nodesep=0.15;", 1)
+    """``Program.to_dot()`` made to fit a page's column with its text at 10 pt (13 px where
+    the picture is shown at its natural size): the labels lose the ops' attributes (name, op
+    and result types stay), nodes sit closer, and :func:`layout_hints` draw each region op's
+    body below the op."""
+    dot_source = re.sub(r" \{.*?\}(?=\\n)", "", dot_source)
+    dot_source = dot_source.replace("rankdir=TB;", f"rankdir=TB; {GRAPH_STYLE}", 1)
+    lines = dot_source.splitlines()
+    return "\n".join(lines[:-1] + layout_hints(lines) + lines[-1:])
+
+
+def layout_hints(lines: list[str]) -> list[str]:
+    """Invisible edges for the clusters ``to_dot`` draws around region ops (a cluster holding
+    the op's node, then one cluster per block): from the op to every node of its blocks, and
+    from its blocks' ``yield`` nodes to every consumer of the op. Graphviz then draws a body
+    below its op and what reads the op's results below the body, instead of side by side."""
+    hints, yields_of = [], {}
+    clusters = []   # per open subgraph: [kind, region op node]; kind "op", "block" or "other"
+    for line in lines:
+        text = line.strip()
+        if text.startswith("subgraph"):
+            kind = "other"
+            if text.startswith("subgraph cluster_r"):
+                kind = "block" if 'label=""' in text else "op"
+            clusters.append([kind, clusters[-1][1] if kind == "block" else None])
+        elif text == "}" and clusters:
+            clusters.pop()
+        elif node := re.match(r"(n\d+) \[", text):
+            if clusters and clusters[-1][0] == "op" and clusters[-1][1] is None:
+                clusters[-1][1] = node[1]
+            elif clusters and clusters[-1][0] == "block":
+                op = clusters[-1][1]
+                hints.append(f"  {op} -> {node[1]} [style=invis];")
+                if 'label="yield"' in text:
+                    yields_of.setdefault(op, []).append(node[1])
+        elif edge := re.match(r"(n\d+) -> (n\d+);", text):
+            hints += [f"  {y} -> {edge[2]} [style=invis];" for y in yields_of.get(edge[1], ())]
+    return hints
 
 
 def render(dot_source: str, name: str) -> None:
@@ -267,7 +305,7 @@ def make_plots(data: dict) -> None:
     ax.set_title("Build and grad time against program size")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.text(0.01, 0.01, f"{data['date']}, {data['machine'][:70]}", fontsize=6, color="gray")
+    fig.text(0.01, 0.01, f"{data['date']}, {data['machine'][:70]}", fontsize=7, color="gray")
     fig.tight_layout()
     fig.savefig(IMG / "scaling.png", dpi=120)
     plt.close(fig)
@@ -275,7 +313,8 @@ def make_plots(data: dict) -> None:
 
     rows = data["runtime"]["rows"]
     runners = [k for k in rows[0] if k != "case"]
-    fig, axes = plt.subplots(1, len(rows), figsize=(5 * len(rows), 3.6))
+    fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 3.6),   # 960 px: the column
+                             sharey=True)
     for ax, row in zip(np.atleast_1d(axes), rows):
         values = [row[k] for k in runners]
         bars = ax.barh(runners, values, color=["#bbbbbb", "#9ecae1", "#3182bd", "#fdae6b"])
@@ -283,8 +322,8 @@ def make_plots(data: dict) -> None:
         ax.set_title(row["case"], fontsize=10)
         ax.set_xlabel("milliseconds per call (median)")
         ax.set_xlim(0, max(values) * 1.3)
-        ax.invert_yaxis()
-    fig.text(0.01, 0.01, f"{data['date']}, {data['machine'][:90]}", fontsize=6, color="gray")
+    np.atleast_1d(axes)[0].invert_yaxis()   # shared by the panels: the first runner on top
+    fig.text(0.01, 0.01, f"{data['date']}, {data['machine'][:90]}", fontsize=7, color="gray")
     fig.tight_layout()
     fig.savefig(IMG / "runtime.png", dpi=120)
     plt.close(fig)

@@ -1,4 +1,5 @@
-"""MkDocs hook: the docstrings' Sphinx roles become code links in the API reference.
+"""MkDocs hook: the docstrings' Sphinx roles become code links in the API reference, and
+inline code keeps its tokens whole.
 
 symgrad's docstrings cross-reference with Sphinx roles (``:class:`~symgrad.errors.ShapeError```,
 ``:func:`compile```), which Markdown renders as the raw text ``:class:ShapeError``. This hook
@@ -6,6 +7,11 @@ turns each role into ``<code>`` text (the last component for ``~name``, as Sphin
 wrapped in an optional cross-reference that mkdocs-autorefs resolves to the object's heading
 when the API reference documents it. A name given without its module (``CompileOptions``)
 is looked up among the page's headings by its last component.
+
+Browsers end a line after a hyphen and some other punctuation, which split inline code such
+as ``-fno-trapping-math`` or ``[--backend`` in two; each token of inline code (what lies
+between its spaces) with such a character is wrapped in ``<span class="nobreak">``, which
+the stylesheet keeps on one line. Inline code still wraps at its spaces.
 """
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ import re
 
 ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):<code>(?P<target>[^<]+)</code>")
 HEADING_ID = re.compile(r'<h\d id="(?P<id>symgrad\.[A-Za-z0-9_.]+)"')
+INLINE_CODE = re.compile(r"<code>(?P<text>[^<]*)</code>")    # code blocks hold tags: not these
+BREAKABLE_TOKEN = re.compile(r"[^\s]*[^\w\s][^\s]*")         # has a character to break after
 
 
 def documented(page_html: str) -> tuple[set, dict]:
@@ -44,5 +52,15 @@ def replace_roles(page_html: str) -> str:
     return ROLE.sub(link, page_html)
 
 
+def keep_tokens_whole(page_html: str) -> str:
+    """``page_html`` with each token of inline code that holds punctuation in a
+    ``<span class="nobreak">``."""
+    def whole(match):
+        text = BREAKABLE_TOKEN.sub(r'<span class="nobreak">\g<0></span>', match["text"])
+        return f"<code>{text}</code>"
+
+    return INLINE_CODE.sub(whole, page_html)
+
+
 def on_page_content(html_text, page, config, files):  # noqa: ARG001  (MkDocs hook signature)
-    return replace_roles(html_text)
+    return keep_tokens_whole(replace_roles(html_text))

@@ -141,13 +141,17 @@ def layout(nodes, edges, rank):
 
 
 def svg(nodes, edges, position, named_kinds):
-    width_unit, height_unit, box_w, box_h = 78, 92, 70, 30
+    """The drawing, sized in px (one unit of its viewBox is one px): the 14 nodes of the top
+    row span about 1,000 px, so that shown across the docs' column (983 px at a 1280 px wide
+    screen) its 12 px text stays above 11 px."""
+    width_unit, height_unit, box_w, box_h, font, line_h = 68, 80, 64, 32, 12, 13
     xs = [p[0] for p in position.values()]
     left = min(xs) * width_unit - box_w
     width = (max(xs) - min(xs)) * width_unit + 2 * box_w
     height = (max(p[1] for p in position.values()) + 1) * height_unit
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="{left:.0f} -10 {width:.0f} '
-             f'{height:.0f}" font-family="sans-serif" font-size="10">',
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" '
+             f'height="{height + 10:.0f}" viewBox="{left:.0f} -10 {width:.0f} {height + 10:.0f}" '
+             f'font-family="sans-serif" font-size="{font}">',
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
              'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker>'
              '</defs>']
@@ -168,9 +172,9 @@ def svg(nodes, edges, position, named_kinds):
         fill = KINDS[named_kinds[node]][0]
         parts.append(f'<rect x="{x - box_w / 2:.1f}" y="{y - box_h / 2:.1f}" width="{box_w}" '
                      f'height="{box_h}" rx="5" fill="{fill}" stroke="#666"/>')
-        words = node[0].split(" ", 1) if len(node[0]) > 12 else [node[0]]
+        words = node[0].split(" ", 1) if len(node[0]) > 9 else [node[0]]
         for line, word in enumerate(words):
-            offset = (line - (len(words) - 1) / 2) * 11 + 3.5
+            offset = (line - (len(words) - 1) / 2) * line_h + font * 0.35
             parts.append(f'<text x="{x:.1f}" y="{y + offset:.1f}" text-anchor="middle">'
                          f'{html.escape(word)}</text>')
     parts.append("</svg>")

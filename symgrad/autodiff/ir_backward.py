@@ -31,36 +31,32 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     """Append to the outputs' program the ops computing, for each input ``x_i``, the sum over
     outputs ``j`` of ``d(y_j . seed_j) / d x_i``; return them as a list, one per input.
 
-    outputs, inputs
-        A Value or a list/tuple of Values of one program (any other type: ``TypeError``;
-        Values of two programs: ``ValueError``). Inputs may be intermediate Values, repeated,
-        or outputs themselves (they then get their seed plus what flows back into them).
-    grad_outputs
-        None or a list as long as ``outputs`` of seeds: ``None`` (ones), a number (filled), or
-        a Value of the output's shape and dtype (else ``ValueError`` / ``TypeError``).
-        Repeated outputs sum their seeds.
-    retain_graph
-        Accepted for compatibility; a static program is never freed.
-    create_graph
-        False: the results are new Values marked ``stop_gradient=True``. True: they stay
-        differentiable (higher orders, gradient penalties).
-    only_inputs
-        False: also set ``.grad`` on every leaf (``data``/``parameter`` with
+    :param outputs: A Value or a list/tuple of Values of one program (any other type:
+        ``TypeError``; Values of two programs: ``ValueError``).
+    :param inputs: The same types as ``outputs``, of the same program. Inputs may be
+        intermediate Values, repeated, or outputs themselves (they then get their seed plus
+        what flows back into them).
+    :param grad_outputs: None or a list as long as ``outputs`` of seeds: ``None`` (ones), a
+        number (filled), or a Value of the output's shape and dtype (else ``ValueError`` /
+        ``TypeError``). Repeated outputs sum their seeds.
+    :param retain_graph: Accepted for compatibility; a static program is never freed.
+    :param create_graph: False: the results are new Values marked ``stop_gradient=True``.
+        True: they stay differentiable (higher orders, gradient penalties).
+    :param only_inputs: False: also set ``.grad`` on every leaf (``data``/``parameter`` with
         ``stop_gradient=False``) that the outputs reach.
-    allow_unused, unused
-        An input no output reaches raises ``ValueError`` saying why, unless ``allow_unused``;
-        then its result is None, or zeros shaped like it when ``unused="zeros"``.
-    no_grad_vars
-        A Value or a list/tuple/set of Values through which no gradient flows; a listed input
-        gets none.
-    grad_inputs
-        None or a list as long as ``inputs`` of Values (or None) added to the results (not
-        propagated upstream); an unreachable input's result is then the offset.
-    set_grad, retain_grad
-        Store each result on ``input.grad``; store the gradient of every Value on the path
-        (outputs and intermediates included) on its ``.grad``.
-    loss_scale
-        A number every seed is multiplied by; the results stay scaled.
+    :param allow_unused: An input no output reaches raises ``ValueError`` saying why, unless
+        ``allow_unused``; then its result is None (or zeros, see ``unused``).
+    :param no_grad_vars: A Value or a list/tuple/set of Values through which no gradient
+        flows; a listed input gets none.
+    :param grad_inputs: None or a list as long as ``inputs`` of Values (or None) added to the
+        results (not propagated upstream); an unreachable input's result is then the offset.
+    :param set_grad: Store each result on ``input.grad``.
+    :param retain_grad: Store the gradient of every Value on the path (outputs and
+        intermediates included) on its ``.grad``.
+    :param loss_scale: A number every seed is multiplied by; the results stay scaled.
+    :param unused: With ``allow_unused``, the result of an unreachable input: ``"none"``
+        (None) or ``"zeros"`` (zeros shaped like the input).
+    :returns: One gradient Value (or None) per input, in the order of ``inputs``.
     """
     del retain_graph  # a static program keeps every op
     outputs = arguments.value_list(outputs, "outputs")

@@ -107,7 +107,9 @@ class Program:
         self._next_id = 0
         self._blocks = [Block(self)]
         self.inputs: list[Value] = []
+        """The ``data`` Values, in creation order: the positional feed order."""
         self.parameters: list[Value] = []
+        """The ``parameter`` Values, in creation order."""
         self._backward_of = None
         self._scalar_constants: dict = {}  # (block, dtype, type, value) -> constant Value
         self._undo: list = []              # changes to existing ops, undone by a failed transaction
@@ -130,14 +132,20 @@ class Program:
 
     # --- structure -----------------------------------------------------------------------
     def global_block(self) -> Block:
+        """The program's top-level block: it holds the ``data`` and ``parameter`` ops and
+        every op built outside a branch or loop body (a region op's blocks hang below it)."""
         return self._blocks[0]
 
     @property
     def ops(self) -> list[Operation]:
+        """The ops of the global block, in program order (the list itself, not a copy: do not
+        modify it). The ops of regions are in their op's ``blocks``."""
         return self._blocks[0].ops
 
     @property
     def num_ops(self) -> int:
+        """How many ops the global block holds (``len(program.ops)``; a region op counts as
+        one, whatever its blocks hold)."""
         return len(self._blocks[0].ops)
 
     def _take_id(self) -> int:
@@ -275,11 +283,17 @@ class Program:
         verify(self)
 
     def to_networkx(self):
+        """The program as a ``networkx.DiGraph``: one node per op (the ops of regions
+        included) and per block argument, an edge per Value from its producer to each
+        consumer (see ``symgrad.ir.graph.to_networkx``)."""
         from .graph import to_networkx
 
         return to_networkx(self)
 
     def to_dot(self, groups=None) -> str:
+        """Graphviz source of the program: backward ops shaded, regions drawn as clusters
+        inside their op's, and each list of ops in ``groups`` (fusion groups, say) as a
+        cluster of its own."""
         from .graph import to_dot
 
         return to_dot(self, groups=groups)
