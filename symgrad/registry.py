@@ -12,13 +12,10 @@ import inspect
 from .autodiff import custom_forward
 from .autodiff.custom_forward import checked_impl, checked_infer, forward_emitter, forward_helper
 from .autodiff.registry import chainer_vjp, register_vjp
-from .backends import lowering_backends
-from .backends.c_backend.lowering import expression_fields
-from .backends.c_backend.lowering import register_lowering as register_c_lowering
-from .backends.cuda_backend.lowering import register_lowering as register_cuda_lowering
+from .backends import custom_lowering_backends, lowering_backends
 from .backends.numpy_backend.lowering import register_lowering as register_numpy_lowering
-from .ops.core import (CATEGORIES, ELEMENTWISE, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, bind,
-                       register)
+from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, bind, register
+from .option_schema import unknown_name_message
 from .ops.source import as_values
 
 __all__ = ["register_vjp", "show_registry", "registry_table", "custom_op", "RegistryTable"]
@@ -72,31 +69,8 @@ def show_registry(file=None) -> RegistryTable:
 
 
 # --- user-defined ops -------------------------------------------------------------------------
-def _check_c_expression(name, c, category) -> None:
-    """``c=`` is the C expression of an elementwise op over its operands (``{0}``, ``{1}``...)
-    and ``{T}``: a user op has no attributes, and an op of another category no C rule."""
-    if category != ELEMENTWISE:
-        raise ValueError(f"custom_op {name!r}: c= is the C expression of an elementwise op, but "
-                         f"category is {category!r}; pass category=\"elementwise\" for an op "
-                         f"computed element by element, or leave c= out (backend=\"c\" then "
-                         f"runs the op through NumPy)")
-    if not isinstance(c, str):
-        raise TypeError(f"custom_op {name!r}: c= must be a str (a C expression), "
-                        f"got {type(c).__name__}")
-    try:
-        fields = expression_fields(c)
-    except ValueError as error:
-        raise ValueError(f"custom_op {name!r}: c={c!r}: {error}") from None
-    others = [field for field in fields if field != "T" and not field.isdigit()]
-    if others:
-        raise ValueError(f"custom_op {name!r}: c={c!r} refers to "
-                         f"{', '.join(f'{{{field}}}' for field in others)}, but a custom op "
-                         f"has no attributes: use {{0}}, {{1}}... (its operands) and {{T}} "
-                         f"(the compute type)")
-
-
-def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, category=OPAQUE,
-              algebra=None):
+def custom_op(name, forward, infer_shape, backward, *, category=OPAQUE, algebra=None,
+              **lowerings):
     """Register a user op and return the front-end function that builds it.
 
     ``forward(*arrays) -> array`` (a tuple of arrays for several results) is the NumPy
@@ -104,14 +78,16 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, catego
     shape rule; each input type is ``(shape tuple with None for unknown dims, np.dtype)``.
     ``backward(inputs, outputs, grad_outputs) -> gradient per input`` (a Value, None, or a
     list/tuple of them) is written with symgrad ops, so it is differentiable again; None means
-    the op has no gradient. ``cuda``: the CUDA lowering (for an elementwise op, a C
-    expression over ``{0}``, ``{1}``... and ``{T}``). ``c``: the C backend's lowering of an
-    elementwise op, a C expression of the same form (math functions named as for ``double``:
-    ``tanh`` computes ``tanhf`` on floats); without it the C backend runs the op through
-    NumPy. ``c=`` needs ``category="elementwise"`` and refers to nothing but operands and
-    ``{T}`` (checked here); an operand number the op is built without, or a function that
-    C's math library does not define, is an error naming the op when the program is
-    compiled. ``algebra``: an :class:`~symgrad.ops.core.Algebra` of facts the simplify pass
+    the op has no gradient. Further keywords, each named after a backend that takes them
+    (:func:`~symgrad.backends.custom_lowering_backends`), are the op's own lowering there:
+    ``cuda=`` the CUDA lowering (for an elementwise op, a C expression over ``{0}``, ``{1}``...
+    and ``{T}``); ``c=`` the C backend's lowering of an elementwise op, a C expression of the
+    same form (math functions named as for ``double``: ``tanh`` computes ``tanhf`` on floats);
+    without it the C backend runs the op through NumPy. ``c=`` needs
+    ``category="elementwise"`` and refers to nothing but operands and ``{T}`` (checked here);
+    an operand number the op is built without, or a function that C's math library does not
+    define, is an error naming the op when the program is compiled. Another keyword is a
+    ``TypeError`` that names the backends taking one. ``algebra``: an :class:`~symgrad.ops.core.Algebra` of facts the simplify pass
     may use (for example ``Algebra(identity=(0, (1,)))`` lets it drop ``op(x, 0)``).
 
     Each backend gets its lowering through its own ``register_lowering``, as the library's
@@ -135,8 +111,13 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, catego
     if backward is not None and not callable(backward):
         raise TypeError(f"custom_op: backward must be callable or None, "
                         f"got {type(backward).__name__}")
-    if c is not None:
-        _check_c_expression(name, c, category)
+    takes = custom_lowering_backends()
+    for backend, spec in lowerings.items():
+        if backend not in takes:
+            raise TypeError(f"custom_op {name!r}: " + unknown_name_message(
+                "keyword (a backend taking a user op's lowering)", backend, takes))
+        if spec is not None:
+            takes[backend].check(name, spec, category)
 
     opdef = register(OpDef(
         name, category,
@@ -148,8 +129,8 @@ def custom_op(name, forward, infer_shape, backward, *, cuda=None, c=None, catego
         replace=existing is not None)
     register_numpy_lowering(opdef, forward_emitter(name, category),
                             (forward_helper(name, forward), custom_forward._sg_custom_result))
-    register_cuda_lowering(opdef, cuda)
-    register_c_lowering(opdef, c)
+    for backend, custom in takes.items():
+        custom.register(opdef, lowerings.get(backend))
 
     def build(*inputs):
         return bind(opdef, as_values(*inputs))

@@ -34,6 +34,17 @@ def _no_fusion_policy(options) -> FusionPolicy:
 
 
 @dataclasses.dataclass(frozen=True)
+class CustomLowering:
+    """How a backend takes a user op's own lowering, given as ``custom_op(..., <backend
+    name>=spec)``: ``check(op_name, spec, category)`` raises an error naming the op when the
+    backend cannot use ``spec`` (before anything is registered); ``register(opdef, spec)``
+    registers it (``spec`` None removes an earlier rule)."""
+
+    check: Callable
+    register: Callable
+
+
+@dataclasses.dataclass(frozen=True)
 class Backend:
     """What runtime needs of one backend.
 
@@ -56,7 +67,8 @@ class Backend:
     ``options``: the :class:`~symgrad.option_schema.Option` s the backend reads (besides the
     pass pipeline's), which ``CompileOptions``, artifacts and the CLI validate them by.
     ``fusion_policy(options) -> FusionPolicy``: how the fusion pass should group for it.
-    ``generates_code``: it generates source (``symgrad dump`` shows it).
+    ``generates_code``: it generates source (``symgrad dump`` shows it). ``custom_lowering``:
+    a :class:`CustomLowering` when a user op may bring its own lowering for this backend.
     """
 
     name: str
@@ -72,6 +84,7 @@ class Backend:
     options: tuple = ()
     fusion_policy: Callable = _no_fusion_policy
     generates_code: bool = True
+    custom_lowering: CustomLowering | None = None
 
 
 def get_backend(name: str) -> Backend:
@@ -94,6 +107,12 @@ def backend_options() -> dict:
                 raise RuntimeError(f"backend {name!r} declares option {option.name!r} unlike "
                                    f"another backend")
     return declared
+
+
+def custom_lowering_backends() -> dict:
+    """``{backend name: CustomLowering}`` of the backends a user op may bring a lowering for."""
+    return {name: get_backend(name).custom_lowering for name in _BACKEND_MODULES
+            if get_backend(name).custom_lowering is not None}
 
 
 def lowering_backends(opdef) -> list[str]:

@@ -14,7 +14,7 @@ import platform
 
 from ...gc_pause import gc_paused
 from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
-from .. import Backend, cache
+from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..numpy_backend import PACKAGE, RUNTIME_MODULES, bind_references
@@ -22,7 +22,7 @@ from ..numpy_backend import lowers as numpy_lowers
 from . import compiler
 from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate
-from .lowering import LOWERINGS, CLoweringError
+from .lowering import LOWERINGS, CLoweringError, check_custom_expression, register_lowering
 
 NAME = "c"
 
@@ -130,4 +130,5 @@ BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_binaries=("library",),
                   artifact_build_facts=("machine", "cpu_features"), require_build=_require_build,
                   options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
-                  fusion_policy=chunk_loop_policy)
+                  fusion_policy=chunk_loop_policy,
+                  custom_lowering=CustomLowering(check_custom_expression, register_lowering))

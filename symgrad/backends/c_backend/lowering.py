@@ -30,6 +30,7 @@ import re
 import string
 
 from ...errors import SymgradError
+from ...ops.core import ELEMENTWISE
 from ..c_expressions import CONSTANT_FORMS, EXPRESSIONS, FLOAT_EXPRESSIONS, expression_for
 from ..lowering import LoweringTable, op_name
 from .ctype import supported
@@ -101,6 +102,29 @@ def register_lowering(op, expression: str | None, floats_only: bool = False,
                              f"{error}") from None
     LOWERINGS.register(op, None if expression is None else
                        CLowering(expression, floats_only, tuple(constant_forms)))
+
+
+def check_custom_expression(name, c, category) -> None:
+    """``c=`` is the C expression of an elementwise op over its operands (``{0}``, ``{1}``...)
+    and ``{T}``: a user op has no attributes, and an op of another category no C rule."""
+    if category != ELEMENTWISE:
+        raise ValueError(f"custom_op {name!r}: c= is the C expression of an elementwise op, but "
+                         f"category is {category!r}; pass category=\"elementwise\" for an op "
+                         f"computed element by element, or leave c= out (backend=\"c\" then "
+                         f"runs the op through NumPy)")
+    if not isinstance(c, str):
+        raise TypeError(f"custom_op {name!r}: c= must be a str (a C expression), "
+                        f"got {type(c).__name__}")
+    try:
+        fields = expression_fields(c)
+    except ValueError as error:
+        raise ValueError(f"custom_op {name!r}: c={c!r}: {error}") from None
+    others = [field for field in fields if field != "T" and not field.isdigit()]
+    if others:
+        raise ValueError(f"custom_op {name!r}: c={c!r} refers to "
+                         f"{', '.join(f'{{{field}}}' for field in others)}, but a custom op "
+                         f"has no attributes: use {{0}}, {{1}}... (its operands) and {{T}} "
+                         f"(the compute type)")
 
 
 for _name, _expression in EXPRESSIONS.items():

@@ -19,14 +19,14 @@ import tempfile
 
 from ...errors import SymgradError
 from ...option_schema import Option
-from .. import Backend, cache
+from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..numpy_backend import bind_references
 from ..numpy_backend import lowers as numpy_lowers
 from ..numpy_backend.codegen import uses_extension_dtypes
 from .host import generate
-from .lowering import LOWERINGS
+from .lowering import LOWERINGS, register_lowering
 
 NAME = "cuda"
 # No contraction of a product and a sum into one fma (NVRTC's and nvcc's default): it rounds
@@ -210,6 +210,13 @@ def lowers(opdef) -> bool:
     every other op the NumPy backend lowers runs on CuPy."""
     return LOWERINGS.lowers(opdef) or opdef.reduction is not None or numpy_lowers(opdef)
 
+def _check_custom_expression(name, expression, category) -> None:
+    """``cuda=`` of a user op: a CUDA expression over its operands (``{0}``...) and ``{T}``."""
+    if not isinstance(expression, str):
+        raise TypeError(f"custom_op {name!r}: cuda= must be a str (a CUDA expression), "
+                        f"got {type(expression).__name__}")
+
+
 RETURN_NUMPY = Option("return_numpy", bool, False, "return NumPy arrays instead of CuPy arrays")
 
 
@@ -222,4 +229,5 @@ BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   host_arrays=_host_arrays,
                   # the host module is the NumPy generator's: its loops read chunk_size, threads
                   options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR, RETURN_NUMPY),
-                  fusion_policy=chunk_loop_policy)
+                  fusion_policy=chunk_loop_policy,
+                  custom_lowering=CustomLowering(_check_custom_expression, register_lowering))
