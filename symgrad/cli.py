@@ -2,8 +2,8 @@
 
 ::
 
-    symgrad dump FILE.py[:builder] [--backend numpy|c|cuda] [--ir] [--out DIR]
-    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend numpy|c|cuda] [--key-file KEY]
+    symgrad dump FILE.py[:builder] [--backend B] [--ir] [--out DIR]
+    symgrad compile FILE.py[:builder] -o ARTIFACT [--backend B] [--key-file KEY]
     symgrad run ARTIFACT --input x=x.npy ... [--names a,b] [--output out.npz] [--backend B]
                 [--key-file KEY]
     symgrad inspect ARTIFACT [--key-file KEY]

@@ -145,7 +145,8 @@ def _in_a_loop_body(sample):
 
 # The samples that can be built in a loop body: not those making parameters (which live in the
 # global block), nor random ones (which need an explicit counter there)
-IN_LOOP_SAMPLES = [s for s in GRAD_SAMPLES if s.op != "assign" and s.step is None]
+IN_LOOP_SAMPLES = [s for s in GRAD_SAMPLES if s.op != "assign" and s.step is None
+                   and not s.program("float64")[0].parameters]
 # Second derivatives: the samples with an unknown dim (the seeds the test gives are arrays of
 # known shape, which the loop's backward must fit to its carries' unknown dims)
 IN_LOOP_GRAD2_SAMPLES = [s for s in IN_LOOP_SAMPLES if s.grad2 and s.dynamic]
