@@ -244,27 +244,6 @@ def symbols_of(dim) -> set:
     return found
 
 
-def evaluate(dim, sizes: dict):
-    """The int ``dim`` is when each symbol has its size in ``sizes`` (None if one has none)."""
-    if isinstance(dim, int):
-        return dim
-    if type(dim) is Symbol:
-        return sizes.get(dim)
-    if type(dim) is FloorDiv:
-        n = evaluate(dim.numerator, sizes)
-        return None if n is None else n // dim.divisor
-    total = 0
-    for atoms, coefficient in dim.terms:
-        term = coefficient
-        for atom in atoms:
-            value = evaluate(atom, sizes)
-            if value is None:
-                return None
-            term *= value
-        total += term
-    return total
-
-
 def dim_text(dim) -> str:
     """How a dim is named in messages: ``784``, ``'batch'``, ``'?0'``, ``'batch*784'``."""
     return str(dim) if isinstance(dim, int) else repr(str(dim))
@@ -279,7 +258,7 @@ def dims_text(dims) -> str:
 @dataclasses.dataclass(frozen=True)
 class Constraint:
     """``left == right`` must hold at run time (an anonymous dim or an expression met another
-    dim when an op was built); ``what`` says where (filled in with the op by the builder)."""
+    dim when an op was built; the program records it with that op)."""
 
     left: object
     right: object

@@ -4,8 +4,8 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.ir.dims import (Symbol, add, dim_from_json, dim_to_json, evaluate, floordiv, mul,
-                             unify)
+from symgrad.ir.dims import Symbol, add, dim_from_json, dim_to_json, floordiv, mul, unify
+from symgrad.runtime.standalone import _dim_size
 
 
 def _program():
@@ -163,8 +163,8 @@ def test_dim_expressions():
     assert str(add(mul(n, 2), 3)) == "n*2 + 3"
     assert str(floordiv(add(n, 1), 2)) == "(n + 1)//2"
     assert add(n, m) == add(m, n) and hash(add(n, m)) == hash(add(m, n))
-    assert add(mul(n, 1), -n) == 0 if False else add(n, mul(n, -1)) == 0
-    assert evaluate(floordiv(add(mul(n, m), 1), 2), {n: 3, m: 5}) == 8
+    assert add(n, mul(n, -1)) == 0
+    assert _dim_size(dim_to_json(floordiv(add(mul(n, m), 1), 2)), {"n": 3, "m": 5}) == 8
     anonymous = {}
     for dim in (n, floordiv(add(mul(n, m), 1), 2), Symbol(None, 4), 7):
         assert dim_from_json(dim_to_json(dim), anonymous) == dim or isinstance(dim, Symbol)
