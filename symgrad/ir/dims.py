@@ -22,7 +22,6 @@ and hashable; nothing here depends on a program.
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import itertools
@@ -268,16 +267,14 @@ _recording: contextvars.ContextVar = contextvars.ContextVar("symgrad_dim_constra
                                                            default=None)
 
 
-@contextlib.contextmanager
-def recording_constraints():
-    """Collect the constraints :func:`unify` records inside the ``with`` block into the list it
-    yields."""
-    found: list = []
-    token = _recording.set(found)
-    try:
-        yield found
-    finally:
-        _recording.reset(token)
+def recording_into(found: list):
+    """Let :func:`unify` append the constraints it records to ``found`` until
+    :func:`stop_recording` is given the token this returns."""
+    return _recording.set(found)
+
+
+def stop_recording(token) -> None:
+    _recording.reset(token)
 
 
 def _rank(dim) -> int:
@@ -309,6 +306,12 @@ def unify(a, b, what: str = "dims"):
 def broadcast_dims(*all_dims, what: str = "shapes"):
     """NumPy broadcasting of dims tuples: a dim of 1 stretches; any two other dims of one axis
     are unified (:func:`unify`: a symbolic dim is never stretched)."""
+    shaped = [dims for dims in all_dims if dims]   # a scalar broadcasts to anything
+    if not shaped:
+        return ()
+    first = shaped[0]
+    if all(dims is first or dims == first for dims in shaped):
+        return first if type(first) is tuple else tuple(first)
     ndim = max((len(d) for d in all_dims), default=0)
     result = []
     for axis in range(ndim):

@@ -26,11 +26,14 @@ def format_shape(shape) -> str:
 def split_dims(program, dims) -> tuple[tuple, tuple]:
     """``(shape, dims)`` of a declared or inferred ``dims`` sequence (ints, symbolic dims, or
     None for a fresh anonymous dim of ``program``)."""
-    if all(type(d) is int for d in dims):
+    if type(dims) is not tuple:
         dims = tuple(dims)
+    shape = tuple([d if type(d) is int else None for d in dims])
+    if None not in shape:
         return dims, dims
-    dims = tuple(program.fresh_dim() if d is None else d for d in dims)
-    return tuple(d if type(d) is int else None for d in dims), dims
+    if None in dims:
+        dims = tuple([program.fresh_dim() if d is None else d for d in dims])
+    return shape, dims
 
 
 class Value:

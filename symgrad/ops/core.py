@@ -62,7 +62,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import DTypeError, ProgramMismatchError, ScopeError, ShapeError
-from ..ir.dims import broadcast_dims, recording_constraints, unify
+from ..ir.dims import broadcast_dims, recording_into, stop_recording, unify
 from ..ir.graph import free_values, is_visible
 from ..ir.location import user_location
 from ..ir.program import current_block, default_main_program, is_default_program
@@ -394,18 +394,33 @@ def _append(opdef, inputs, attrs, program, blocks=()):
     try:
         result_types = opdef.infer_types(input_types, attrs, blocks)
         constraints = ()
-        if any(v.shape is not v.dims for v in inputs) or any(
-                None in shape for shape, _ in result_types):
-            with recording_constraints() as constraints:
+        if _symbolic(inputs, result_types):
+            constraints = []
+            token = recording_into(constraints)
+            try:
                 result_types = result_dims(opdef, inputs, attrs, result_types, blocks)
+            finally:
+                stop_recording(token)
     except (ShapeError, DTypeError) as exc:
         raise_with_context(exc, opdef.name, [(v.dims, v.dtype) for v in inputs])
     # Backward ops point at the forward op's line (cheaper than walking the stack each time).
     forward_op = program._backward_of
     loc = forward_op.loc if forward_op is not None else user_location()
     op = block.append_op(opdef, inputs, attrs, result_types, loc=loc, blocks=blocks)
-    program.dim_constraints.extend((constraint, op) for constraint in constraints)
+    if constraints:
+        program.dim_constraints.extend([(constraint, op) for constraint in constraints])
     return op
+
+
+def _symbolic(inputs, result_types) -> bool:
+    """Does an input have a symbolic dim, or a result a dim ``infer`` does not know?"""
+    for value in inputs:
+        if value.shape is not value.dims:
+            return True
+    for shape, _ in result_types:
+        if None in shape:
+            return True
+    return False
 
 
 def result_dims(opdef, inputs, attrs, result_types, blocks=()) -> list:
@@ -425,6 +440,10 @@ def result_dims(opdef, inputs, attrs, result_types, blocks=()) -> list:
         dims = found[index] if found is not None else None
         if dims is None or len(dims) != len(shape):
             out.append((shape, dtype))
+            continue
+        if all(type(dim) is not int if known is None else dim is known or dim == known
+               for known, dim in zip(shape, dims)):   # the rule agrees with infer everywhere
+            out.append((dims if type(dims) is tuple else tuple(dims), dtype))
             continue
         merged = []
         for axis, (known, dim) in enumerate(zip(shape, dims)):
