@@ -115,6 +115,7 @@ def test_run_prints_a_summary(artifact_dir, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("y: float32[2, 3]  min=")
     assert any(line.startswith("output_1: float32[]") for line in lines)
+    assert "dims: ?0=2" in proc.stderr.splitlines()    # how the feeds bound the symbolic dims
 
 
 def test_run_writes_outputs(artifact_dir, tmp_path):

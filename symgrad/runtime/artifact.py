@@ -627,6 +627,15 @@ class LoadedProgram:
         known = {s.name for s in self.compiled.signature}
         return list(self.compiled(**{k: v for k, v in feeds.items() if k in known}))
 
+    def bound_dims(self, *args, **feeds) -> dict:
+        """``{symbol: size}``: how these feeds bind the program's symbolic dims (``{"batch":
+        32, "?0": 32}``), checked as a call checks them; nothing runs."""
+        from .feeds import bind_feeds
+
+        binder = self.compiled._dim_check
+        feeds = bind_feeds(self.signature, args, feeds, self.assigned)
+        return {} if binder is None else dict(binder(feeds))
+
     def __repr__(self):
         return (f"<symgrad artifact {self.path!r} backend={self.backend} "
                 f"inputs=({', '.join(self.input_names)}) outputs={len(self.outputs)}>")
