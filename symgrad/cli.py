@@ -253,9 +253,6 @@ def cmd_run(args, parser):
     keys = output_keys(program.outputs, args.names)
     dims = program.bound_dims(**feeds)
     results = program(**feeds)
-    if dims:
-        print(printable("dims: " + ", ".join(f"{name}={size}" for name, size in dims.items())),
-              file=sys.stderr)
     if program.assigned:
         print(printable(f"symgrad: note: the program updates its state "
                         f"({', '.join(program.assigned)}); this run started from the values "
@@ -275,6 +272,8 @@ def cmd_run(args, parser):
         print(line)
         if array.size <= 16:
             print("  " + np.array2string(array, separator=", ").replace("\n", "\n  "))
+    if dims:   # how the inputs bound the symbolic dims
+        print(printable("dims: " + ", ".join(f"{name}={size}" for name, size in dims.items())))
 
 
 def _format_spec(spec):

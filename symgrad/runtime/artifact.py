@@ -84,6 +84,7 @@ NUMPY_MODULE = "numpy/program.py"
 STANDALONE_MODULE = "numpy/standalone.py"
 ENTRY_FUNCTION = "run"
 BACKENDS = tuple(available_backends())   # what an artifact may name as its backend
+NUMPY_BACKEND = "numpy"   # the backend of the NumPy module every artifact holds
 MAX_PROGRAM_BYTES = 1 << 30
 
 
@@ -179,8 +180,9 @@ def _generate(program, fetches, options, backend) -> _Generated:
     build here."""
     from .compile import compile as compile_program
 
-    numpy_compiled = compile_program(program, fetches, backend="numpy",
-                                     options=_regeneration_options(options, backend, "numpy"))
+    numpy_compiled = compile_program(program, fetches, backend=NUMPY_BACKEND,
+                                     options=_regeneration_options(options, backend,
+                                                                   NUMPY_BACKEND))
     chosen = get_backend(backend)
     native = None
     if chosen.artifact_files is not None:
@@ -756,15 +758,17 @@ def _compare_with_regenerated(path, manifest, contents, generated):
 
 
 def _runner(path, generated, program, fetches, backend, requested):
-    """The CompiledProgram that runs a loaded artifact (see :func:`load` for ``backend``)."""
-    if requested == "interpreter":
+    """The CompiledProgram that runs a loaded artifact (see :func:`load` for ``backend``): its
+    NumPy module, the code of the backend it was saved for, or code that a backend writing no
+    artifact files of its own (the interpreter) makes from ``program.json`` here."""
+    native = generated.backend
+    if requested is None and native.artifact_files is None or requested == NUMPY_BACKEND:
+        return generated.numpy
+    if requested is not None and get_backend(requested).artifact_files is None:
         from .compile import compile as compile_program
 
-        return compile_program(program, fetches, backend="interpreter",
-                               options=generated.numpy.options.replace(passes=()))
-    native = generated.backend
-    if requested == "numpy" or (requested is None and native.artifact_files is None):
-        return generated.numpy
+        return compile_program(program, fetches, backend=requested,
+                               options=generated.numpy.options.replace(passes=None))
     if requested not in (None, backend):
         raise ArtifactError(f"artifact {path!r} was saved for the {backend} backend; it has no "
                             f"{requested.upper()} code (load it with backend='numpy')")
