@@ -23,9 +23,17 @@ def format_shape(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+# the dims tuple split last and its shape, one pair replaced whole (threads may build programs)
+_last_split = ((), ())
+
+
 def split_dims(program, dims) -> tuple[tuple, tuple]:
     """``(shape, dims)`` of a declared or inferred ``dims`` sequence (ints, symbolic dims, or
     None for a fresh anonymous dim of ``program``)."""
+    global _last_split
+    last = _last_split
+    if dims is last[0]:
+        return last[1], dims
     if type(dims) is not tuple:
         dims = tuple(dims)
     shape = tuple([d if type(d) is int else None for d in dims])
@@ -33,6 +41,8 @@ def split_dims(program, dims) -> tuple[tuple, tuple]:
         return dims, dims
     if None in dims:
         dims = tuple([program.fresh_dim() if d is None else d for d in dims])
+    else:
+        _last_split = (dims, shape)   # ops of a chain share one dims tuple
     return shape, dims
 
 

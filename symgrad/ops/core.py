@@ -394,7 +394,10 @@ def _append(opdef, inputs, attrs, program, blocks=()):
     try:
         result_types = opdef.infer_types(input_types, attrs, blocks)
         constraints = ()
-        if _symbolic(inputs, result_types):
+        shared = _shared_dims(opdef, inputs, result_types)
+        if shared is not None:
+            result_types = [(shared, result_types[0][1])]
+        elif _symbolic(inputs, result_types):
             constraints = []
             token = recording_into(constraints)
             try:
@@ -410,6 +413,21 @@ def _append(opdef, inputs, attrs, program, blocks=()):
     if constraints:
         program.dim_constraints.extend([(constraint, op) for constraint in constraints])
     return op
+
+
+def _shared_dims(opdef, inputs, result_types):
+    """The dims of an elementwise op's result when its inputs of rank > 0 share one dims tuple
+    of its result's shape (a chain's common case: nothing to unify), else None."""
+    if opdef.category != ELEMENTWISE or opdef.dims is not None or len(result_types) != 1:
+        return None
+    first = None
+    for value in inputs:
+        if value.shape:
+            if first is None:
+                first = value
+            elif value.dims is not first.dims and value.dims != first.dims:
+                return None
+    return first.dims if first is not None and first.shape == result_types[0][0] else None
 
 
 def _symbolic(inputs, result_types) -> bool:
