@@ -80,10 +80,12 @@ class Value:
     # --- type queries -------------------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """The rank (``len(shape)``)."""
         return len(self.shape)
 
     @property
     def type_str(self) -> str:
+        """The type as the printer shows it: ``float32[batch, 784]``."""
         return f"{self.dtype}{dims_text(self.dims)}"
 
     @property

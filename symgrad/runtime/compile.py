@@ -106,6 +106,9 @@ class Executor:
         self.state = ProgramState()
 
     def run(self, program, feed=None, fetch_list=None, return_numpy=True):
+        """Paddle's ``Executor.run``: compile ``program`` for ``fetch_list`` (once per program
+        state and fetch list), run it on ``feed`` (``{name: array}``) and return the fetches
+        (NumPy arrays with ``return_numpy``, else the backend's arrays)."""
         fetches = normalize_fetch_list(program, fetch_list or [])
         key = (program.uid, program.num_ops, program._next_id, tuple(id(v) for v in fetches))
         compiled = self._cache.get(key)

@@ -62,6 +62,8 @@ class CompiledProgram:
 
     @property
     def source(self) -> str:
+        """The generated source, as it runs (the host module for C; the IR text for the
+        interpreter)."""
         return self._executable.source
 
     @property
@@ -72,10 +74,12 @@ class CompiledProgram:
 
     @property
     def kernels(self) -> dict:
+        """``{name: source}`` of the CUDA kernels (empty for the other backends)."""
         return getattr(self._executable, "kernels", {})
 
     @property
     def input_names(self) -> list[str]:
+        """The ``data`` inputs' names, in positional feed order."""
         return [s.name for s in self.signature if s.kind == "data"]
 
     def __call__(self, *args, **feeds):

@@ -84,9 +84,11 @@ class CompileOptions:
         return "CompileOptions(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
 
     def as_dict(self) -> dict:
+        """``{name: value}`` of every option."""
         return dict(self._values)
 
     def replace(self, **changes) -> "CompileOptions":
+        """A copy with ``changes`` (validated as the constructor validates them)."""
         return CompileOptions(**{**self._values, **changes})
 
     def key(self) -> str:
