@@ -13,7 +13,7 @@ from .autodiff import custom_forward
 from .autodiff.custom_forward import checked_impl, checked_infer, forward_emitter, forward_helper
 from .autodiff.registry import chainer_vjp, register_vjp
 from .backends import custom_lowering_backends, lowering_backends
-from .backends.numpy_backend.lowering import register_lowering as register_numpy_lowering
+from .backends.host.lowering import register_lowering as register_numpy_lowering
 from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, bind, register
 from .option_schema import unknown_name_message
 from .ops.source import as_values

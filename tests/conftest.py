@@ -4,7 +4,7 @@ checked against it."""
 import pytest
 
 from symgrad.backends.cuda_backend import host as cuda_host
-from symgrad.backends.numpy_backend import group
+from symgrad.backends.host import chunks as group
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -2,7 +2,7 @@
 
 They serve twice: as the interpreter's reference ``impl`` of each op, and as helpers whose
 source the NumPy code generator copies into the generated module (the ``helpers`` of their
-rules in :mod:`symgrad.backends.numpy_backend.lowering`).
+rules in :mod:`symgrad.backends.host.lowering`).
 So every function here is a self-contained top-level function that uses only ``np`` and the
 other helpers of this module; an op lists every helper its kernel calls.
 

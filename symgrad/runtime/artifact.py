@@ -230,7 +230,7 @@ def _generated_files(tree, store, generated, save_options=None):
 def _runtime_modules(tree) -> dict:
     """Add the modules generated NumPy code imports (``numpy/row_pool.py``), copied from the
     installed symgrad; returns the manifest's ``imports`` table (module name -> file)."""
-    from ..backends.numpy_backend import RUNTIME_MODULES
+    from ..backends.host import RUNTIME_MODULES
 
     imports = {}
     for name, module in RUNTIME_MODULES.items():

@@ -8,7 +8,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.numpy_backend.lowering import format_attr as _fmt_attr
+from symgrad.backends.host.lowering import format_attr as _fmt_attr
 from symgrad.ops.core import code_int
 
 

@@ -8,7 +8,7 @@ import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends import lowering_backends
 from symgrad.backends.cuda_backend import lowering as cuda_lowering
-from symgrad.backends.numpy_backend import lowering as numpy_lowering
+from symgrad.backends.host import lowering as numpy_lowering
 from symgrad.ops import REGISTRY
 
 

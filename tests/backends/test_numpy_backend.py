@@ -10,7 +10,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.numpy_backend import row_pool
+from symgrad.backends.host import row_pool
 
 
 def _compare(prog, fetches, feeds, rtol=1e-6, **options):

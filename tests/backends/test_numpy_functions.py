@@ -6,7 +6,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.numpy_backend.functions import (
+from symgrad.backends.host.functions import (
     Commented, Function, FunctionTable, Placeholders, fill, indented)
 
 
@@ -187,7 +187,7 @@ def test_random_unrolled_loops_share_functions_and_match(steps, repeats, dynamic
 
 
 def test_a_seen_structure_renders_nothing(monkeypatch):
-    from symgrad.backends.numpy_backend import group
+    from symgrad.backends.host import chunks as group
 
     monkeypatch.setattr(group, "CHECK_STRUCTURES", False)
     rendered = []
@@ -201,7 +201,7 @@ def test_a_seen_structure_renders_nothing(monkeypatch):
 
 
 def test_check_mode_catches_a_structure_that_misses_something(monkeypatch):
-    from symgrad.backends.numpy_backend import group
+    from symgrad.backends.host import chunks as group
 
     monkeypatch.setattr(group, "CHECK_STRUCTURES", True)
     monkeypatch.setattr(group._Lowering, "structure", lambda self: "all groups alike")

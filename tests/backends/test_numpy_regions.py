@@ -1,11 +1,11 @@
-"""Control flow in generated code (``numpy_backend/regions.py``, also the C and CUDA hosts,
+"""Control flow in generated code (``backends/host/regions.py``, also the C and CUDA hosts,
 which build on it): regions nested deeper than Python nests blocks are written as functions."""
 import numpy as np
 import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.numpy_backend.regions import MAX_NESTED_REGIONS
+from symgrad.backends.host.regions import MAX_NESTED_REGIONS
 
 
 def _one(kind, v, w, inner):

@@ -7,7 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.common import Namer
-from symgrad.backends.numpy_backend import row_pool
+from symgrad.backends.host import row_pool
 
 from .forking import run_forked
 

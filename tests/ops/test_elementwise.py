@@ -10,7 +10,7 @@ import pytest
 import symgrad as sg
 from symgrad.backends import lowering_backends
 from symgrad.backends.cuda_backend import lowering as cuda_lowering
-from symgrad.backends.numpy_backend import lowering as numpy_lowering
+from symgrad.backends.host import lowering as numpy_lowering
 from symgrad.ops.core import evaluate_vjp
 from symgrad.errors import DTypeError, ShapeError
 from symgrad.ops import REGISTRY, activation, elementwise

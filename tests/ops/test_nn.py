@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad.backends.numpy_backend import lowering as numpy_lowering
+from symgrad.backends.host import lowering as numpy_lowering
 from symgrad.ops.core import evaluate_vjp
 from symgrad import ir_backward, nn
 from symgrad.ops import REGISTRY, kernels

@@ -17,8 +17,8 @@ from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
-from ..numpy_backend import PACKAGE, RUNTIME_MODULES, bind_references
-from ..numpy_backend import lowers as numpy_lowers
+from ..host import PACKAGE, RUNTIME_MODULES, bind_references
+from ..host import lowers as numpy_lowers
 from . import compiler
 from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate

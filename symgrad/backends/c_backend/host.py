@@ -28,10 +28,10 @@ from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
-from ..numpy_backend.codegen import Generator, helpers_of, uses_extension_dtypes
-from ..numpy_backend.functions import Commented
-from ..numpy_backend.literals import dtype_code, shape_code
-from ..numpy_backend.state_buffers import BUFFERS
+from ..host.generator import Generator, helpers_of, uses_extension_dtypes
+from ..host.functions import Commented
+from ..host.literals import dtype_code, shape_code
+from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from .row_ops import render_row_op, row_kind

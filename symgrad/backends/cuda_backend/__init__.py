@@ -22,9 +22,9 @@ from ...option_schema import Option
 from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
-from ..numpy_backend import bind_references
-from ..numpy_backend import lowers as numpy_lowers
-from ..numpy_backend.codegen import uses_extension_dtypes
+from ..host import bind_references
+from ..host import lowers as numpy_lowers
+from ..host.generator import uses_extension_dtypes
 from .host import generate
 from .lowering import LOWERINGS, register_lowering
 

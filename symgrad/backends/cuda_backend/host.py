@@ -22,10 +22,10 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
-from ..numpy_backend.codegen import Generator
-from ..numpy_backend.functions import _ranges
-from ..numpy_backend.literals import dtype_code, shape_code
-from ..numpy_backend.lowering import exact_ufunc
+from ..host.generator import Generator
+from ..host.functions import _ranges
+from ..host.literals import dtype_code, shape_code
+from ..host.lowering import exact_ufunc
 from ..plan import structure as group_structure
 from . import ctype
 from . import kernels as kernel_lowering

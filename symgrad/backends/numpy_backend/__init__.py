@@ -1,37 +1,23 @@
 """The NumPy backend: one generated module per program, cached on disk and imported.
 
 ``build(program, fetches, options)`` returns a :class:`NumpyExecutable` whose ``run(feeds)``
-calls the module's ``run(**feeds)``. See :mod:`.codegen` for the module contract, :mod:`.group`
-for how fused groups become chunked loops and :mod:`.lowering` for the lowering table.
+calls the module's ``run(**feeds)``. The module is the host layer's (:mod:`symgrad.backends.host`)
+with every group a chunked NumPy loop: see :mod:`~symgrad.backends.host.generator` for the
+module contract, :mod:`~symgrad.backends.host.chunks` for how fused groups become chunked loops
+and :mod:`~symgrad.backends.host.lowering` for the lowering table.
 """
 from __future__ import annotations
 
-from ...errors import GENERATED_CODE_ERRORS
 from ...gc_pause import gc_paused
-from ...ops.core import SOURCE
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
-from . import row_pool
-from .codegen import generate
-from .lowering import LOWERINGS
+from ..host import PACKAGE, RUNTIME_MODULES, bind_references, lowers
+from ..host.generator import generate
 
 NAME = "numpy"
-# The package a generated module is executed in: its ``from .row_pool import RowPool`` reads
-# this package's row_pool (an artifact ships a copy of that file: RUNTIME_MODULES).
-PACKAGE = __name__
-RUNTIME_MODULES = {"row_pool": row_pool}
-
-
-def bind_references(module, references) -> None:
-    """Give ``module`` the functions its helpers name by reference (``HelperReference``), and
-    symgrad's own error classes in place of the NumPy-only stand-ins it defines
-    (:data:`~symgrad.errors.GENERATED_CODE_ERRORS`)."""
-    for name, reference in references.items():
-        setattr(module, name, reference.function)
-    for error in GENERATED_CODE_ERRORS:
-        if error.__name__ in vars(module):
-            setattr(module, error.__name__, error)
+__all__ = ["BACKEND", "NumpyExecutable", "PACKAGE", "RUNTIME_MODULES", "bind_references",
+           "build", "lowers"]
 
 
 class NumpyExecutable:
@@ -83,11 +69,6 @@ def build(program, fetches, options):
              "group_functions": generated.group_functions}
     return NumpyExecutable(module, path, source, dict(generated.constants), stats,
                            generated.references)
-
-
-def lowers(opdef) -> bool:
-    """Sources, and every op with a rule in the lowering table (region ops included)."""
-    return opdef.category == SOURCE or LOWERINGS.lowers(opdef)
 
 
 BACKEND = Backend(NAME, build, lowers, options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),

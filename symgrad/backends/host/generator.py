@@ -12,7 +12,7 @@ assigned parameters, whose new values ``run`` returns after the fetches) and ``I
 (those written into caller-given buffers: ``run(_buffers, **feeds)``, see
 :mod:`.state_buffers`). The errors its helpers raise (an index out of range) are classes it
 defines as NumPy-only stand-ins; symgrad's loaders bind symgrad's own classes over them
-(:func:`~symgrad.backends.numpy_backend.bind_references`).
+(:func:`~symgrad.backends.host.bind_references`).
 
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
 (``# %5 = tanh(%4)``, plus ``# backward of ...`` for backward ops); each fused group becomes a
@@ -42,7 +42,7 @@ from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
-from . import group, regions  # noqa: F401  (they register the region ops' lowerings)
+from . import chunks, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, Function, FunctionTable, wrap_doc
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .lowering import LOWERINGS, rule_of

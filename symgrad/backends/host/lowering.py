@@ -123,7 +123,7 @@ def standin(error) -> HelperSource:
     """The helper defining a NumPy-only stand-in for ``error`` (a class of
     :data:`~symgrad.errors.GENERATED_CODE_ERRORS`): a subclass of its builtin base with its
     name, so the module runs without symgrad; symgrad's loaders bind ``error`` itself over it
-    (:func:`~symgrad.backends.numpy_backend.bind_references`)."""
+    (:func:`~symgrad.backends.host.bind_references`)."""
     name = error.__name__
     base = next(b for b in error.__mro__ if b.__module__ == "builtins").__name__
     doc = (f"symgrad.errors.{name} where symgrad loads this module (it binds that\n    class "
@@ -154,7 +154,7 @@ def rule_of(op) -> Lowering:
     rule = LOWERINGS.rule(op.opdef)
     if rule is None:
         raise NotImplementedError(f"op {op.name!r} has no NumPy lowering; add one with "
-                                  f"symgrad.backends.numpy_backend.lowering.register_lowering")
+                                  f"symgrad.backends.host.lowering.register_lowering")
     return rule
 
 

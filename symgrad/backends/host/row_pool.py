@@ -2,7 +2,7 @@
 
 Imports only the standard library. A generated module that has a chunked loop imports it
 relatively, ``from .row_pool import RowPool``: symgrad loads generated modules as members of
-``symgrad.backends.numpy_backend``, and an AOT artifact ships this file beside its module
+``symgrad.backends.host``, and an AOT artifact ships this file beside its module
 (``numpy/row_pool.py``, listed and hashed in the manifest), which the artifact's standalone
 runner loads the same way. Every module that imports one copy of this file shares one pool of
 worker threads, made on first use; its threads start only as loops need them. A forked child
