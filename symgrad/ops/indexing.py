@@ -29,6 +29,7 @@ from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
 from .core import (INJECTIVE, OPAQUE, SOURCE, OpDef, bind, broadcast_shapes, normalize_axis,
                    raise_with_context, register)
+from .batching import axis_batch, move_to_front
 from .shape import frontend_checks
 from .source import as_value
 
@@ -154,10 +155,34 @@ def _along_dims(input_dims, attrs, shapes):
     return [merged[:axis] + (indices[axis],) + merged[axis + 1:]]
 
 
+def _take_batch(op, inputs, axes):
+    """A batched input: its axis moves up by one. Batched indices into a shared input: the
+    batch lands where the indices go (at ``axis``) and moves to the front."""
+    axis = op.attrs["axis"]
+    if axis is None or (axes[0] is not None and axes[1] is not None):
+        return NotImplemented
+    if axes[0] is not None:
+        return _TAKE_AXIS(op, inputs, axes)
+    return [move_to_front(bind(take_p, inputs, op.attrs), axis)], [0]
+
+
+_TAKE_AXIS = axis_batch("axis", shared_ok=True)
+
+
+def _along_batch(op, inputs, axes):
+    if op.attrs["axis"] is None:
+        return NotImplemented
+    return _ALONG_AXIS(op, inputs, axes)
+
+
+_ALONG_AXIS = axis_batch("axis")
+
+
 take_p = register(OpDef(
     "take", INJECTIVE, _gather_rule(_take_shape),
     impl=_sg_take, vjp=_take_vjp,
     dims=_take_dims,
+    batch=_take_batch,
     doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
 
 take_grad_p = register(OpDef(
@@ -232,6 +257,7 @@ take_along_axis_p = register(OpDef(
     "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
     impl=_sg_take_along_axis, vjp=_along_vjp,
     dims=_along_dims,
+    batch=_along_batch,
     doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
 
 take_along_axis_grad_p = register(OpDef(

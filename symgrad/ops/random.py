@@ -42,6 +42,7 @@ from ..ir.graph import walk_ops
 from ..ir.program import insertion_point, program_guard
 from ..ir.value import Value
 from .control_flow import in_loop_body
+from .batching import per_example
 from .core import OPAQUE, OpDef, bind, dtypes_shape, program_of, register
 from .source import as_value, parameter
 
@@ -182,12 +183,22 @@ def _random_dims(input_dims, attrs, shapes):
     return [input_dims[2] if len(input_dims) > 2 else None]
 
 
+@per_example
+def _random_batch(op, inputs, axes, size):
+    """Each example draws its own numbers: one draw of the batch size in front of the
+    per-example shape (a static batch size, shared step and counter, no run-time shape)."""
+    if size is None or len(inputs) > 2 or any(axis is not None for axis in axes):
+        return NotImplemented
+    attrs = {**op.attrs, "shape": (size,) + tuple(op.attrs["shape"])}
+    return [bind(op.opdef, inputs, attrs)], [0]
+
+
 def _random_op(name, helper, params, what):
     """Register the random op ``name`` with the NumPy ``helper`` as its reference; ``params``
     are its distribution's two attrs (after :data:`ATTRS`)."""
     PARAMS[name] = params
     return register(OpDef(
-        name, OPAQUE, _random_rule, impl=helper, dims=_random_dims,
+        name, OPAQUE, _random_rule, impl=helper, dims=_random_dims, batch=_random_batch,
         doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
             f"the run-time shape); no gradient."))
 
