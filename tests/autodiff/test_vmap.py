@@ -1,0 +1,146 @@
+"""sg.vmap: in_axes/out_axes as JAX defines them, nesting, composition with grad in both
+orders, program size independent of the batch size, and the errors that name the argument."""
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+
+R = np.random.default_rng(7)
+
+
+def _run(prog, fetches, **feeds):
+    return sg.compile(prog, fetches, backend="interpreter")(**feeds)
+
+
+def _mlp_loss(w1, w2, x, y):
+    h = sg.tanh(x @ w1)
+    return sg.mean((h @ w2 - y) ** 2)
+
+
+def _np_mlp_grads(w1, w2, x, y):
+    h = np.tanh(x @ w1)
+    r = h @ w2 - y
+    dr = 2 * r / r.size
+    g2 = np.outer(h, dr)
+    dh = (w2 @ dr) * (1 - h ** 2)
+    return np.outer(x, dh), g2
+
+
+def test_in_axes_and_out_axes():
+    a, b = R.normal(size=(3, 5)).astype("float32"), R.normal(size=(3,)).astype("float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x, v = sg.data("x", [3, 5]), sg.data("v", [3])
+        f = sg.vmap(lambda col, vec: (col * vec, sg.sum(vec)), in_axes=(1, None),
+                    out_axes=(1, None))
+        prod, total = f(x, v)
+        pair = sg.vmap(lambda p: p[0] - p[1], in_axes=((0, 1),))((x, sg.transpose(x)))
+    assert prod.shape == (3, 5) and total.shape == () and pair.shape == (3, 5)
+    got = _run(prog, [prod, total, pair], x=a, v=b)
+    np.testing.assert_allclose(got[0], a * b[:, None], rtol=1e-6)
+    np.testing.assert_allclose(got[1], b.sum(), rtol=1e-6)
+    np.testing.assert_allclose(got[2], 0 * a, atol=0)
+
+
+def test_shared_result_is_broadcast_and_negative_out_axes():
+    with sg.program_guard(sg.Program()) as prog:
+        x, c = sg.data("x", [4, 2]), sg.data("c", [3])
+        shared, moved = sg.vmap(lambda row: (c * 2.0, row * 1.0), out_axes=(0, -1))(x)
+    assert shared.shape == (4, 3) and moved.shape == (2, 4)
+    a = R.normal(size=(4, 2)).astype("float32")
+    got = _run(prog, [shared, moved], x=a, c=np.arange(3, dtype="float32"))
+    np.testing.assert_array_equal(got[0], np.tile(np.arange(3) * 2.0, (4, 1)))
+    np.testing.assert_array_equal(got[1], a.T)
+
+
+def test_nested_vmap_is_an_outer_product_of_maps():
+    a, b = R.normal(size=(3,)).astype("float32"), R.normal(size=(4,)).astype("float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x, y = sg.data("x", [3]), sg.data("y", [4])
+        table = sg.vmap(lambda s: sg.vmap(lambda t: s * t + 1.0)(y))(x)
+    assert table.shape == (3, 4)
+    np.testing.assert_allclose(_run(prog, [table], x=a, y=b)[0], np.outer(a, b) + 1, rtol=1e-6)
+
+
+def test_per_example_gradients_vmap_of_grad():
+    w1v, w2v = R.normal(size=(3, 4)), R.normal(size=(4, 2))
+    xs, ys = R.normal(size=(5, 3)), R.normal(size=(5, 2))
+    with sg.program_guard(sg.Program()) as prog:
+        w1 = sg.data("w1", [3, 4], "float64")
+        w2 = sg.data("w2", [4, 2], "float64")
+        x, y = sg.data("x", [5, 3], "float64"), sg.data("y", [5, 2], "float64")
+
+        def example_grads(xi, yi):
+            return ir_backward.grad(_mlp_loss(w1, w2, xi, yi), [w1, w2])
+
+        g1, g2 = sg.vmap(example_grads)(x, y)
+    assert g1.shape == (5, 3, 4) and g2.shape == (5, 4, 2)
+    assert not any(op.name == "scan" for op in prog.ops)   # every op has a rule
+    got = _run(prog, [g1, g2], w1=w1v, w2=w2v, x=xs, y=ys)
+    for i in range(5):
+        e1, e2 = _np_mlp_grads(w1v, w2v, xs[i], ys[i])
+        np.testing.assert_allclose(got[0][i], e1, rtol=1e-10)
+        np.testing.assert_allclose(got[1][i], e2, rtol=1e-10)
+
+
+def test_grad_through_vmap():
+    a = R.normal(size=(4, 3))
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [4, 3], "float64")
+        y = sg.vmap(lambda row: sg.sum(sg.sin(row) * row))(x)
+        g, = ir_backward.grad(sg.sum(y), [x])
+    np.testing.assert_allclose(_run(prog, [g], x=a)[0], np.cos(a) * a + np.sin(a),
+                               rtol=1e-12)
+
+
+def _program_size(batch):
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [batch, 8])
+        w = sg.data("w", [8, 8])
+
+        def chain(row):
+            for _ in range(10):
+                row = sg.tanh(row @ w) * 0.5 + sg.nn.softmax(row) - sg.mean(row)
+            return row
+
+        sg.vmap(chain)(x)
+    return len(prog.ops)
+
+
+def test_program_size_does_not_depend_on_the_batch_size():
+    size = _program_size(3)
+    assert size == _program_size(1000)
+    with sg.program_guard(sg.Program()) as prog:
+        x, w = sg.data("x", [8]), sg.data("w", [8, 8])
+        row = x
+        for _ in range(10):
+            row = sg.tanh(row @ w) * 0.5 + sg.nn.softmax(row) - sg.mean(row)
+    assert size <= 1.2 * len(prog.ops)
+
+
+def test_symbolic_batch_size():
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [None, 3])
+        y = sg.vmap(lambda row: sg.sum(row * row))(x)
+    assert y.shape == (None,)
+    a = R.normal(size=(6, 3)).astype("float32")
+    np.testing.assert_allclose(_run(prog, [y], x=a)[0], (a * a).sum(1), rtol=1e-6)
+
+
+def test_errors_name_the_argument():
+    with sg.program_guard(sg.Program()) as prog:
+        x, y = sg.data("x", [4, 3]), sg.data("y", [5, 3])
+        before = len(prog.ops)
+        with pytest.raises(ValueError, match="argument 1 has batch size 5.*argument 0 says 4"):
+            sg.vmap(lambda a, b: a + b)(x, y)
+        with pytest.raises(ValueError, match="in_axes 2 is out of range for argument 0"):
+            sg.vmap(lambda a: a, in_axes=2)(x)
+        with pytest.raises(ValueError, match="2 entries for 1 arguments"):
+            sg.vmap(lambda a: a, in_axes=(0, 0))(x)
+        with pytest.raises(ValueError, match="give axis_size"):
+            sg.vmap(lambda a: a, in_axes=None)(x)
+        with pytest.raises(ValueError, match="out_axes is None for result"):
+            sg.vmap(lambda a: a * 2.0, out_axes=None)(x)
+        with pytest.raises(TypeError, match="in_axes must be an int"):
+            sg.vmap(lambda a: a, in_axes="0")
+        assert len(prog.ops) == before
