@@ -144,3 +144,56 @@ def test_errors_name_the_argument():
         with pytest.raises(TypeError, match="in_axes must be an int"):
             sg.vmap(lambda a: a, in_axes="0")
         assert len(prog.ops) == before
+
+
+def _rowsum_forward(x):
+    return x.sum(-1, keepdims=True) * np.ones_like(x)
+
+
+def test_an_op_without_a_rule_is_batched_by_a_loop():
+    rowsum = sg.custom_op("test_vmap_rowsum", _rowsum_forward,
+                          lambda t: t, lambda inputs, outputs, g: [g[0]])
+    a = R.normal(size=(4, 2, 3)).astype("float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [4, 2, 3])
+        y = sg.vmap(lambda m: rowsum(m) * 2.0)(x)
+    assert [op.name for op in prog.ops].count("scan") == 1
+    np.testing.assert_allclose(_run(prog, [y], x=a)[0], 2 * _rowsum_forward(a), rtol=1e-6)
+
+
+def test_cond_with_a_batched_predicate():
+    a = np.array([-2.0, 3.0, -1.0, 4.0], "float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [4])
+        y = sg.vmap(lambda s: sg.cond(s > 0, lambda v: v * 10.0, lambda v: -v, s))(x)
+    np.testing.assert_array_equal(_run(prog, [y], x=a)[0], np.where(a > 0, a * 10, -a))
+
+
+def test_vmap_inside_a_loop_body():
+    a = R.normal(size=(3, 2)).astype("float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [3, 2])
+
+        def step(carry, _):
+            return sg.vmap(lambda row: sg.sin(row) + sg.sum(row))(carry), None
+
+        y, _ = sg.scan(step, x, length=2)
+    expected = a
+    for _ in range(2):
+        expected = np.sin(expected) + expected.sum(1, keepdims=True)
+    np.testing.assert_allclose(_run(prog, [y], x=a)[0], expected, rtol=1e-5)
+
+
+def test_per_example_gradients_on_numpy_match_the_interpreter():
+    with sg.program_guard(sg.Program()) as prog:
+        w1, w2 = sg.data("w1", [3, 4]), sg.data("w2", [4, 2])
+        x, y = sg.data("x", [6, 3]), sg.data("y", [6, 2])
+        grads = sg.vmap(lambda xi, yi: ir_backward.grad(_mlp_loss(w1, w2, xi, yi), [w1, w2]))(
+            x, y)
+    feeds = {"w1": R.normal(size=(3, 4)), "w2": R.normal(size=(4, 2)),
+             "x": R.normal(size=(6, 3)), "y": R.normal(size=(6, 2))}
+    feeds = {k: v.astype("float32") for k, v in feeds.items()}
+    fn = sg.compile(prog, grads, backend="numpy")
+    assert "scan" not in fn.source
+    for got, want in zip(fn(**feeds), _run(prog, grads, **feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -12,6 +12,8 @@ import pytest
 
 import symgrad as sg
 from symgrad.autodiff import vmap as vmap_module
+from symgrad.ops import REGISTRY, SOURCE
+from symgrad.ops.core import batch_rule
 from tests.ops.samples import ALL_SAMPLES
 
 BATCH = 3
@@ -22,6 +24,25 @@ MAKES_PARAMETERS = ("assign-", "batch_norm-train")
 SAMPLES = [s for s in ALL_SAMPLES if not s.id.startswith(MAKES_PARAMETERS)]
 NUMPY_SUBSET = {"add", "matmul", "einsum", "sum", "softmax", "transpose", "reshape", "slice",
                 "take", "cumsum", "concatenate", "conv2d", "argmax"}
+
+
+# Ops batched by the loop fallback (docs/vmap.md says so), and why.
+LOOP_FALLBACK = {
+    "cond": "region ops use the loop fallback in this step",
+    "scan": "region ops use the loop fallback in this step",
+    "while_loop": "region ops use the loop fallback in this step",
+    "conv2d_weight_grad": "it sums over the examples' leading axis, which cannot hold the batch",
+    "take_grad": "a scatter-add into a shape attr: not covered yet",
+    "take_along_axis_grad": "a scatter-add into a shape attr: not covered yet",
+    "assign": "it writes program state, which examples cannot each own",
+}
+
+
+def test_every_op_has_a_rule_or_is_listed_as_batched_by_the_loop():
+    without = {name for name, opdef in REGISTRY.items()
+               if batch_rule(opdef) is None and opdef.category != SOURCE
+               and not opdef.user_defined}
+    assert without == set(LOOP_FALLBACK)
 
 
 def _examples(array, k):
