@@ -66,7 +66,7 @@ def vmap(fn, in_axes=0, out_axes=0, axis_size=None):
 
 # --- the transformation -------------------------------------------------------------------------
 def _call(fn, program, leaves, structure, axes, out_axes, axis_size):
-    entries = []   # (leaf, moved Value or None, path)
+    entries = []   # (leaf, the leaf as a Value with its batch in front, or None if shared)
     size = axis_size
     sized_by = "axis_size" if axis_size is not None else None
     for (leaf, path), axis in zip(_with_paths(leaves, structure, "argument"), axes):

@@ -15,7 +15,8 @@ rule). The rule builds ops and returns one Value per result of ``op`` with its b
 not cover this case (an operand it cannot batch, a batch size known only at run time): the
 transform then batches the op by a loop, a ``scan`` over the batch axis, which is correct for
 every op. A rule whose op draws random numbers is marked :func:`per_example`: it runs even when
-no input is batched, so that each example draws its own numbers.
+no input is batched, so that each example draws its own numbers, and takes a fourth argument,
+the static batch size (None when it is known only at run time).
 
 This module imports only :mod:`symgrad.ops.core` (op files import it to declare rules); the
 ops its helpers build are looked up by name when a rule runs.
@@ -24,16 +25,11 @@ from __future__ import annotations
 
 from .core import ELEMENTWISE, DEFAULT_BATCH, bind, get_op
 
-__all__ = ["elementwise_batch", "axis_batch", "fold_batch", "per_example", "example_ndim",
-           "batch_size", "all_batched", "with_rank", "move_to_front", "shifted_axis"]
+__all__ = ["elementwise_batch", "axis_batch", "fold_batch", "per_example", "batch_size",
+           "all_batched", "with_rank", "move_to_front", "shifted_axis"]
 
 
 # --- helpers rules build with -------------------------------------------------------------------
-def example_ndim(value, axis) -> int:
-    """The per-example rank of ``value`` (its rank less the batch axis, if any)."""
-    return value.ndim - (axis is not None)
-
-
 def batch_size(inputs, axes):
     """The static batch size (the leading dim of a batched input), or None when it is known
     only at run time."""

@@ -27,9 +27,9 @@ import numpy as np
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
+from .batching import axis_batch, move_to_front
 from .core import (INJECTIVE, OPAQUE, SOURCE, OpDef, bind, broadcast_shapes, normalize_axis,
                    raise_with_context, register)
-from .batching import axis_batch, move_to_front
 from .shape import frontend_checks
 from .source import as_value
 

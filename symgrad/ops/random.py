@@ -41,8 +41,8 @@ from ..errors import DTypeError, ShapeError
 from ..ir.graph import walk_ops
 from ..ir.program import insertion_point, program_guard
 from ..ir.value import Value
-from .control_flow import in_loop_body
 from .batching import per_example
+from .control_flow import in_loop_body
 from .core import OPAQUE, OpDef, bind, dtypes_shape, program_of, register
 from .source import as_value, parameter
 
@@ -185,12 +185,17 @@ def _random_dims(input_dims, attrs, shapes):
 
 @per_example
 def _random_batch(op, inputs, axes, size):
-    """Each example draws its own numbers: one draw of the batch size in front of the
-    per-example shape (a static batch size, shared step and counter, no run-time shape)."""
-    if size is None or len(inputs) > 2 or any(axis is not None for axis in axes):
+    """Each example draws its own numbers: one draw with the batch in front of the
+    per-example shape, the run-time shape of a batched Value giving it, or a static batch
+    size. The step and counter must be shared."""
+    if any(axis is not None for axis in axes[:2]):
         return NotImplemented
-    attrs = {**op.attrs, "shape": (size,) + tuple(op.attrs["shape"])}
-    return [bind(op.opdef, inputs, attrs)], [0]
+    if len(inputs) > 2 and axes[2] is not None:      # the shape of a batched Value
+        return [bind(op.opdef, inputs, op.attrs)], [0]
+    shape = tuple(op.results[0].shape)
+    if size is None or None in shape:
+        return NotImplemented
+    return [bind(op.opdef, inputs[:2], {**op.attrs, "shape": (size,) + shape})], [0]
 
 
 def _random_op(name, helper, params, what):

@@ -121,9 +121,14 @@ def test_parameters_inside_the_function_are_a_scope_error():
             sg.vmap(lambda row: row * sg.parameter("p", [3], init=1.0))(x)
 
 
-def test_random_ops_draw_per_example():
+@pytest.mark.parametrize("draw", [lambda row: row + sg.random.normal([6], seed=1),
+                                  lambda row: sg.random.uniform(row, seed=2),      # row's shape
+                                  lambda row: sg.nn.dropout(row + 1.0, 0.5, seed=3)],
+                         ids=["static-shape", "shape-of-a-value", "dropout"])
+def test_random_ops_draw_per_example(draw):
     with sg.program_guard(sg.Program()) as prog:
-        x = sg.data("x", [4, 3])
-        y = sg.vmap(lambda row: row + sg.random.normal([3], seed=1))(x)
-    out, = sg.compile(prog, [y], backend="interpreter")(x=np.zeros((4, 3), "float32"))
-    assert len({tuple(row) for row in out.round(6)}) == 4
+        x = sg.data("x", [8, 6])
+        y = sg.vmap(draw)(x)
+    assert "scan" not in [op.name for op in prog.ops]
+    out, = sg.compile(prog, [y], backend="interpreter")(x=np.zeros((8, 6), "float32"))
+    assert len({tuple(row) for row in out.round(6)}) == 8
