@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
-from .batching import axis_batch, move_to_front
+from .batching import all_batched, axis_batch, batch_size, move_to_front
 from .core import (INJECTIVE, OPAQUE, SOURCE, OpDef, bind, broadcast_shapes, normalize_axis,
                    raise_with_context, register)
 from .shape import frontend_checks
@@ -169,6 +169,27 @@ def _take_batch(op, inputs, axes):
 _TAKE_AXIS = axis_batch("axis", shared_ok=True)
 
 
+def _scatter_batch(indices_batch):
+    """The rule of ``take_grad`` / ``take_along_axis_grad`` with a batched cotangent: the
+    batch leads the scattered shape (a static batch size, or the run-time shape of the
+    batched third input) and the axis moves up by one. ``indices_batch``: batched indices
+    scatter each example into its own row (take_along_axis's indices have the gathered
+    array's rank); otherwise the indices must be shared."""
+    def rule(op, inputs, axes):
+        axis = op.attrs["axis"]
+        like = inputs[2:]
+        if axis is None or axes[0] is None or (like and axes[2] is None) or \
+                (axes[1] is not None and not indices_batch):
+            return NotImplemented
+        pair = all_batched(inputs[:2], axes[:2]) if indices_batch else inputs[:2]
+        size = batch_size(inputs, axes)
+        if pair is None or (size is None and not like):
+            return NotImplemented
+        attrs = {**op.attrs, "axis": axis + 1, "shape": (size,) + tuple(op.attrs["shape"])}
+        return [bind(op.opdef, [*pair, *like], attrs)], [0]
+    return rule
+
+
 def _along_batch(op, inputs, axes):
     if op.attrs["axis"] is None:
         return NotImplemented
@@ -188,6 +209,7 @@ take_p = register(OpDef(
 take_grad_p = register(OpDef(
     "take_grad", OPAQUE, _scatter_rule(_take_shape), impl=_sg_take_grad, vjp=_take_grad_vjp,
     dims=_scattered_dims,
+    batch=_scatter_batch(indices_batch=False),
     doc="Gradient of take: the cotangent scatter-added into zeros of the input's shape (the "
         "run-time shape of the optional third input)."))
 
@@ -264,6 +286,7 @@ take_along_axis_grad_p = register(OpDef(
     "take_along_axis_grad", OPAQUE, _scatter_rule(_along_shape), impl=_sg_take_along_axis_grad,
     vjp=_along_grad_vjp,
     dims=_scattered_dims,
+    batch=_scatter_batch(indices_batch=True),
     doc="Gradient of take_along_axis: the cotangent scatter-added into zeros of the input's "
         "shape (the run-time shape of the optional third input)."))
 

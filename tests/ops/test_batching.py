@@ -26,14 +26,12 @@ NUMPY_SUBSET = {"add", "matmul", "einsum", "sum", "softmax", "transpose", "resha
                 "take", "cumsum", "concatenate", "conv2d", "argmax"}
 
 
-# Ops batched by the loop fallback (docs/vmap.md says so), and why.
+# Ops without a batching rule, batched by the loop fallback (docs/vmap.md says so), and why.
 LOOP_FALLBACK = {
     "cond": "region ops use the loop fallback in this step",
     "scan": "region ops use the loop fallback in this step",
     "while_loop": "region ops use the loop fallback in this step",
     "conv2d_weight_grad": "it sums over the examples' leading axis, which cannot hold the batch",
-    "take_grad": "a scatter-add into a shape attr: not covered yet",
-    "take_along_axis_grad": "a scatter-add into a shape attr: not covered yet",
     "assign": "it writes program state, which examples cannot each own",
 }
 
