@@ -197,3 +197,36 @@ def test_per_example_gradients_on_numpy_match_the_interpreter():
     assert "scan" not in fn.source
     for got, want in zip(fn(**feeds), _run(prog, grads, **feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_of_a_per_example_gradient_penalty():
+    """grad through vmap of grad (create_graph=True), against central differences."""
+    w_value, x_value = R.normal(size=(3, 2)), R.normal(size=(5, 3))
+    with sg.program_guard(sg.Program()) as prog:
+        w, x = sg.data("w", [3, 2], "float64"), sg.data("x", [5, 3], "float64")
+
+        def squared_grad_norm(xi):
+            g, = ir_backward.grad(sg.sum(sg.tanh(xi @ w) ** 2), [w], create_graph=True)
+            return sg.sum(g * g)
+
+        penalty = sg.sum(sg.vmap(squared_grad_norm)(x))
+        g_w, = ir_backward.grad(penalty, [w])
+    fn = sg.compile(prog, [penalty, g_w], backend="interpreter")
+    numeric = np.zeros_like(w_value)
+    for index in np.ndindex(w_value.shape):
+        plus, minus = w_value.copy(), w_value.copy()
+        plus[index] += 1e-6
+        minus[index] -= 1e-6
+        numeric[index] = (fn(w=plus, x=x_value)[0] - fn(w=minus, x=x_value)[0]) / 2e-6
+    np.testing.assert_allclose(fn(w=w_value, x=x_value)[1], numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_vmap_of_jacobian_is_a_per_example_jacobian():
+    a = R.normal(size=(4, 3))
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [4, 3], "float64")
+        jac = sg.vmap(lambda v: sg.autodiff.jacobian(sg.sin(v) * sg.sum(v), v))(x)
+    assert jac.shape == (4, 3, 3) and "scan" not in [op.name for op in prog.ops]
+    expected = np.stack([np.diag(np.cos(v) * v.sum()) + np.outer(np.sin(v), np.ones(3))
+                         for v in a])
+    np.testing.assert_allclose(_run(prog, [jac], x=a)[0], expected, rtol=1e-12)
