@@ -20,6 +20,7 @@ from . import nn  # noqa: E402
 from . import optimizer  # noqa: E402
 from . import autodiff  # noqa: E402
 from .autodiff import ir_backward  # noqa: E402
+from .autodiff.vmap import vmap  # noqa: E402
 from .registry import custom_op, register_vjp, show_registry  # noqa: E402
 
 
@@ -45,5 +46,5 @@ __all__ = [
     "SymgradError", "Value",
     "VerificationError", "autodiff", "compile", "custom_op", "default_main_program",
     "initializers", "ir_backward", "load", "nn", "optimizer", "program_guard", "random",
-    "register_vjp", "show_registry",
+    "register_vjp", "show_registry", "vmap",
 ]

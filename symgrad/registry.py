@@ -14,7 +14,8 @@ from .autodiff.custom_forward import checked_impl, checked_infer, forward_emitte
 from .autodiff.registry import chainer_vjp, register_vjp
 from .backends import custom_lowering_backends, lowering_backends
 from .backends.host.lowering import register_lowering as register_numpy_lowering
-from .ops.core import CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, bind, register
+from .ops.core import (CATEGORIES, NO_ALGEBRA, OPAQUE, REGISTRY, OpDef, batch_rule, bind,
+                       register)
 from .option_schema import unknown_name_message
 from .ops.source import as_values
 
@@ -26,7 +27,8 @@ class RegistryTable(list):
     """The rows of :func:`registry_table` (one dict per op); ``str()`` is the text table."""
 
     COLUMNS = (("op", "op"), ("category", "category"), ("vjp", "VJP"),
-               ("vjp_differentiable", "VJP differentiable"), ("backends", "backends"))
+               ("vjp_differentiable", "VJP differentiable"), ("batch", "batching rule"),
+               ("backends", "backends"))
 
     def __str__(self):
         def cell(row, key):
@@ -50,13 +52,16 @@ class RegistryTable(list):
 
 def registry_table() -> RegistryTable:
     """One row per registered op, grouped by category: ``op``, ``category``, ``vjp`` (has a
-    VJP), ``vjp_differentiable`` (None without a VJP), ``backends``, ``user_defined``."""
+    VJP), ``vjp_differentiable`` (None without a VJP), ``batch`` (has a batching rule; without
+    one ``vmap`` batches the op by a loop over the examples), ``backends``,
+    ``user_defined``."""
     rows = RegistryTable()
     for opdef in sorted(REGISTRY.values(),
                         key=lambda d: (CATEGORIES.index(d.category), d.name)):
         has_vjp = opdef.vjp is not None
         rows.append({"op": opdef.name, "category": opdef.category, "vjp": has_vjp,
                      "vjp_differentiable": opdef.vjp_differentiable if has_vjp else None,
+                     "batch": batch_rule(opdef) is not None,
                      "backends": lowering_backends(opdef), "user_defined": opdef.user_defined})
     return rows
 

@@ -18,10 +18,11 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.program import current_block, program_guard
 from ..ir.value import Value, format_shape
-from ..ops.shape import reshape, stack, zeros_for
+from ..ops.shape import reshape, zeros_for
 from ..ops.source import constant
 from .backward import sweep_unused
 from .ir_backward import grad
+from .vmap import vmap
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian"]
 
@@ -84,20 +85,18 @@ def jvp(y, x, v):
 
 
 def _jacobian_of(y, x_list):
-    """``[dy/dx for x in x_list]``, each shaped ``y.shape + x.shape``."""
+    """``[dy/dx for x in x_list]``, each shaped ``y.shape + x.shape``: reverse mode over the
+    rows of an identity seed, batched by :func:`~symgrad.autodiff.vmap.vmap`, so the program
+    holds one backward whatever the size of ``y``."""
     if y.size is None:
         raise ShapeError(f"jacobian: y must have a static shape, got {format_shape(y.shape)}")
     if y.ndim == 0:
         return _differentiable_grad(y, x_list)
-    rows = []
     with program_guard(y.program):
-        for i in range(y.size):
-            basis = np.zeros(y.size, dtype=y.dtype)
-            basis[i] = 1
-            rows.append(_differentiable_grad(y, x_list, [constant(basis.reshape(y.shape))]))
+        seeds = constant(np.eye(y.size, dtype=y.dtype).reshape((y.size,) + y.shape))
+        rows = vmap(lambda seed: _differentiable_grad(y, x_list, [seed]))(seeds)
     jacobians = []
-    for k, x in enumerate(x_list):
-        stacked = stack([row[k] for row in rows])
+    for stacked, x in zip(rows, x_list):
         if y.ndim > 1:
             if x.shape.count(None) > 1:
                 raise ShapeError(f"jacobian: cannot shape the result for x of shape "
@@ -110,7 +109,8 @@ def _jacobian_of(y, x_list):
 def jacobian(y, x):
     """The Jacobian of ``y`` (static shape) with respect to ``x``, shaped ``y.shape +
     x.shape``, one per ``x`` in ``x``'s form (a Value for a Value, a list for a list, a tuple
-    for a tuple). Built from one VJP per element of ``y``."""
+    for a tuple). Built from one VJP batched over the rows of an identity seed (``vmap``), so
+    its size does not grow with the size of ``y``."""
     if not isinstance(y, Value):
         raise TypeError(f"jacobian: y must be a Value, got {type(y).__name__}")
     xs, pack = _listed(x, "jacobian: x")

@@ -204,9 +204,20 @@ def _onto_diagonal(grad, unique, term, x):
                            [v for _, v in factors])
 
 
+def _einsum_batch(op, inputs, axes):
+    """A letter no term uses names the batch: it leads the batched operands' terms and the
+    output."""
+    subscripts = op.attrs["subscripts"]
+    letter = next(c for c in LETTERS if c not in subscripts)
+    terms, output = _terms(subscripts)
+    terms = [term if axis is None else letter + term for term, axis in zip(terms, axes)]
+    return [einsum_explicit(",".join(terms) + "->" + letter + output, inputs)], [0]
+
+
 einsum_p = register(OpDef(
     "einsum", OPAQUE, _einsum_rule, impl=_sg_einsum, vjp=_einsum_vjp,
     dims=_einsum_dims,
+    batch=_einsum_batch,
     doc="Einstein summation over explicit subscripts (one letter per dim)."))
 
 

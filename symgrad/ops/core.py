@@ -35,6 +35,12 @@ touches no op file. Contract of each field:
     ``None``: the result gets a fresh anonymous dim (never a guess). Without a rule,
     elementwise ops broadcast their inputs' dims, reductions drop (or keep as 1) their axes,
     and every other op's unknown result dims are fresh anonymous dims.
+``batch(op, inputs, axes) -> (results, result_axes) | NotImplemented``
+    The batching rule ``vmap`` rewrites the op with (:mod:`symgrad.ops.batching` states the
+    contract): given the Values to batch ``op`` over and each one's batch axis (0, or None for
+    one every example shares), build the batched op(s). Elementwise ops without a rule of
+    their own share the category's rule (:data:`DEFAULT_BATCH`); an op without a rule is
+    batched by a loop over the examples. Read it through :func:`batch_rule`.
 ``reduction``
     For a reduction that backends may fuse with the elementwise ops feeding it, its
     :class:`Reduction` (how partial results combine, from what identity, in which dtype).
@@ -233,6 +239,7 @@ class OpDef:
     algebra: Algebra = NO_ALGEBRA
     region: Region | None = None
     dims: Callable | None = None
+    batch: Callable | None = None
 
     def __post_init__(self):
         self._infer_cache: dict = {}
@@ -280,6 +287,17 @@ class OpDef:
 
     def __repr__(self):
         return f"OpDef({self.name!r}, {self.category})"
+
+
+# The batching rule of every op of a category that declares none ({category: rule}); filled by
+# symgrad.ops.batching (the elementwise rule), which builds ops and so cannot live here.
+DEFAULT_BATCH: dict = {}
+
+
+def batch_rule(opdef) -> Callable | None:
+    """The batching rule of ``opdef``: its own, else its category's, else None (``vmap``
+    batches the op by a loop over the examples)."""
+    return opdef.batch or DEFAULT_BATCH.get(opdef.category)
 
 
 def evaluate_vjp(op, cotangents, wanted=None) -> list:

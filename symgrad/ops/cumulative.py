@@ -25,6 +25,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import unify
 from ..ir.value import format_shape
 from . import elementwise as ew
+from .batching import axis_batch
 from .core import OPAQUE, OpDef, bind, normalize_axis, register, same_dims
 from .shape import concatenate, frontend_checks, reshape, strided_slice
 from .source import as_value
@@ -112,17 +113,20 @@ def _linear_recurrence_vjp(op, g):
 cumsum_p = register(OpDef(
     "cumsum", OPAQUE, _cumulative_rule, impl=_sg_cumsum, vjp=_cumsum_vjp,
     dims=same_dims(0),
+    batch=axis_batch("axis"),
     doc="Running sums along axis (from the end with reverse)."))
 
 cumprod_p = register(OpDef(
     "cumprod", OPAQUE, _cumulative_rule,
     impl=lambda x, axis, dtype=None: np.cumprod(x, axis=axis, dtype=dtype), vjp=_cumprod_vjp,
     dims=same_dims(0),
+    batch=axis_batch("axis"),
     doc="Running products along axis (derivatives of every order exact with zeros)."))
 
 linear_recurrence_p = register(OpDef(
     "linear_recurrence", OPAQUE, _linear_recurrence_rule, impl=_sg_linear_recurrence,
     vjp=_linear_recurrence_vjp, dims=_linear_recurrence_dims,
+    batch=axis_batch("axis"),
     doc="h[i] = b[i] + a[i] * h[i - 1] along axis (from the end with reverse: "
         "h[i] = b[i] + a[i + 1] * h[i + 1]); cumprod's VJP."))
 

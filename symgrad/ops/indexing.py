@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import broadcast_dims
 from ..ir.value import Value, format_shape
+from .batching import all_batched, axis_batch, batch_size, move_to_front
 from .core import (INJECTIVE, OPAQUE, SOURCE, OpDef, bind, broadcast_shapes, normalize_axis,
                    raise_with_context, register)
 from .shape import frontend_checks
@@ -154,15 +155,61 @@ def _along_dims(input_dims, attrs, shapes):
     return [merged[:axis] + (indices[axis],) + merged[axis + 1:]]
 
 
+def _take_batch(op, inputs, axes):
+    """A batched input: its axis moves up by one. Batched indices into a shared input: the
+    batch lands where the indices go (at ``axis``) and moves to the front."""
+    axis = op.attrs["axis"]
+    if axis is None or (axes[0] is not None and axes[1] is not None):
+        return NotImplemented
+    if axes[0] is not None:
+        return _TAKE_AXIS(op, inputs, axes)
+    return [move_to_front(bind(take_p, inputs, op.attrs), axis)], [0]
+
+
+_TAKE_AXIS = axis_batch("axis", shared_ok=True)
+
+
+def _scatter_batch(indices_batch):
+    """The rule of ``take_grad`` / ``take_along_axis_grad`` with a batched cotangent: the
+    batch leads the scattered shape (a static batch size, or the run-time shape of the
+    batched third input) and the axis moves up by one. ``indices_batch``: batched indices
+    scatter each example into its own row (take_along_axis's indices have the gathered
+    array's rank); otherwise the indices must be shared."""
+    def rule(op, inputs, axes):
+        axis = op.attrs["axis"]
+        like = inputs[2:]
+        if axis is None or axes[0] is None or (like and axes[2] is None) or \
+                (axes[1] is not None and not indices_batch):
+            return NotImplemented
+        pair = all_batched(inputs[:2], axes[:2]) if indices_batch else inputs[:2]
+        size = batch_size(inputs, axes)
+        if pair is None or (size is None and not like):
+            return NotImplemented
+        attrs = {**op.attrs, "axis": axis + 1, "shape": (size,) + tuple(op.attrs["shape"])}
+        return [bind(op.opdef, [*pair, *like], attrs)], [0]
+    return rule
+
+
+def _along_batch(op, inputs, axes):
+    if op.attrs["axis"] is None:
+        return NotImplemented
+    return _ALONG_AXIS(op, inputs, axes)
+
+
+_ALONG_AXIS = axis_batch("axis")
+
+
 take_p = register(OpDef(
     "take", INJECTIVE, _gather_rule(_take_shape),
     impl=_sg_take, vjp=_take_vjp,
     dims=_take_dims,
+    batch=_take_batch,
     doc="np.take: elements of x at integer indices along axis (of the flattened x for None)."))
 
 take_grad_p = register(OpDef(
     "take_grad", OPAQUE, _scatter_rule(_take_shape), impl=_sg_take_grad, vjp=_take_grad_vjp,
     dims=_scattered_dims,
+    batch=_scatter_batch(indices_batch=False),
     doc="Gradient of take: the cotangent scatter-added into zeros of the input's shape (the "
         "run-time shape of the optional third input)."))
 
@@ -232,12 +279,14 @@ take_along_axis_p = register(OpDef(
     "take_along_axis", INJECTIVE, _gather_rule(_along_shape),
     impl=_sg_take_along_axis, vjp=_along_vjp,
     dims=_along_dims,
+    batch=_along_batch,
     doc="np.take_along_axis: x[..., indices[...], ...] along axis, other dims broadcast."))
 
 take_along_axis_grad_p = register(OpDef(
     "take_along_axis_grad", OPAQUE, _scatter_rule(_along_shape), impl=_sg_take_along_axis_grad,
     vjp=_along_grad_vjp,
     dims=_scattered_dims,
+    batch=_scatter_batch(indices_batch=True),
     doc="Gradient of take_along_axis: the cotangent scatter-added into zeros of the input's "
         "shape (the run-time shape of the optional third input)."))
 

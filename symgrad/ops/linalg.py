@@ -11,6 +11,7 @@ from .. import dtypes
 from ..errors import DTypeError, ShapeError
 from ..ir.dims import broadcast_dims, unify
 from ..ir.value import format_shape
+from .batching import with_rank
 from .core import OPAQUE, OpDef, bind, broadcast_shapes, register
 from .source import as_values
 
@@ -82,9 +83,24 @@ def matmul_vjp(op, cotangents):
     return [grad_a, grad_b]
 
 
+def matmul_batch(op, inputs, axes):
+    """Batched operands of per-example rank 2 or more get size-1 axes after the batch up to
+    the larger rank, so matmul's own broadcasting pairs examples; a batched vector is
+    batched here only as the left operand of a matrix or vector."""
+    a, b = op.inputs
+    ndim = max(a.ndim, b.ndim)
+    if (axes[0] is not None and a.ndim == 1 and (axes[1] is not None or b.ndim > 2)) or \
+            (axes[1] is not None and b.ndim == 1):
+        return NotImplemented
+    aligned = [v if axis is None or example.ndim < 2 else with_rank(v, ndim)
+               for v, axis, example in zip(inputs, axes, op.inputs)]
+    return [bind(matmul_p, aligned)], [0]
+
+
 matmul_p = register(OpDef(
     "matmul", OPAQUE, matmul_rule, np.matmul, vjp=matmul_vjp,
     dims=matmul_dims,
+    batch=matmul_batch,
     doc="Matrix product with NumPy semantics (1-D promotion, broadcast batch dims)."))
 
 

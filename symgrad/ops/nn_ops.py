@@ -30,6 +30,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dims import add, broadcast_dims, floordiv
 from ..ir.value import format_shape
 from . import kernels
+from .batching import axis_batch, fold_batch
 from .core import OPAQUE, OpDef, bind, normalize_axis, register, same_dims
 from .source import as_value, as_values
 
@@ -227,12 +228,14 @@ def conv2d_weight_grad_vjp(op, cotangents):
 conv2d_p = register(OpDef(
     "conv2d", OPAQUE, conv2d_rule, kernels.conv2d_forward, vjp=conv2d_vjp,
     dims=_batch_dims_of(0),
+    batch=fold_batch(0),
     doc="2-D convolution (cross-correlation), NCHW, weight [out, in/groups, kh, kw]."))
 
 conv2d_input_grad_p = register(OpDef(
     "conv2d_input_grad", OPAQUE, conv2d_input_grad_rule, kernels.conv2d_input_grad,
     vjp=conv2d_input_grad_vjp,
     dims=_batch_dims_of(0),
+    batch=fold_batch(0),
     doc="Gradient of conv2d with respect to its input, from (cotangent, weight)."))
 
 conv2d_weight_grad_p = register(OpDef(
@@ -325,30 +328,35 @@ max_pool2d_p = register(OpDef(
     "max_pool2d", OPAQUE, _pool_rule(static_hw=False), kernels.max_pool2d_forward,
     vjp=max_pool2d_vjp,
     dims=_pooled_dims,
+    batch=fold_batch(0),
     doc="Window maxima (padding is -inf); the gradient splits evenly among ties."))
 
 max_pool2d_grad_p = register(OpDef(
     "max_pool2d_grad", OPAQUE, _pair_rule(pooled_second=True), kernels.max_pool2d_grad,
     vjp=max_pool2d_grad_vjp,
     dims=same_dims(0),
+    batch=fold_batch(0, 1),
     doc="Gradient of max_pool2d from (input, cotangent)."))
 
 max_pool2d_select_p = register(OpDef(
     "max_pool2d_select", OPAQUE, _pair_rule(pooled_second=False), kernels.max_pool2d_select,
     vjp=max_pool2d_select_vjp,
     dims=_pooled_dims,
+    batch=fold_batch(0, 1),
     doc="Per window of x, the mean of h over the tied maxima (adjoint of max_pool2d_grad)."))
 
 avg_pool2d_p = register(OpDef(
     "avg_pool2d", OPAQUE, _pool_rule(static_hw=True), kernels.avg_pool2d_forward,
     vjp=avg_pool2d_vjp,
     dims=_pooled_dims,
+    batch=fold_batch(0),
     doc="Window means; padding is not counted."))
 
 avg_pool2d_grad_p = register(OpDef(
     "avg_pool2d_grad", OPAQUE, avg_pool2d_grad_rule, kernels.avg_pool2d_grad,
     vjp=avg_pool2d_grad_vjp,
     dims=_batch_dims_of(0),
+    batch=fold_batch(0),
     doc="Gradient of avg_pool2d from the cotangent."))
 
 
@@ -423,17 +431,20 @@ def cross_entropy_vjp(op, cotangents):
 softmax_p = register(OpDef(
     "softmax", OPAQUE, softmax_rule, kernels.softmax_forward, vjp=softmax_vjp,
     dims=same_dims(0),
+    batch=axis_batch("axis"),
     doc="exp(x) / sum(exp(x)) along axis (stable)."))
 
 log_softmax_p = register(OpDef(
     "log_softmax", OPAQUE, softmax_rule, kernels.log_softmax_forward, vjp=log_softmax_vjp,
     dims=same_dims(0),
+    batch=axis_batch("axis"),
     doc="x - logsumexp(x) along axis (stable)."))
 
 softmax_cross_entropy_p = register(OpDef(
     "softmax_cross_entropy", OPAQUE, cross_entropy_rule, kernels.softmax_cross_entropy_forward,
     vjp=cross_entropy_vjp,
     dims=_cross_entropy_dims,
+    batch=axis_batch("axis"),
     doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
 
 
@@ -451,6 +462,7 @@ def one_hot_rule(types, attrs):
 one_hot_p = register(OpDef(
     "one_hot", OPAQUE, one_hot_rule, kernels.one_hot_forward,
     dims=_one_hot_dims,
+    batch=axis_batch("axis"),
     doc="One-hot encoding along a new class axis (no gradient: indices are integers)."))
 
 

@@ -41,6 +41,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.graph import walk_ops
 from ..ir.program import insertion_point, program_guard
 from ..ir.value import Value
+from .batching import per_example
 from .control_flow import in_loop_body
 from .core import OPAQUE, OpDef, bind, dtypes_shape, program_of, register
 from .source import as_value, parameter
@@ -182,12 +183,27 @@ def _random_dims(input_dims, attrs, shapes):
     return [input_dims[2] if len(input_dims) > 2 else None]
 
 
+@per_example
+def _random_batch(op, inputs, axes, size):
+    """Each example draws its own numbers: one draw with the batch in front of the
+    per-example shape, the run-time shape of a batched Value giving it, or a static batch
+    size. The step and counter must be shared."""
+    if any(axis is not None for axis in axes[:2]):
+        return NotImplemented
+    if len(inputs) > 2 and axes[2] is not None:      # the shape of a batched Value
+        return [bind(op.opdef, inputs, op.attrs)], [0]
+    shape = tuple(op.results[0].shape)
+    if size is None or None in shape:
+        return NotImplemented
+    return [bind(op.opdef, inputs[:2], {**op.attrs, "shape": (size,) + shape})], [0]
+
+
 def _random_op(name, helper, params, what):
     """Register the random op ``name`` with the NumPy ``helper`` as its reference; ``params``
     are its distribution's two attrs (after :data:`ATTRS`)."""
     PARAMS[name] = params
     return register(OpDef(
-        name, OPAQUE, _random_rule, impl=helper, dims=_random_dims,
+        name, OPAQUE, _random_rule, impl=helper, dims=_random_dims, batch=_random_batch,
         doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
             f"the run-time shape); no gradient."))
 

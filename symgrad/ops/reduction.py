@@ -23,6 +23,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import DTypeError
 from . import elementwise as ew
+from .batching import axis_batch
 from .core import (HIGHEST, LOWEST, OPAQUE, REDUCTION, Algebra, OpDef, Reduction, bind,
                    normalize_axis, register)
 from .shape import broadcast_like, expand_dims, frontend_checks
@@ -176,48 +177,64 @@ def _numpy_reduction(function):
                                                           dtype=dtype)
 
 
+def _arg_batch(op, inputs, axes):
+    """argmax/argmin over one axis shift it; over the whole of each example, the examples
+    are flattened first (static per-example size)."""
+    if op.attrs["axis"] is not None:
+        return _BATCH_AXIS(op, inputs, axes)
+    (x,), (example,) = inputs, op.inputs
+    if op.attrs["keepdims"] or example.size is None:
+        return NotImplemented
+    flat = bind("reshape", [x], {"shape": (-1, example.size)})
+    return [bind(op.opdef, [flat], {"axis": 1, "keepdims": False})], [0]
+
+
+_BATCH_AXIS = axis_batch("axis")
+
+
 # --- declarations -----------------------------------------------------------------------------
 sum_p = register(OpDef(
     "sum", REDUCTION, _reduce_rule, _numpy_reduction(np.sum), vjp=_sum_vjp,
-    reduction=Reduction(ew.add_p, 0, widens=True)))
+    reduction=Reduction(ew.add_p, 0, widens=True), batch=_BATCH_AXIS))
 
 mean_p = register(OpDef(
     "mean", REDUCTION, _reduce_rule, _numpy_reduction(np.mean), vjp=_mean_vjp,
-    reduction=Reduction(ew.add_p, 0, widens=True, mean=True)))
+    reduction=Reduction(ew.add_p, 0, widens=True, mean=True), batch=_BATCH_AXIS))
 
 prod_p = register(OpDef(
     "prod", REDUCTION, _reduce_rule, _numpy_reduction(np.prod), vjp=_prod_vjp,
-    reduction=Reduction(ew.multiply_p, 1, splits=False)))
+    reduction=Reduction(ew.multiply_p, 1, splits=False), batch=_BATCH_AXIS))
 
 max_p = register(OpDef(
     "max", REDUCTION, _reduce_rule,
     lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims), vjp=_extremum_vjp,
-    reduction=Reduction(ew.maximum_p, LOWEST, result_dtype=False)))
+    reduction=Reduction(ew.maximum_p, LOWEST, result_dtype=False), batch=_BATCH_AXIS))
 
 min_p = register(OpDef(
     "min", REDUCTION, _reduce_rule,
     lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims), vjp=_extremum_vjp,
-    reduction=Reduction(ew.minimum_p, HIGHEST, result_dtype=False)))
+    reduction=Reduction(ew.minimum_p, HIGHEST, result_dtype=False), batch=_BATCH_AXIS))
 
 argmax_p = register(OpDef(
     "argmax", REDUCTION, _arg_rule,
     lambda x, axis, keepdims: np.argmax(x, axis=axis, keepdims=keepdims),
-    doc="Index of the first maximum (int64); no gradient."))
+    doc="Index of the first maximum (int64); no gradient.", batch=_arg_batch))
 
 argmin_p = register(OpDef(
     "argmin", REDUCTION, _arg_rule,
     lambda x, axis, keepdims: np.argmin(x, axis=axis, keepdims=keepdims),
-    doc="Index of the first minimum (int64); no gradient."))
+    doc="Index of the first minimum (int64); no gradient.", batch=_arg_batch))
 
 logsumexp_p = register(OpDef(
     "logsumexp", REDUCTION, _numeric_rule, _sg_logsumexp, vjp=_logsumexp_vjp,
-    doc="log(sum(exp(x))) computed stably (the max is subtracted first)."))
+    doc="log(sum(exp(x))) computed stably (the max is subtracted first).", batch=_BATCH_AXIS))
 
 size_p = register(OpDef(
     "size", OPAQUE,
     lambda types, attrs: ((), np.dtype(attrs["dtype"])),
     impl=lambda x, axis, dtype: np.asarray(math.prod(x.shape[a] for a in axis), dtype=dtype),
     algebra=Algebra(shape_only=(0,)),
+    batch=axis_batch("axis", shared_ok=True, shared_result=True),
     doc="The number of elements of the input in ``axis``, read from its run-time shape "
         "(a scalar of ``dtype``; used by mean's VJP when those dims are unknown)."))
 

@@ -28,6 +28,7 @@ from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..ir.dims import add, floordiv, mul, product, unify
 from ..ir.location import user_location
 from ..ir.value import Value, format_shape
+from .batching import all_batched, axis_batch, batch_size, with_rank
 from .core import (INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis,
                    raise_with_context, register, same_dims)
 from .elementwise import zeros_like
@@ -213,6 +214,77 @@ def _slice_dims(input_dims, attrs, shapes):
     return [tuple(out) + tuple(dims[axis:])]
 
 
+# --- batching rules (see symgrad.ops.batching) ----------------------------------------------------
+def _reshape_batch(op, inputs, axes):
+    """The batch leads the target; with a run-time batch size the target must be otherwise
+    static (its -1 then stands for the batch)."""
+    (x,) = inputs
+    target = tuple(op.attrs["shape"])
+    size = x.shape[0]
+    if size is None:
+        if -1 in target:
+            return NotImplemented
+        size = -1
+    return [bind(reshape_p, [x], {"shape": (size,) + target})], [0]
+
+
+def _reshape_like_batch(op, inputs, axes):
+    """Both batched: the reference's run-time shape then holds the batch."""
+    if axes[0] is None or axes[1] is None:
+        return NotImplemented
+    return [bind(reshape_like_p, inputs)], [0]
+
+
+def _transpose_batch(op, inputs, axes):
+    order = (0,) + tuple(a + 1 for a in op.attrs["axes"])
+    return [bind(transpose_p, inputs, {"axes": order})], [0]
+
+
+def _broadcast_to_batch(op, inputs, axes):
+    """The batch axis keeps its own (-1) in front of the per-example target."""
+    target = tuple(op.attrs["shape"])
+    x = with_rank(inputs[0], len(target))
+    return [bind(broadcast_to_p, [x], {"shape": (-1,) + target})], [0]
+
+
+def _broadcast_like_batch(op, inputs, axes):
+    """Batched like a batched reference; a batched input needs one."""
+    x, ref = inputs
+    if axes[1] is None:
+        return NotImplemented
+    if axes[0] is not None:
+        x = with_rank(x, ref.ndim - 1)
+    return [bind(broadcast_like_p, [x, ref])], [0]
+
+
+def _pad_batch(op, inputs, axes):
+    attrs = {**op.attrs, "pad_width": ((0, 0),) + tuple(op.attrs["pad_width"])}
+    return [bind(pad_p, inputs, attrs)], [0]
+
+
+_WHOLE = (None, None, None)   # the index item of an axis taken whole
+
+
+def _slice_batch(op, inputs, axes):
+    attrs = {"index": (_WHOLE,) + tuple(op.attrs["index"])}
+    return [bind(slice_p, inputs, attrs)], [0]
+
+
+def _slice_scatter_batch(op, inputs, axes):
+    """The batch leads the index and the shape (run-time shape from the batched
+    reference, else a static batch size)."""
+    size = batch_size(inputs, axes)
+    values = all_batched(inputs, axes) if len(inputs) > 1 else list(inputs)
+    if values is None or (size is None and len(inputs) == 1):
+        return NotImplemented
+    attrs = {"index": (_WHOLE,) + tuple(op.attrs["index"]),
+             "shape": (size,) + tuple(op.attrs["shape"])}
+    return [bind(slice_scatter_p, values, attrs)], [0]
+
+
+_AXIS_BATCH = axis_batch("axis")
+
+
 # --- reshape ------------------------------------------------------------------------------------
 def _reshape_rule(types, attrs):
     (shape, dtype), = types
@@ -250,6 +322,7 @@ reshape_p = register(OpDef(
     impl=lambda x, shape: np.reshape(x, shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0])],
     dims=_reshape_dims,
+    batch=_reshape_batch,
     doc="Reshape to a static target; -1 (at most once) is inferred at run time."))
 
 
@@ -266,6 +339,7 @@ reshape_like_p = register(OpDef(
     impl=lambda x, ref: np.reshape(x, ref.shape),
     vjp=lambda op, g: [_reshape_to(g[0], op.inputs[0]), None],
     dims=_reshape_like_dims,
+    batch=_reshape_like_batch,
     doc="Reshape the first input to the run-time shape of the second (which gets no gradient)."))
 
 
@@ -299,6 +373,7 @@ transpose_p = register(OpDef(
     impl=lambda x, axes: np.transpose(x, axes),
     vjp=lambda op, g: [transpose(g[0], tuple(int(i) for i in np.argsort(op.attrs["axes"])))],
     dims=_transpose_dims,
+    batch=_transpose_batch,
     doc="Permute axes (``axes[i]`` is the input axis that becomes axis i)."))
 
 
@@ -349,6 +424,7 @@ broadcast_to_p = register(OpDef(
     impl=_sg_broadcast_to,
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0])],
     dims=_broadcast_to_dims,
+    batch=_broadcast_to_batch,
     doc="NumPy broadcasting to a static target; -1 keeps the input's (run-time) dim."))
 
 
@@ -369,6 +445,7 @@ broadcast_like_p = register(OpDef(
     impl=lambda x, ref: np.broadcast_to(x, ref.shape),
     vjp=lambda op, g: [unbroadcast(g[0], op.inputs[0]), None],
     dims=_broadcast_like_dims,
+    batch=_broadcast_like_batch,
     doc="Broadcast the first input to the run-time shape of the second (no gradient to it)."))
 
 
@@ -445,6 +522,7 @@ expand_dims_p = register(OpDef(
     impl=lambda x, axis: np.expand_dims(x, axis),
     vjp=lambda op, g: [squeeze(g[0], op.attrs["axis"])],
     dims=_expand_dims_dims,
+    batch=_AXIS_BATCH,
     doc="Insert size-1 axes at ``axis`` (positions in the result)."))
 
 squeeze_p = register(OpDef(
@@ -453,6 +531,7 @@ squeeze_p = register(OpDef(
     impl=lambda x, axis: np.squeeze(x, axis),
     vjp=lambda op, g: [expand_dims(g[0], op.attrs["axis"])],
     dims=_squeeze_dims,
+    batch=_AXIS_BATCH,
     doc="Remove size-1 axes ``axis`` (an unknown dim there must be 1 at run time)."))
 
 
@@ -548,6 +627,7 @@ concatenate_p = register(OpDef(
     impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     vjp=_concatenate_vjp,
     dims=_concatenate_dims,
+    batch=_AXIS_BATCH,
     doc="Join inputs along an existing axis (dtypes promote as in NumPy)."))
 
 
@@ -573,6 +653,7 @@ stack_p = register(OpDef(
     impl=lambda *xs, axis: np.stack(xs, axis=axis),
     vjp=_stack_vjp,
     dims=_stack_dims,
+    batch=_AXIS_BATCH,
     doc="Join inputs of one shape along a new axis."))
 
 
@@ -647,6 +728,7 @@ split_p = register(OpDef(
     impl=lambda x, indices_or_sections, axis: tuple(np.split(x, indices_or_sections, axis)),
     vjp=_pieces_vjp,
     dims=_split_dims,
+    batch=_AXIS_BATCH,
     doc="``np.split``: equal sections (an int) or pieces between split points (a tuple); "
         "one result per piece."))
 
@@ -666,6 +748,7 @@ split_like_p = register(OpDef(
     "split_like", INJECTIVE, _split_like_rule, impl=_sg_split_like,
     vjp=_pieces_vjp,
     dims=_split_like_dims,
+    batch=_AXIS_BATCH,
     doc="Cut the first input into pieces sized like the other inputs along ``axis`` "
         "(their run-time sizes; used by the VJP of concatenate)."))
 
@@ -710,6 +793,7 @@ pad_p = register(OpDef(
                                                      constant_values=constant_values),
     vjp=_pad_vjp,
     dims=_pad_dims,
+    batch=_pad_batch,
     doc="Constant padding; ``pad_width`` is one (before, after) pair per axis."))
 
 
@@ -784,6 +868,7 @@ slice_p = register(OpDef(
     impl=lambda x, index: x[_index_tuple(index)],
     vjp=lambda op, g: [slice_scatter(g[0], op.inputs[0], op.attrs["index"])],
     dims=_slice_dims,
+    batch=_slice_batch,
     doc="Basic indexing: ints, strided slices (negative steps too) and new axes."))
 
 
@@ -813,6 +898,7 @@ slice_scatter_p = register(OpDef(
         g, ref[0].shape if ref else shape, _index_tuple(index)),
     vjp=lambda op, g: [strided_slice(g[0], op.attrs["index"])] + [None] * (len(op.inputs) - 1),
     dims=lambda input_dims, attrs, shapes: [input_dims[1] if len(input_dims) > 1 else None],
+    batch=_slice_scatter_batch,
     doc="The cotangent of a slice written into zeros of the sliced input's shape (the run-time "
         "shape of the optional second input when dims are unknown)."))
 

@@ -59,6 +59,27 @@ def test_jacobian_of_unrelated_input_is_zero_and_dynamic_y_is_rejected():
         autodiff.jacobian(dyn * 2.0, dyn)
 
 
+def _jacobian_program_size(n):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [n], "float64")
+        y = sg.sin(x) * sg.sum(x * x) + sg.tanh(x)
+        before = len(prog.ops)
+        j = autodiff.jacobian(y, x)
+    return prog, x, j, len(prog.ops) - before
+
+
+def test_jacobian_size_does_not_grow_with_the_outputs():
+    _, _, _, small = _jacobian_program_size(3)
+    prog, x, j, large = _jacobian_program_size(1000)
+    assert large == small < 40
+    xv = np.linspace(-1, 1, 1000)
+    got = run(prog, [j], x=xv)[0]
+    expected = np.diag(np.cos(xv) * (xv @ xv) + 1 - np.tanh(xv) ** 2) + \
+        np.outer(np.sin(xv), 2 * xv)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
 def test_hessian_closed_form():
     prog = sg.Program()
     with sg.program_guard(prog):

@@ -82,8 +82,11 @@ def test_show_registry_lists_every_op(cube):
     assert "interpreter" in rows["tanh"]["backends"] and "numpy" in rows["tanh"]["backends"]
     assert not rows["argmax"]["vjp"] and rows["argmax"]["vjp_differentiable"] is None
     assert rows["test_cube"]["user_defined"]
+    assert rows["tanh"]["batch"] and rows["matmul"]["batch"] and rows["sum"]["batch"]
+    assert not rows["scan"]["batch"] and not rows["conv2d_weight_grad"]["batch"]   # a loop
+    assert rows["test_cube"]["batch"]   # an elementwise user op shares the category's rule
     header = text.splitlines()[0]
-    for title in ("op", "category", "VJP", "VJP differentiable", "backends"):
+    for title in ("op", "category", "VJP", "VJP differentiable", "batching rule", "backends"):
         assert title in header
     assert "test_cube (user)" in text and str(table) == text.rstrip("\n")
 
