@@ -68,16 +68,26 @@ def test_an_unknown_lowering_keyword_of_a_custom_op_suggests_the_backend():
     assert "typo_op" not in sg.ops.op_table()
 
 
-def test_no_backend_imports_another_backends_runtime_or_the_front_end():
-    """Backends import nothing from runtime/ (the layer below them) or the front end."""
+def test_no_backend_imports_another_backend_runtime_or_the_front_end():
+    """Backends are peers over the host layer (``backends/host``): none imports another, and
+    none imports runtime/ (the layer below them) or the front end."""
     import ast
     import pathlib
 
     root = pathlib.Path(backends.__file__).parent
+    peers = {"numpy_backend", "c_backend", "cuda_backend", "interpreter"}
     for path in root.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                assert not node.module.startswith(("runtime", "symgrad.runtime")), path
-                assert not (node.level >= 2 and node.module.split(".")[0] in
-                            ("runtime", "registry", "nn", "optimizer", "cli")), (path, node.module)
+        own = path.relative_to(root).parts[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            names = [module.split(".")[0]] if module else [a.name for a in node.names]
+            if node.level == 1 and path.parent != root:     # within its own package
+                continue
+            base = path.parent if path.parent == root else path.parent.parent
+            if node.level >= 1 and base == root:
+                assert not set(names) & (peers - {own}), (path, module, names)
+            assert not module.startswith(("runtime", "symgrad.runtime")), path
+            assert not (node.level >= 2 and names[0] in
+                        ("runtime", "registry", "nn", "optimizer", "cli")), (path, module)
