@@ -33,7 +33,7 @@ from .. import dtypes
 from ..ir.graph import free_values, walk_blocks, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
-from ..ops.control_flow import cond_p, scan_length_input, scan_p
+from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
 from ..ops.elementwise import add
 from ..ops.shape import reshape_like, zeros_for
@@ -164,34 +164,24 @@ def _cond_vjp(op, cotangents):
 
 # --- loops ------------------------------------------------------------------------------------------
 class _Loop:
-    """A ``scan`` or ``while_loop`` op seen the same way: carries (block arguments, yields,
-    initial and final Values), per-step inputs (``xs``), per-step outputs (stacked results)
-    and captures; it can grow stacked outputs and a trip count."""
+    """A loop op seen through its :class:`~symgrad.ops.control_flow.LoopLayout`: carries
+    (block arguments, yields, initial and final Values), per-step inputs (``xs``), per-step
+    outputs (stacked results) and captures; it can grow stacked outputs and a trip count."""
 
     def __init__(self, op):
         self.op = op
-        attrs = op.attrs
-        self.is_scan = op.opdef is scan_p
-        if self.is_scan:
-            self.body = op.blocks[0]
-            self.num_carry = attrs["num_carry"]
-            self.xs = op.inputs[self.num_carry:self.num_carry + attrs["num_xs"]]
-            self.length = attrs["length"]
-            self.reverse = attrs["reverse"]
-            self.length_input = op.inputs[self.num_carry + attrs["num_xs"]] \
-                if scan_length_input(attrs) else None
-        else:
-            self.body = op.blocks[1]
-            self.num_carry = attrs["num_vars"]
-            self.xs = []
-            self.length = None
-            self.reverse = False
-            self.length_input = None
-        count = self.num_carry
-        self.carry_args = self.body.args[:count]
-        self.x_args = self.body.args[count:]
-        self.carry_yields = self.body.yields[:count]
-        self.finals = op.results[:count]
+        layout = loop_layout(op)
+        self.body = layout.body
+        self.num_carry = layout.num_carry
+        self.xs = layout.xs
+        self.length = layout.length
+        self.reverse = layout.reverse
+        self.remat = layout.remat
+        self.num_explicit = layout.num_explicit
+        self.carry_args = layout.carry_args
+        self.x_args = layout.x_args
+        self.carry_yields = layout.carry_yields
+        self.finals = layout.finals
         self.carry_position = _first_positions(self.carry_yields)
         self.stacked_position = _first_positions(self.stacked_yields)   # grows with stack()
 
@@ -208,22 +198,20 @@ class _Loop:
         index = self.stacked_position.get(value)
         if index is not None:
             return self.stacked_result(index)
-        attrs = self.op.attrs
-        if not self.is_scan:
-            attrs = dict(attrs, num_stacked=attrs["num_stacked"] + 1)
+        attrs = loop_layout(self.op).grown_attrs(stacked=1)
         self.stacked_position[value] = len(self.body.yields) - self.num_carry
         # results: the carries, then the stacked values
         return self._grow((self.length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:
-        """An int scalar Value holding how many steps ran (a while loop starts counting)."""
-        if self.is_scan:
-            return self.length_input
-        op = self.op
-        if not op.attrs["counted"]:
-            self._grow((), "int64", dict(op.attrs, counted=True), position=len(op.results))
-        return op.results[-1]
+        """An int scalar Value holding how many steps ran (a loop that can count starts
+        counting)."""
+        layout = loop_layout(self.op)
+        if layout.trip_count is None:
+            self._grow((), "int64", layout.grown_attrs(counted=True),
+                       position=len(self.op.results))
+        return loop_layout(self.op).trip_count
 
     def _grow(self, shape, dtype, attrs, position, yielded=None) -> Value:
         """A new result of the loop op of ``shape`` and ``dtype`` at ``position`` of its
@@ -270,9 +258,9 @@ def _loop_vjp(op, cotangents):
                    if c is not None]
     x_wanted = [i for i, arg in enumerate(loop.x_args)
                 if wanted[count + i] and _wants_gradient(arg, policy)]
-    explicit = op.opdef.explicit_inputs(op.attrs)
     captured = [(position, value) for position, value in enumerate(op.inputs)
-                if position >= explicit and wanted[position] and _wants_gradient(value, policy)]
+                if position >= loop.num_explicit and wanted[position]
+                and _wants_gradient(value, policy)]
     if loop.length == 0:
         return _zero_trip_vjp(loop, cotangents, diff, [stacked[j] for j, _ in stacked_cts],
                               x_wanted, captured, policy)

@@ -38,6 +38,8 @@ The ops (inputs after the explicit operands are captures):
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
@@ -50,7 +52,7 @@ from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields
 from .elementwise import cast
 from .source import as_value
 
-__all__ = ["cond", "while_loop", "scan", "fori_loop"]
+__all__ = ["cond", "while_loop", "scan", "fori_loop", "LoopLayout", "loop_layout"]
 
 
 def _is_int(dtype) -> bool:
@@ -205,6 +207,109 @@ def _bool_scalar(op_name, what, value):
         raise ShapeError(f"{op_name}: {what} must be a bool scalar, got {value.type_str}")
 
 
+# --- loop layouts ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoopLayout:
+    """Where a loop op keeps its parts, for the layers that read or grow loops (autodiff,
+    backends) without asking which loop op they have. Every loop op lays them out alike:
+
+    - inputs: the carries' initial values (:attr:`inits`), the per-step inputs
+      (:attr:`xs`, sliced along axis 0), the run-time trip count when the op takes it as an
+      input (:attr:`length_input`), then the captures (:attr:`captures`);
+    - the body block (:attr:`body`): arguments the carries then one slice of each ``xs``;
+      yields the next carries, then the per-step values (:attr:`stacked_yields`);
+    - results: the final carries (:attr:`finals`), the per-step values stacked along a new
+      axis 0 (:attr:`stacked_results`), then, when :attr:`counted`, the trip count.
+
+    ``length`` is the trip count when known at build time; ``reverse`` runs the steps last to
+    first (a per-step value keeps the position of its step); ``remat`` asks reverse mode to
+    recompute the body in the backward instead of storing its residuals (``checkpoint=``).
+    :meth:`grown_attrs` gives the attrs of the same loop with more stacked outputs or a trip
+    count result (:attr:`can_count`)."""
+
+    op: object
+    body_index: int
+    num_carry: int
+    num_xs: int
+    length: int | None
+    reverse: bool
+    has_length_input: bool
+    counted: bool
+    can_count: bool
+    remat: bool
+    _grow: Callable
+
+    @property
+    def body(self):
+        return self.op.blocks[self.body_index]
+
+    @property
+    def num_explicit(self) -> int:
+        return self.num_carry + self.num_xs + self.has_length_input
+
+    @property
+    def inits(self) -> list:
+        return self.op.inputs[:self.num_carry]
+
+    @property
+    def xs(self) -> list:
+        return self.op.inputs[self.num_carry:self.num_carry + self.num_xs]
+
+    @property
+    def length_input(self):
+        """The int scalar input holding the trip count, or None."""
+        return self.op.inputs[self.num_carry + self.num_xs] if self.has_length_input else None
+
+    @property
+    def captures(self) -> list:
+        return self.op.inputs[self.num_explicit:]
+
+    @property
+    def carry_args(self) -> list:
+        return self.body.args[:self.num_carry]
+
+    @property
+    def x_args(self) -> list:
+        return self.body.args[self.num_carry:]
+
+    @property
+    def carry_yields(self) -> list:
+        return self.body.yields[:self.num_carry]
+
+    @property
+    def stacked_yields(self) -> list:
+        return self.body.yields[self.num_carry:]
+
+    @property
+    def finals(self) -> list:
+        return self.op.results[:self.num_carry]
+
+    @property
+    def stacked_results(self) -> list:
+        return self.op.results[self.num_carry:self.num_carry + len(self.stacked_yields)]
+
+    @property
+    def trip_count(self):
+        """A Value holding how many steps ran, when the op has one (its run-time length input
+        or its trip count result), else None."""
+        if self.has_length_input:
+            return self.length_input
+        return self.op.results[-1] if self.counted else None
+
+    def grown_attrs(self, stacked=0, counted=False) -> dict:
+        """The attrs of this loop with ``stacked`` more per-step outputs and, with
+        ``counted``, a trip count result (only where :attr:`can_count`)."""
+        if counted and not self.can_count:
+            raise TypeError(f"{self.op.opdef.name} cannot count its trips")
+        return self._grow(self.op.attrs, stacked, counted)
+
+
+def loop_layout(op) -> LoopLayout | None:
+    """The :class:`LoopLayout` of a loop op, None for any other op."""
+    region = op.opdef.region
+    return region.layout(op) if region is not None and region.layout is not None else None
+
+
 # --- cond --------------------------------------------------------------------------------------
 def _cond_rule(types, attrs, blocks):
     then_block, else_block = blocks
@@ -344,10 +449,20 @@ def _while_dims(input_dims, attrs, shapes, blocks):
     return out + ([()] if attrs["counted"] else [])
 
 
+def _while_layout(op) -> LoopLayout:
+    attrs = op.attrs
+    return LoopLayout(op, body_index=1, num_carry=attrs["num_vars"], num_xs=0, length=None,
+                      reverse=False, has_length_input=False, counted=attrs["counted"],
+                      can_count=True, remat=attrs.get("remat", False),
+                      _grow=lambda attrs, stacked, counted: dict(
+                          attrs, num_stacked=attrs["num_stacked"] + stacked,
+                          counted=counted or attrs["counted"]))
+
+
 while_p = register(OpDef(
     "while_loop", REGION, infer=_while_rule, impl=None, dims=_while_dims,
     region=Region(("cond", "body"), lambda attrs: attrs["num_vars"], _run_while,
-                  _narrow_while),
+                  _narrow_while, layout=_while_layout),
     doc="Runs ``body`` while ``cond`` holds, carrying the loop vars."))
 
 
@@ -458,9 +573,21 @@ def _scan_dims(input_dims, attrs, shapes, blocks):
     return out + [(length,) + v.dims for v in body.yields[carries:]]
 
 
+def _scan_grow(attrs, stacked, counted):
+    return dict(attrs)     # a scan stacks every yield after the carries; it never counts
+
+
+def _scan_layout(op) -> LoopLayout:
+    attrs = op.attrs
+    return LoopLayout(op, body_index=0, num_carry=attrs["num_carry"], num_xs=attrs["num_xs"],
+                      length=attrs["length"], reverse=attrs["reverse"],
+                      has_length_input=scan_length_input(attrs), counted=False,
+                      can_count=False, remat=attrs.get("remat", False), _grow=_scan_grow)
+
+
 scan_p = register(OpDef(
     "scan", REGION, infer=_scan_rule, impl=None, dims=_scan_dims,
-    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan),
+    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan, layout=_scan_layout),
     doc="Runs ``body`` once per slice of ``xs``, carrying state and stacking outputs."))
 
 
