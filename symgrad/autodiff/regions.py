@@ -45,15 +45,17 @@ from .registry import register_vjp
 __all__ = ["differentiate_block"]
 
 
-def differentiate_block(block, seeds, targets, policy) -> dict:
+def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     """Build, in the insertion block, the backward of ``block``'s ops: ``seeds`` is a list of
     ``(Value of the block's scope, cotangent)``, ``targets`` the Values (block arguments,
-    captures, inner Values) whose cotangents are wanted. Returns ``{target: cotangent or
-    None}``. Only ops of ``block`` itself are walked through."""
+    captures, inner Values) whose cotangents are wanted. ``sums`` maps Values to the
+    cotangent their sums start from (the contributions of ``block`` are added to it). Returns
+    ``{target: cotangent or None}``. Only ops of ``block`` itself are walked through."""
     outputs = [value for value, _ in seeds]
     cone, cone_ops = search(outputs, policy, within=block)
     ops, live = live_ops(targets, cone, cone_ops, policy)
     backward = Backward(block.program, policy, live)
+    backward.cotangent.update(sums or {})
     backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
     backward.run(ops)
     return {target: backward.cotangent.get(target) for target in targets}
@@ -275,16 +277,22 @@ def _loop_vjp(op, cotangents):
     accumulators = [new_arg(value) for _, value in captured]
     y_cts = [new_arg(stacked[j]) for j, _ in stacked_cts]
     with insertion_point(backward), deferred_scope_checks():
-        seeds = [(loop.carry_yields[k], a) for k, a in zip(diff, carry_cts)]
-        seeds += [(stacked[j], a) for (j, _), a in zip(stacked_cts, y_cts)]
+        differentiated, source = body, _Identity()
+        if loop.remat:     # the body again, from its arguments: no residual but the carries
+            differentiated = backward
+            _inline(body, source)
+        seeds = [(source[loop.carry_yields[k]], a) for k, a in zip(diff, carry_cts)]
+        seeds += [(source[stacked[j]], a) for (j, _), a in zip(stacked_cts, y_cts)]
         targets = [loop.carry_args[k] for k in diff] + [loop.x_args[i] for i in x_wanted] + \
             [value for _, value in captured]
-        got = differentiate_block(body, seeds, targets, policy)
+        # a step adds to the running sums of the captures' gradients (carried accumulators)
+        sums = {value: a for a, (_, value) in zip(accumulators, captured)}
+        got = differentiate_block(differentiated, seeds, targets, policy, sums)
         new_carry_cts = [_as_type_of(got[loop.carry_args[k]], a)
                          if got[loop.carry_args[k]] is not None else zeros_for(a)
                          for k, a in zip(diff, carry_cts)]
-        new_accumulators = [a if got[value] is None else _as_type_of(add(a, got[value]), a)
-                            for a, (_, value) in zip(accumulators, captured)]
+        new_accumulators = [_as_type_of(got[value], a) for a, (_, value) in
+                            zip(accumulators, captured)]
         x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
 
     residual_args, residual_inputs = [], []   # slices the reverse scan reads, and their stacks
@@ -345,7 +353,13 @@ def _loop_vjp(op, cotangents):
                        new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
     inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
              else zeros_for(loop.finals[k]) for k in diff]
-    inits += [zeros_for(value) for _, value in captured] + shift_inits
+    # a capture's sum starts from what the sweep has summed for it so far (the steps continue
+    # it in the order they are differentiated, bit for bit however the steps are nested or
+    # split into loops), or from zeros
+    running = call.running or [None] * len(op.inputs)
+    inits += [running[position] if running[position] is not None and
+              _contributes(got, value, sums) else zeros_for(value)
+              for position, value in captured] + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}
     operands = inits + xs
@@ -357,12 +371,19 @@ def _loop_vjp(op, cotangents):
     for index, k in enumerate(diff):
         if wanted[k]:
             grads[k] = results[index]
-    for index, (position, _) in enumerate(captured):
-        if got[captured[index][1]] is not None:
+    for index, (position, value) in enumerate(captured):
+        if _contributes(got, value, sums):
             grads[position] = results[len(diff) + index]
+            if running[position] is not None:
+                call.continued.add(position)
     for index, (i, _) in enumerate(x_cts):
         grads[count + i] = results[len(inits) + index]
     return grads
+
+
+def _contributes(got, value, sums) -> bool:
+    """Does the body give captured ``value`` a gradient (more than its running sum)?"""
+    return got[value] is not sums[value]
 
 
 def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, policy):

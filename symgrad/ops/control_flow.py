@@ -49,7 +49,9 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
+from .checkpoint import copied_region, segment_length
 from .elementwise import cast
+from .shape import concatenate, reshape
 from .source import as_value
 
 __all__ = ["cond", "while_loop", "scan", "fori_loop", "LoopLayout", "loop_layout"]
@@ -610,13 +612,18 @@ def _leading_length(xs_leaves, length):
     return static
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
     """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` run once per slice ``x`` of ``xs``
     along axis 0 (last to first with ``reverse``). ``init`` is a Value or a (nested)
     tuple/list of Values (the carry keeps that structure, shapes and dtypes); ``xs`` a Value, a
     tuple/list of Values, or None with ``length`` given. The ``y``s are stacked along a new
     axis 0 (a ``None`` y stays ``None``). Returns ``(carry, ys)``. ``f`` may read any Value of
-    the enclosing program; gradients flow to ``init``, ``xs`` and what ``f`` reads."""
+    the enclosing program; gradients flow to ``init``, ``xs`` and what ``f`` reads.
+
+    ``checkpoint``: what reverse mode keeps of the steps (:mod:`symgrad.ops.checkpoint`):
+    ``None`` every step's residuals; an int ``k`` >= 1 the carry every ``k`` steps, the
+    backward recomputing each segment of ``k`` steps from its carry; ``"sqrt"`` the same with
+    ``k = ceil(sqrt(T))``. Results and gradients are the same under every policy."""
     if length is not None and (isinstance(length, bool)
                                or not isinstance(length, (int, np.integer)) or length < 0):
         raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
@@ -632,45 +639,101 @@ def scan(f, init, xs=None, length=None, reverse=False):
         static_length = _leading_length(xs_leaves, None if length is None else int(length))
         if not xs_leaves and static_length is None:
             raise TypeError("scan: give xs or length")
-        carry_types = _types(init_leaves)
-        slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
-
-        def call(*args):
-            carry = _unflatten(init_structure, args[:len(init_leaves)])
-            x = _unflatten(xs_structure, args[len(init_leaves):])
-            out = f(carry, x)
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"scan: f must return a pair (carry, y), got "
-                                f"{type(out).__name__}")
-            return out
-
-        body, leaves, structure = _run_in_block(
-            program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
-            expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
-        carry_structure, y_structure = structure[1]
-        if carry_structure != init_structure:
-            raise ShapeError(f"scan: f returns a carry of structure "
-                             f"{_describe_structure(carry_structure)} but init is "
-                             f"{_describe_structure(init_structure)}")
-        _check_same_types("scan", _types(leaves[:len(init_leaves)]), carry_types, "f's carry",
-                          "init")
-        body.yields = leaves
-        attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
-                 "length": static_length, "reverse": bool(reverse)}
-        op = bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program)
+        init, xs = (init_leaves, init_structure), (xs_leaves, xs_structure)
+        steps = segment_length("scan", checkpoint, static_length)
+        if steps is not None:
+            carry, ys = _checkpointed_scan(f, init, xs, static_length, steps, reverse)
+            return _unflatten(init_structure, carry), ys
+        op, y_structure = _scan_op(f, init, xs, static_length, reverse)
     results = op.results
     return (_unflatten(init_structure, results[:len(init_leaves)]),
             _unflatten(y_structure, results[len(init_leaves):]))
 
 
+def _scan_op(f, init, xs, static_length, reverse, remat=False):
+    """Build the scan op of ``f`` over ``init`` and ``xs`` (each ``(Values, structure)``);
+    returns it and the structure of the ``y``s."""
+    (init_leaves, init_structure), (xs_leaves, xs_structure) = init, xs
+    program = program_of(init_leaves + xs_leaves, "scan")
+    carry_types = _types(init_leaves)
+    slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
+
+    def call(*args):
+        carry = _unflatten(init_structure, args[:len(init_leaves)])
+        x = _unflatten(xs_structure, args[len(init_leaves):])
+        out = f(carry, x)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"scan: f must return a pair (carry, y), got "
+                            f"{type(out).__name__}")
+        return out
+
+    body, leaves, structure = _run_in_block(
+        program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
+        expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
+    carry_structure, y_structure = structure[1]
+    if carry_structure != init_structure:
+        raise ShapeError(f"scan: f returns a carry of structure "
+                         f"{_describe_structure(carry_structure)} but init is "
+                         f"{_describe_structure(init_structure)}")
+    _check_same_types("scan", _types(leaves[:len(init_leaves)]), carry_types, "f's carry",
+                      "init")
+    body.yields = leaves
+    attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
+             "length": static_length, "reverse": bool(reverse)}
+    if remat:
+        attrs["remat"] = True
+    return bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program), y_structure
+
+
+def _checkpointed_scan(f, init, xs, length, steps, reverse):
+    """``scan`` of ``f`` over ``length`` steps in segments of ``steps``: a ``remat`` scan over
+    the ``length // steps`` whole segments whose body is the scan of one segment, then (when
+    ``steps`` does not divide ``length``) a copy of that inner scan for the last, shorter
+    segment. Steps run in the order the plain scan runs them; ``reverse`` puts the shorter
+    segment first in index order (it runs last). Returns the final carry's leaves and the
+    ``y``s (structured). Reverse mode stores the carry at each segment start and the residuals
+    of one segment at a time."""
+    (init_leaves, _), (xs_leaves, xs_structure) = init, xs
+    program = program_of(init_leaves + xs_leaves, "scan")
+    count, rest = divmod(length, steps)
+    whole = (rest, length) if reverse else (0, count * steps)
+    short = (0, rest) if reverse else (count * steps, length)
+
+    def part(x, bounds):
+        return x[bounds[0]:bounds[1]] if rest else x
+
+    chunks = [reshape(part(x, whole), [count, steps] + list(x.shape[1:])) for x in xs_leaves]
+    inner = []
+
+    def segment(carry, chunk):
+        out = scan(f, carry, chunk, length=steps, reverse=reverse)
+        inner.append(current_block(program).ops[-1])
+        return out
+
+    outer, y_structure = _scan_op(segment, init, (chunks, xs_structure), count, reverse,
+                                  remat=True)
+    carry = outer.results[:len(init_leaves)]
+    ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in outer.results[len(carry):]]
+    if rest:
+        (op,) = inner
+        tail = copied_region(op, carry + [part(x, short) for x in xs_leaves],
+                             dict(op.attrs, length=rest)).results
+        carry = tail[:len(carry)]
+        ys = [concatenate([y, t] if not reverse else [t, y])
+              for y, t in zip(ys, tail[len(carry):])]
+    return carry, _unflatten(y_structure, ys)
+
+
 # --- fori_loop ------------------------------------------------------------------------------------
-def fori_loop(lower, upper, body_fn, init_val):
+def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     """JAX's ``fori_loop``: ``val = body_fn(i, val)`` for ``i`` in ``[lower, upper)``, with ``i``
     an int64 scalar Value; returns the final ``val`` (a Value or a tuple/list of Values).
     ``lower``/``upper`` are ints (the loop is a ``scan`` of ``upper - lower`` steps) or int
-    scalar Values (a ``while_loop``)."""
+    scalar Values (a ``while_loop``). ``checkpoint`` as for :func:`scan` (int bounds only)."""
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
+    if not static:
+        segment_length("fori_loop", checkpoint, None)
     if static:
         start = as_value(np.int64(lower), program=_program_for(init_val))
 
@@ -678,7 +741,8 @@ def fori_loop(lower, upper, body_fn, init_val):
             i, val = carry
             return (i + np.int64(1), body_fn(i, val)), None
 
-        (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)))
+        (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)),
+                           checkpoint=checkpoint)
         return val
     program = _program_for(init_val, lower, upper)
     bounds = []
