@@ -15,7 +15,13 @@ the forward loop as one more stacked output (the forward op grows a result: a ch
 ``grad`` call's transaction undoes if it fails). A carry's incoming values are stacked once, and
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
 carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
-stack, not two. ``while_loop`` also records its trip count, which the reverse scan runs for
+stack, not two. A loop marked ``remat`` (the outer scan of ``checkpoint=``,
+:mod:`symgrad.ops.checkpoint`) stores no residual but its incoming carries: its backward body
+first recomputes the forward body from them. The accumulator of a captured Value starts from
+the cotangent the sweep has summed for it so far (``GradCall.running``), and each step adds to
+it, so the gradient is one running sum in the order the steps are differentiated, the same bit
+for bit however the steps are split into nested or consecutive loops. ``while_loop`` also
+records its trip count, which the reverse scan runs for
 (reverse mode through a while loop, which JAX refuses). A loop known at build time to run no
 step is the identity on its carries, and gives zeros to what its body reads. Building the
 reverse scan is linear in the size of the body.
