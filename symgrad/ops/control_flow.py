@@ -54,7 +54,7 @@ from .elementwise import cast
 from .shape import concatenate, reshape
 from .source import as_value
 
-__all__ = ["cond", "while_loop", "scan", "fori_loop", "LoopLayout", "loop_layout"]
+__all__ = ["cond", "while_loop", "scan", "fori_loop", "checkpoint"]
 
 
 def _is_int(dtype) -> bool:
@@ -650,11 +650,12 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
             _unflatten(y_structure, results[len(init_leaves):]))
 
 
-def _scan_op(f, init, xs, static_length, reverse, remat=False):
-    """Build the scan op of ``f`` over ``init`` and ``xs`` (each ``(Values, structure)``);
-    returns it and the structure of the ``y``s."""
+def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, repeats=True):
+    """Build the scan op of ``f`` over ``init`` and ``xs`` (each ``(Values, structure)``) in
+    ``program`` (by default theirs); returns it and the structure of the ``y``s. ``repeats``:
+    the body counts as a loop body (random ops in it need a counter)."""
     (init_leaves, init_structure), (xs_leaves, xs_structure) = init, xs
-    program = program_of(init_leaves + xs_leaves, "scan")
+    program = program or program_of(init_leaves + xs_leaves, "scan")
     carry_types = _types(init_leaves)
     slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
 
@@ -669,7 +670,7 @@ def _scan_op(f, init, xs, static_length, reverse, remat=False):
 
     body, leaves, structure = _run_in_block(
         program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
-        expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
+        expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=repeats)
     carry_structure, y_structure = structure[1]
     if carry_structure != init_structure:
         raise ShapeError(f"scan: f returns a carry of structure "
@@ -722,6 +723,29 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
         ys = [concatenate([y, t] if not reverse else [t, y])
               for y, t in zip(ys, tail[len(carry):])]
     return carry, _unflatten(y_structure, ys)
+
+
+# --- checkpoint --------------------------------------------------------------------------------
+def checkpoint(fn):
+    """JAX's ``jax.checkpoint``: a function that returns what ``fn`` returns (a Value or a
+    (nested) tuple/list of Values) but whose intermediate Values reverse mode does not store:
+    the backward recomputes ``fn`` from its arguments and the Values it reads. Results and
+    first derivatives are the same bit for bit as calling ``fn`` itself.
+
+    The call builds a ``remat`` scan of one step with no carry (so every backend runs it):
+    its body is ``fn``, its per-step outputs what ``fn`` returns."""
+    def recomputed(*args):
+        leaves = [leaf for leaf in _flatten(args, allow_none=True)[0] if isinstance(leaf, Value)]
+        program = program_of(leaves, "checkpoint")
+        with program.transaction():
+            op, y_structure = _scan_op(lambda carry, _: ((), fn(*args)), ([], _flatten(())[1]),
+                                       ([], None), 1, False, remat=True, program=program,
+                                       repeats=False)
+            return _unflatten(y_structure, [y[0] for y in op.results])
+
+    recomputed.__name__ = getattr(fn, "__name__", "checkpointed")
+    recomputed.__doc__ = getattr(fn, "__doc__", None)
+    return recomputed
 
 
 # --- fori_loop ------------------------------------------------------------------------------------

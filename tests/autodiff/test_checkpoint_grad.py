@@ -140,3 +140,54 @@ def test_checkpointed_loop_runs_on_the_c_backend():
     got = sg.compile(prog, fetches, backend="c")(**FEEDS)
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _block_program(remat):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 3], "float64")
+        w = sg.data("w", [3, 3], "float64")
+
+        def block(a):
+            h = sg.tanh(a @ w)
+            noise = sg.random.uniform([4, 3], dtype="float64")
+            return sg.sin(h @ w) * noise, h
+        f = sg.checkpoint(block) if remat else block
+        y, h = f(x)
+        y, _ = f(y)
+        loss = sg.sum(y * y) + sg.sum(h)
+        grads = ir_backward.grad(loss, [x, w], create_graph=True)
+        second = ir_backward.grad(sum(sg.sum(g * g) for g in grads), [x, w])
+    return prog, [loss] + grads + second
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_checkpointed_function_recomputes_instead_of_storing(backend):
+    feeds = {"x": RNG.normal(size=(4, 3)), "w": RNG.normal(size=(3, 3))}
+    plain = sg.compile(*_block_program(False), backend=backend)(**feeds)
+    prog, fetches = _block_program(True)
+    got = sg.compile(prog, fetches, backend=backend)(**feeds)
+    for a, b in zip(got[:3], plain[:3]):      # the loss and first derivatives: bit for bit
+        assert np.array_equal(a, b)
+    for a, b in zip(got[3:], plain[3:]):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
+    first = [op for op in prog.ops if op.name == "scan" and op.attrs.get("remat")]
+    assert len(first) == 2 and all(len(op.results) == 2 for op in first)   # nothing stored
+
+
+def test_checkpointed_function_inside_a_loop_body():
+    def build(remat):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [3], "float64")
+            w = sg.data("w", [3], "float64")
+
+            def block(i, v):
+                return sg.tanh(v * w + sg.random.normal([3], dtype="float64", counter=i))
+            f = sg.checkpoint(block) if remat else block
+            y = sg.fori_loop(0, 5, f, x, checkpoint=2 if remat else None)
+            fetches = [y] + ir_backward.grad(sg.sum(y * y), [x, w])
+        return sg.compile(prog, fetches, backend="numpy")
+    feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    for a, b in zip(build(True)(**feeds), build(False)(**feeds)):
+        assert np.array_equal(a, b)
