@@ -50,7 +50,7 @@ from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
 from .checkpoint import copied_region, segment_length
-from .elementwise import cast
+from .elementwise import cast, logical_and
 from .shape import concatenate, reshape
 from .source import as_value
 
@@ -468,39 +468,60 @@ while_p = register(OpDef(
     doc="Runs ``body`` while ``cond`` holds, carrying the loop vars."))
 
 
-def while_loop(cond_fn, body_fn, loop_vars):
+def while_loop(cond_fn, body_fn, loop_vars, checkpoint=None):
     """Paddle's ``static.nn.while_loop``: ``loop_vars`` a list/tuple of Values;
     ``cond_fn(*vars)`` returns a bool scalar Value; ``body_fn(*vars)`` returns a list/tuple of
     the same length, shapes and dtypes. Returns the final vars as a list. Both functions may
     read any Value of the enclosing program. Differentiable in reverse mode: the backward runs
-    the recorded trip count in reverse."""
+    the recorded trip count in reverse. ``checkpoint``: None stores every step's residuals for
+    it; an int ``k`` >= 1 the vars every ``k`` steps, the backward recomputing each segment of
+    at most ``k`` steps from them (results and gradients the same)."""
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
         raise TypeError(f"while_loop: loop_vars must be a non-empty list/tuple of Values, got "
                         f"{loop_vars!r}")
+    steps = segment_length("while_loop", checkpoint, None, open_ended=True)
     program = program_of([v for v in loop_vars if isinstance(v, Value)], "while_loop")
     with program.transaction():
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
-        var_types = _types(init)
-        cond_block, cond_leaves, cond_structure = _run_in_block(
-            program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
-        if cond_structure != _LEAF:
-            raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
-                            f"{_describe_structure(cond_structure)}")
-        _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
-        body, body_leaves, body_structure = _run_in_block(
-            program, _arg_types(init), body_fn, "while_loop", "body_fn",
-            expected_dtypes=[d for _, d in var_types], repeats=True)
-        if body_structure == _LEAF and len(init) == 1:
-            body_structure = (list, (_LEAF,))
-        if body_structure[0] not in (list, tuple) or any(
-                item != _LEAF for item in body_structure[1]):
-            raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
-                            f"{_describe_structure(body_structure)}")
-        _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
-        cond_block.yields, body.yields = cond_leaves, body_leaves
-        op = bind_region(while_p, init, {"num_vars": len(init), "num_stacked": 0,
-                                         "counted": False}, [cond_block, body], program)
-    return list(op.results)
+        if steps is None:
+            return list(_while_op(cond_fn, body_fn, init, program).results)
+
+        def segment(*vars):      # at most `steps` steps of the loop
+            def more(j, *vars):
+                return logical_and(j < np.int64(steps), cond_fn(*vars))
+
+            def step(j, *vars):
+                new = body_fn(*vars)
+                return [j + np.int64(1)] + ([new] if isinstance(new, Value) else list(new))
+            return while_loop(more, step, [as_value(np.int64(0), program=program)] +
+                              list(vars))[1:]
+        return list(_while_op(cond_fn, segment, init, program, remat=True).results)
+
+
+def _while_op(cond_fn, body_fn, init, program, remat=False):
+    """Build the while_loop op of ``cond_fn`` and ``body_fn`` over the Values ``init``."""
+    var_types = _types(init)
+    cond_block, cond_leaves, cond_structure = _run_in_block(
+        program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
+    if cond_structure != _LEAF:
+        raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
+                        f"{_describe_structure(cond_structure)}")
+    _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
+    body, body_leaves, body_structure = _run_in_block(
+        program, _arg_types(init), body_fn, "while_loop", "body_fn",
+        expected_dtypes=[d for _, d in var_types], repeats=True)
+    if body_structure == _LEAF and len(init) == 1:
+        body_structure = (list, (_LEAF,))
+    if body_structure[0] not in (list, tuple) or any(
+            item != _LEAF for item in body_structure[1]):
+        raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
+                        f"{_describe_structure(body_structure)}")
+    _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
+    cond_block.yields, body.yields = cond_leaves, body_leaves
+    attrs = {"num_vars": len(init), "num_stacked": 0, "counted": False}
+    if remat:
+        attrs["remat"] = True
+    return bind_region(while_p, init, attrs, [cond_block, body], program)
 
 
 # --- scan ----------------------------------------------------------------------------------------
@@ -753,11 +774,12 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     """JAX's ``fori_loop``: ``val = body_fn(i, val)`` for ``i`` in ``[lower, upper)``, with ``i``
     an int64 scalar Value; returns the final ``val`` (a Value or a tuple/list of Values).
     ``lower``/``upper`` are ints (the loop is a ``scan`` of ``upper - lower`` steps) or int
-    scalar Values (a ``while_loop``). ``checkpoint`` as for :func:`scan` (int bounds only)."""
+    scalar Values (a ``while_loop``). ``checkpoint`` as for :func:`scan` with int bounds, as
+    for :func:`while_loop` (an int) with Value bounds."""
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     if not static:
-        segment_length("fori_loop", checkpoint, None)
+        segment_length("fori_loop", checkpoint, None, open_ended=True)
     if static:
         start = as_value(np.int64(lower), program=_program_for(init_val))
 
@@ -796,7 +818,7 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
                                  f"{_describe_structure(structure)}")
             return [i + np.int64(1)] + list(new_leaves)
 
-        final = while_loop(keep_going, body, [start] + list(leaves))
+        final = while_loop(keep_going, body, [start] + list(leaves), checkpoint=checkpoint)
     return _unflatten(structure, final[1:])
 
 

@@ -134,12 +134,14 @@ def test_the_forward_stores_one_carry_per_segment():
     assert [v.shape for v in loop.results] == [(4, 5), (T, 4, 5), (T, 4, 5)]
 
 
-def test_checkpointed_loop_runs_on_the_c_backend():
-    prog, fetches = _program(_rnn_step, "sqrt")
-    expected = sg.compile(prog, fetches, backend="interpreter")(**FEEDS)
-    got = sg.compile(prog, fetches, backend="c")(**FEEDS)
-    for a, b in zip(got, expected):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+def test_checkpointed_loops_run_on_the_c_backend():
+    while_feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    for (prog, fetches), feeds in ((_program(_rnn_step, "sqrt"), FEEDS),
+                                   (_while_program(3, True), while_feeds)):
+        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+        got = sg.compile(prog, fetches, backend="c")(**feeds)
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
 def _block_program(remat):
@@ -190,4 +192,57 @@ def test_checkpointed_function_inside_a_loop_body():
         return sg.compile(prog, fetches, backend="numpy")
     feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
     for a, b in zip(build(True)(**feeds), build(False)(**feeds)):
+        assert np.array_equal(a, b)
+
+
+def _while_program(policy, counter=False):
+    """A loop of a data-dependent trip count, with a random draw (counter carried) and a cond."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+        w = sg.data("w", [3], "float64")
+
+        def body(i, v):
+            z = sg.tanh(v * w) + 0.3
+            z = sg.cond(sg.sum(z) > 1.0, lambda a: a * 1.01, lambda a: a + 0.01, z)
+            if counter:
+                z = z + sg.random.uniform([3], dtype="float64", counter=i) * 0.01
+            return [i + np.int64(1), v + z]
+        n, v = sg.while_loop(lambda i, v: sg.sum(v) < 40.0, body,
+                             [sg.constant(np.int64(0)), x], checkpoint=policy)
+        loss = sg.sum(v * v)
+        fetches = [n, v] + ir_backward.grad(loss, [x, w])
+    return prog, fetches
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [1, 3, 4, 100])
+def test_while_loop_checkpoint_is_bit_identical(policy, backend):
+    feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    plain = sg.compile(*_while_program(None, True), backend=backend)(**feeds)
+    assert 20 < int(plain[0]) < 100
+    got = sg.compile(*_while_program(policy, True), backend=backend)(**feeds)
+    for a, b in zip(got, plain):
+        assert np.array_equal(a, b)
+
+
+def test_while_loop_checkpoint_stores_one_carry_per_segment():
+    prog, _ = _while_program(3)
+    outer = next(op for op in prog.ops if op.name == "while_loop")
+    assert outer.attrs["remat"]
+    (inner,) = [op for op in outer.blocks[1].ops if op.name == "while_loop"]
+    assert not inner.attrs.get("remat") and inner.attrs["num_stacked"] == 0
+    assert outer.attrs["num_stacked"] == 2           # the incoming vars, nothing per step
+
+
+def test_fori_loop_with_value_bounds_checkpoints_its_while_loop():
+    def build(policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [3], "float64")
+            n = sg.data("n", [], "int64")
+            y = sg.fori_loop(0, n, lambda i, v: sg.sin(v) * 1.1, x, checkpoint=policy)
+            return sg.compile(prog, [y] + ir_backward.grad(sg.sum(y), [x]), backend="numpy")
+    feeds = {"x": np.array([0.3, -1.2, 2.0]), "n": np.int64(9)}
+    for a, b in zip(build(2)(**feeds), build(None)(**feeds)):
         assert np.array_equal(a, b)

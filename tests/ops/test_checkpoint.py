@@ -16,6 +16,11 @@ def test_segment_length(policy, length, expected):
     assert segment_length("scan", policy, length) == expected
 
 
+def test_an_open_ended_loop_takes_an_int_policy():
+    assert segment_length("while_loop", 3, None, open_ended=True) == 3
+    assert segment_length("while_loop", None, None, open_ended=True) is None
+
+
 @pytest.mark.parametrize("policy", [0, -2, True, 2.0, "log", ("binomial", 4)])
 def test_a_bad_policy_is_refused_naming_the_op(policy):
     with pytest.raises(ValueError, match="scan: checkpoint must be None, an int >= 1 or "):
@@ -31,8 +36,14 @@ def test_a_run_time_trip_count_is_refused_and_the_program_is_unchanged():
         before = str(prog)
         with pytest.raises(ValueError, match="scan: checkpoint='sqrt' needs the trip count"):
             sg.scan(lambda c, x: (c + x, None), init, xs, checkpoint="sqrt")
-        with pytest.raises(ValueError, match="fori_loop: checkpoint=2 needs the trip count"):
-            sg.fori_loop(0, n, lambda i, v: v * 2.0, init, checkpoint=2)
+        with pytest.raises(ValueError, match="fori_loop: checkpoint='sqrt' needs the trip"):
+            sg.fori_loop(0, n, lambda i, v: v * 2.0, init, checkpoint="sqrt")
+        with pytest.raises(ValueError, match="while_loop: checkpoint='sqrt' needs the trip"):
+            sg.while_loop(lambda v: sg.sum(v) < 9.0, lambda v: [v * 2.0], [init],
+                          checkpoint="sqrt")
+        with pytest.raises(ValueError, match="while_loop: checkpoint must be None, an int"):
+            sg.while_loop(lambda v: sg.sum(v) < 9.0, lambda v: [v * 2.0], [init],
+                          checkpoint=0)
         assert str(prog) == before
 
 
