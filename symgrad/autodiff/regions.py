@@ -41,7 +41,6 @@ from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
-from ..ops.elementwise import add
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
@@ -363,7 +362,7 @@ def _loop_vjp(op, cotangents):
     # it in the order they are differentiated, bit for bit however the steps are nested or
     # split into loops), or from zeros
     running = call.running or [None] * len(op.inputs)
-    inits += [running[position] if running[position] is not None and
+    inits += [_as_type_of(running[position], value) if running[position] is not None and
               _contributes(got, value, sums) else zeros_for(value)
               for position, value in captured] + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,

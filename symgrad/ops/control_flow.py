@@ -34,6 +34,11 @@ The ops (inputs after the explicit operands are captures):
 
 ``fori_loop`` is not an op: with static bounds it is a ``scan``, with Value bounds a
 ``while_loop`` (as in JAX).
+
+A loop with attr ``remat=True`` (built by ``checkpoint=``, :mod:`symgrad.ops.checkpoint`, and
+by :func:`checkpoint`) runs like any other; only reverse mode differs: it recomputes the body
+in the backward instead of storing its residuals. Every layer reads a loop through its
+:class:`LoopLayout` (:func:`loop_layout`).
 """
 from __future__ import annotations
 
@@ -729,7 +734,7 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
 
     def segment(carry, chunk):
         out = scan(f, carry, chunk, length=steps, reverse=reverse)
-        inner.append(current_block(program).ops[-1])
+        inner.append(current_block(program).ops[-1])     # the scan op just built
         return out
 
     outer, y_structure = _scan_op(segment, init, (chunks, xs_structure), count, reverse,
@@ -778,8 +783,6 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     for :func:`while_loop` (an int) with Value bounds."""
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
-    if not static:
-        segment_length("fori_loop", checkpoint, None, open_ended=True)
     if static:
         start = as_value(np.int64(lower), program=_program_for(init_val))
 
@@ -790,6 +793,7 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
         (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)),
                            checkpoint=checkpoint)
         return val
+    segment_length("fori_loop", checkpoint, None, open_ended=True)   # refuses "sqrt" now
     program = _program_for(init_val, lower, upper)
     bounds = []
     for name, bound in (("lower", lower), ("upper", upper)):

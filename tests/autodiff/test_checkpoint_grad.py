@@ -246,3 +246,22 @@ def test_fori_loop_with_value_bounds_checkpoints_its_while_loop():
     feeds = {"x": np.array([0.3, -1.2, 2.0]), "n": np.int64(9)}
     for a, b in zip(build(2)(**feeds), build(None)(**feeds)):
         assert np.array_equal(a, b)
+
+
+def test_a_loop_continues_the_running_gradient_sum_of_what_it_reads():
+    """Two scans one after the other give ``w`` the gradient one scan over all the steps
+    gives, bit for bit, also with ``w`` read outside the loops."""
+    def build(split):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            xs = sg.data("xs", [T, 4, 3], "float64")
+            w = sg.data("w", [5, 5], "float64")
+            u = sg.data("u", [3, 5], "float64")
+            h = sg.data("h0", [4, 5], "float64")
+            step = _rnn_step(w, u)
+            for part in ((xs[:split], xs[split:]) if split else (xs,)):
+                h, _ = sg.scan(step, h, part)
+            loss = sg.mean(h * h) + sg.sum(w * w)
+        return sg.compile(prog, ir_backward.grad(loss, [w, u]), backend="numpy")
+    for a, b in zip(build(4)(**FEEDS), build(None)(**FEEDS)):
+        assert np.array_equal(a, b)
