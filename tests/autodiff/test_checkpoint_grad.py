@@ -134,16 +134,6 @@ def test_the_forward_stores_one_carry_per_segment():
     assert [v.shape for v in loop.results] == [(4, 5), (T, 4, 5), (T, 4, 5)]
 
 
-def test_checkpointed_loops_run_on_the_c_backend():
-    while_feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
-    for (prog, fetches), feeds in ((_program(_rnn_step, "sqrt"), FEEDS),
-                                   (_while_program(3, True), while_feeds)):
-        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
-        got = sg.compile(prog, fetches, backend="c")(**feeds)
-        for a, b in zip(got, expected):
-            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-
-
 def _block_program(remat):
     prog = sg.Program()
     with sg.program_guard(prog):
