@@ -729,6 +729,9 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
     def part(x, bounds):
         return x[bounds[0]:bounds[1]] if rest else x
 
+    # the last segment's slices come first: the backward then adds their gradients to the
+    # running sum of each xs after the loops' (bit for bit the order without checkpoint)
+    short_xs = [part(x, short) for x in xs_leaves] if rest else []
     chunks = [reshape(part(x, whole), [count, steps] + list(x.shape[1:])) for x in xs_leaves]
     inner = []
 
@@ -743,8 +746,7 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
     ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in outer.results[len(carry):]]
     if rest:
         (op,) = inner
-        tail = copied_region(op, carry + [part(x, short) for x in xs_leaves],
-                             dict(op.attrs, length=rest)).results
+        tail = copied_region(op, carry + short_xs, dict(op.attrs, length=rest)).results
         carry = tail[:len(carry)]
         ys = [concatenate([y, t] if not reverse else [t, y])
               for y, t in zip(ys, tail[len(carry):])]

@@ -255,3 +255,30 @@ def test_a_loop_continues_the_running_gradient_sum_of_what_it_reads():
         return sg.compile(prog, ir_backward.grad(loss, [w, u]), backend="numpy")
     for a, b in zip(build(4)(**FEEDS), build(None)(**FEEDS)):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("policy", [2, 3])
+def test_checkpointed_loops_nested_that_read_xs_also_as_a_capture(policy, reverse):
+    """An outer checkpointed scan over xs whose body runs a checkpointed scan over all of xs:
+    the gradient of xs sums its slices' and the captures' parts as without checkpoint."""
+    def build(outer_policy, inner_policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            xs = sg.data("xs", [7, 3], "float64")
+            w = sg.data("w", [3], "float64")
+
+            def outer(c, x):
+                inner, ys = sg.scan(lambda h, s: (sg.tanh(h * w + s * c), h), x, xs,
+                                    reverse=reverse, checkpoint=inner_policy)
+                return c + sg.sum(inner), sg.sum(ys)
+            c, ys = sg.scan(outer, sg.sum(w) * 0.1, xs, reverse=reverse,
+                            checkpoint=outer_policy)
+            loss = c + sg.sum(ys * ys)
+            fetches = [loss] + ir_backward.grad(loss, [w, xs])
+        return sg.compile(prog, fetches, backend="numpy")
+    feeds = {"xs": RNG.normal(size=(7, 3)), "w": np.array([0.3, -0.2, 0.9])}
+    plain = build(None, None)(**feeds)
+    for policies in ((policy, policy), (policy, None), (None, policy)):
+        for a, b in zip(build(*policies)(**feeds), plain):
+            assert np.array_equal(a, b), policies
