@@ -1,7 +1,7 @@
-"""``checkpoint=`` on scan and fori_loop: results and gradients are bit-identical to storing
-every step, on the interpreter and numpy backends, with random ops, a ``cond`` and a nested
-loop in the body; second derivatives agree to rounding (the recomputation sums their terms
-segment by segment); the stored residuals are per segment."""
+"""``checkpoint=`` on scan, fori_loop and while_loop, and ``sg.checkpoint(fn)``: results and
+gradients are bit-identical to storing every step, on the interpreter and numpy backends, with
+random ops, a ``cond`` and a nested loop in the body; second derivatives agree to rounding (the
+recomputation sums their terms segment by segment); the stored residuals are per segment."""
 import numpy as np
 import pytest
 
