@@ -128,17 +128,25 @@ class Backward:
             if all(c is None for c in cotangents):
                 continue
             wanted = [u in self.live for u in op.inputs]
-            grads = self._call_vjp(op, cotangents, wanted)
-            for u, g, w in zip(op.inputs, grads, wanted):
-                if w and g is not None:
+            grads, continued = self._call_vjp(op, cotangents, wanted)
+            for index in continued:     # sums the VJP continued: first, the others add to them
+                self.cotangent[op.inputs[index]] = grads[index]
+            for index, (u, g, w) in enumerate(zip(op.inputs, grads, wanted)):
+                if w and g is not None and index not in continued:
                     self.accumulate(u, g)
 
     def _call_vjp(self, op, cotangents, wanted):
-        """The VJP's gradients, checked against the types of the inputs that need one. Ops
-        it builds for gradients nobody needs are left for the final :func:`sweep_unused`."""
-        # only region ops' VJPs read which inputs are wanted (autodiff.context)
-        wanted_known = calling_vjp(wanted) if op.blocks else contextlib.nullcontext()
-        with self.program.backward_of(op), wanted_known:
+        """The VJP's gradients, checked against the types of the inputs that need one, and
+        the positions whose gradient continues the input's running sum
+        (:mod:`symgrad.autodiff.context`). Ops it builds for gradients nobody needs are left
+        for the final :func:`sweep_unused`."""
+        # only region ops' VJPs read which inputs are wanted and their sums (autodiff.context)
+        if op.blocks:
+            known = calling_vjp(wanted, [self.cotangent.get(u) if w else None
+                                         for u, w in zip(op.inputs, wanted)])
+        else:
+            known = contextlib.nullcontext(frozenset())
+        with self.program.backward_of(op), known as continued:
             grads = evaluate_vjp(op, cotangents, wanted)
         if len(grads) != len(op.inputs):
             raise GradError(f"the VJP of `{format_op_head(op)}` returned {len(grads)} "
@@ -151,7 +159,7 @@ class Backward:
                 got = g.type_str if isinstance(g, Value) else type(g).__name__
                 raise GradError(f"the VJP of `{format_op_head(op)}` returned {got} as the "
                                 f"gradient of input {index}, which is {u.type_str}")
-        return grads
+        return grads, continued
 
     def zeros(self, value):
         """Zeros shaped like ``value``, recorded as backward of its producer."""

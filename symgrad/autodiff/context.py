@@ -2,8 +2,11 @@
 
 A region op's VJP builds the backward of its blocks itself, so it needs what the rest of the
 call knows: the :class:`~symgrad.autodiff.reach.Policy` (``no_grad_vars`` and the other cuts
-apply inside regions too), and which of the op's inputs need a gradient (so a loop does not
-accumulate gradients nobody asked for).
+apply inside regions too), which of the op's inputs need a gradient (so a loop does not
+accumulate gradients nobody asked for), and the cotangent each input has summed so far in the
+sweep (``running``): a loop may continue that sum step by step, in the order its steps are
+differentiated, instead of adding its own total to it, and then names the input among
+``continued``, whose gradient replaces the sum instead of adding to it.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import dataclasses
 class GradCall:
     policy: object
     wanted: list | None = None      # per input of the VJP being called
+    running: list | None = None     # per input: its cotangent summed so far, or None
+    continued: set | None = None    # positions whose gradient includes ``running``
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", default=None)
@@ -40,16 +45,18 @@ def current() -> GradCall:
 
 
 @contextlib.contextmanager
-def calling_vjp(wanted):
+def calling_vjp(wanted, running=None):
     """While one op's VJP runs, ``current().wanted`` says which of its inputs need a
-    gradient."""
+    gradient and ``current().running`` their cotangents summed so far; yields the set of input
+    positions whose gradient the VJP returns with that sum included (``continued``)."""
+    continued: set = set()
     call = _current.get()
     if call is None:
-        yield
+        yield continued
         return
-    saved = call.wanted
-    call.wanted = wanted
+    saved = call.wanted, call.running, call.continued
+    call.wanted, call.running, call.continued = wanted, running, continued
     try:
-        yield
+        yield continued
     finally:
-        call.wanted = saved
+        call.wanted, call.running, call.continued = saved

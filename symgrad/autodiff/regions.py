@@ -15,7 +15,13 @@ the forward loop as one more stacked output (the forward op grows a result: a ch
 ``grad`` call's transaction undoes if it fails). A carry's incoming values are stacked once, and
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
 carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
-stack, not two. ``while_loop`` also records its trip count, which the reverse scan runs for
+stack, not two. A loop marked ``remat`` (the outer scan of ``checkpoint=``,
+:mod:`symgrad.ops.checkpoint`) stores no residual but its incoming carries: its backward body
+first recomputes the forward body from them. The accumulator of a captured Value starts from
+the cotangent the sweep has summed for it so far (``GradCall.running``), and each step adds to
+it, so the gradient is one running sum in the order the steps are differentiated, the same bit
+for bit however the steps are split into nested or consecutive loops. ``while_loop`` also
+records its trip count, which the reverse scan runs for
 (reverse mode through a while loop, which JAX refuses). A loop known at build time to run no
 step is the identity on its carries, and gives zeros to what its body reads. Building the
 reverse scan is linear in the size of the body.
@@ -33,9 +39,8 @@ from .. import dtypes
 from ..ir.graph import free_values, walk_blocks, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
-from ..ops.control_flow import cond_p, scan_length_input, scan_p
+from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
-from ..ops.elementwise import add
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
@@ -45,15 +50,17 @@ from .registry import register_vjp
 __all__ = ["differentiate_block"]
 
 
-def differentiate_block(block, seeds, targets, policy) -> dict:
+def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     """Build, in the insertion block, the backward of ``block``'s ops: ``seeds`` is a list of
     ``(Value of the block's scope, cotangent)``, ``targets`` the Values (block arguments,
-    captures, inner Values) whose cotangents are wanted. Returns ``{target: cotangent or
-    None}``. Only ops of ``block`` itself are walked through."""
+    captures, inner Values) whose cotangents are wanted. ``sums`` maps Values to the
+    cotangent their sums start from (the contributions of ``block`` are added to it). Returns
+    ``{target: cotangent or None}``. Only ops of ``block`` itself are walked through."""
     outputs = [value for value, _ in seeds]
     cone, cone_ops = search(outputs, policy, within=block)
     ops, live = live_ops(targets, cone, cone_ops, policy)
     backward = Backward(block.program, policy, live)
+    backward.cotangent.update(sums or {})
     backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
     backward.run(ops)
     return {target: backward.cotangent.get(target) for target in targets}
@@ -164,34 +171,24 @@ def _cond_vjp(op, cotangents):
 
 # --- loops ------------------------------------------------------------------------------------------
 class _Loop:
-    """A ``scan`` or ``while_loop`` op seen the same way: carries (block arguments, yields,
-    initial and final Values), per-step inputs (``xs``), per-step outputs (stacked results)
-    and captures; it can grow stacked outputs and a trip count."""
+    """A loop op seen through its :class:`~symgrad.ops.control_flow.LoopLayout`: carries
+    (block arguments, yields, initial and final Values), per-step inputs (``xs``), per-step
+    outputs (stacked results) and captures; it can grow stacked outputs and a trip count."""
 
     def __init__(self, op):
         self.op = op
-        attrs = op.attrs
-        self.is_scan = op.opdef is scan_p
-        if self.is_scan:
-            self.body = op.blocks[0]
-            self.num_carry = attrs["num_carry"]
-            self.xs = op.inputs[self.num_carry:self.num_carry + attrs["num_xs"]]
-            self.length = attrs["length"]
-            self.reverse = attrs["reverse"]
-            self.length_input = op.inputs[self.num_carry + attrs["num_xs"]] \
-                if scan_length_input(attrs) else None
-        else:
-            self.body = op.blocks[1]
-            self.num_carry = attrs["num_vars"]
-            self.xs = []
-            self.length = None
-            self.reverse = False
-            self.length_input = None
-        count = self.num_carry
-        self.carry_args = self.body.args[:count]
-        self.x_args = self.body.args[count:]
-        self.carry_yields = self.body.yields[:count]
-        self.finals = op.results[:count]
+        layout = loop_layout(op)
+        self.body = layout.body
+        self.num_carry = layout.num_carry
+        self.xs = layout.xs
+        self.length = layout.length
+        self.reverse = layout.reverse
+        self.remat = layout.remat
+        self.num_explicit = layout.num_explicit
+        self.carry_args = layout.carry_args
+        self.x_args = layout.x_args
+        self.carry_yields = layout.carry_yields
+        self.finals = layout.finals
         self.carry_position = _first_positions(self.carry_yields)
         self.stacked_position = _first_positions(self.stacked_yields)   # grows with stack()
 
@@ -208,22 +205,20 @@ class _Loop:
         index = self.stacked_position.get(value)
         if index is not None:
             return self.stacked_result(index)
-        attrs = self.op.attrs
-        if not self.is_scan:
-            attrs = dict(attrs, num_stacked=attrs["num_stacked"] + 1)
+        attrs = loop_layout(self.op).grown_attrs(stacked=1)
         self.stacked_position[value] = len(self.body.yields) - self.num_carry
         # results: the carries, then the stacked values
         return self._grow((self.length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:
-        """An int scalar Value holding how many steps ran (a while loop starts counting)."""
-        if self.is_scan:
-            return self.length_input
-        op = self.op
-        if not op.attrs["counted"]:
-            self._grow((), "int64", dict(op.attrs, counted=True), position=len(op.results))
-        return op.results[-1]
+        """An int scalar Value holding how many steps ran (a loop that can count starts
+        counting)."""
+        layout = loop_layout(self.op)
+        if layout.trip_count is None:
+            self._grow((), "int64", layout.grown_attrs(counted=True),
+                       position=len(self.op.results))
+        return loop_layout(self.op).trip_count
 
     def _grow(self, shape, dtype, attrs, position, yielded=None) -> Value:
         """A new result of the loop op of ``shape`` and ``dtype`` at ``position`` of its
@@ -270,9 +265,9 @@ def _loop_vjp(op, cotangents):
                    if c is not None]
     x_wanted = [i for i, arg in enumerate(loop.x_args)
                 if wanted[count + i] and _wants_gradient(arg, policy)]
-    explicit = op.opdef.explicit_inputs(op.attrs)
     captured = [(position, value) for position, value in enumerate(op.inputs)
-                if position >= explicit and wanted[position] and _wants_gradient(value, policy)]
+                if position >= loop.num_explicit and wanted[position]
+                and _wants_gradient(value, policy)]
     if loop.length == 0:
         return _zero_trip_vjp(loop, cotangents, diff, [stacked[j] for j, _ in stacked_cts],
                               x_wanted, captured, policy)
@@ -287,16 +282,22 @@ def _loop_vjp(op, cotangents):
     accumulators = [new_arg(value) for _, value in captured]
     y_cts = [new_arg(stacked[j]) for j, _ in stacked_cts]
     with insertion_point(backward), deferred_scope_checks():
-        seeds = [(loop.carry_yields[k], a) for k, a in zip(diff, carry_cts)]
-        seeds += [(stacked[j], a) for (j, _), a in zip(stacked_cts, y_cts)]
+        differentiated, source = body, _Identity()
+        if loop.remat:     # the body again, from its arguments: no residual but the carries
+            differentiated = backward
+            _inline(body, source)
+        seeds = [(source[loop.carry_yields[k]], a) for k, a in zip(diff, carry_cts)]
+        seeds += [(source[stacked[j]], a) for (j, _), a in zip(stacked_cts, y_cts)]
         targets = [loop.carry_args[k] for k in diff] + [loop.x_args[i] for i in x_wanted] + \
             [value for _, value in captured]
-        got = differentiate_block(body, seeds, targets, policy)
+        # a step adds to the running sums of the captures' gradients (carried accumulators)
+        sums = {value: a for a, (_, value) in zip(accumulators, captured)}
+        got = differentiate_block(differentiated, seeds, targets, policy, sums)
         new_carry_cts = [_as_type_of(got[loop.carry_args[k]], a)
                          if got[loop.carry_args[k]] is not None else zeros_for(a)
                          for k, a in zip(diff, carry_cts)]
-        new_accumulators = [a if got[value] is None else _as_type_of(add(a, got[value]), a)
-                            for a, (_, value) in zip(accumulators, captured)]
+        new_accumulators = [_as_type_of(got[value], a) for a, (_, value) in
+                            zip(accumulators, captured)]
         x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
 
     residual_args, residual_inputs = [], []   # slices the reverse scan reads, and their stacks
@@ -357,7 +358,13 @@ def _loop_vjp(op, cotangents):
                        new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
     inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
              else zeros_for(loop.finals[k]) for k in diff]
-    inits += [zeros_for(value) for _, value in captured] + shift_inits
+    # a capture's sum starts from what the sweep has summed for it so far (the steps continue
+    # it in the order they are differentiated, bit for bit however the steps are nested or
+    # split into loops), or from zeros
+    running = call.running or [None] * len(op.inputs)
+    inits += [_as_type_of(running[position], value) if running[position] is not None and
+              _contributes(got, value, sums) else zeros_for(value)
+              for position, value in captured] + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}
     operands = inits + xs
@@ -369,12 +376,19 @@ def _loop_vjp(op, cotangents):
     for index, k in enumerate(diff):
         if wanted[k]:
             grads[k] = results[index]
-    for index, (position, _) in enumerate(captured):
-        if got[captured[index][1]] is not None:
+    for index, (position, value) in enumerate(captured):
+        if _contributes(got, value, sums):
             grads[position] = results[len(diff) + index]
+            if running[position] is not None:
+                call.continued.add(position)
     for index, (i, _) in enumerate(x_cts):
         grads[count + i] = results[len(inits) + index]
     return grads
+
+
+def _contributes(got, value, sums) -> bool:
+    """Does the body give captured ``value`` a gradient (more than its running sum)?"""
+    return got[value] is not sums[value]
 
 
 def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, policy):

@@ -34,10 +34,17 @@ The ops (inputs after the explicit operands are captures):
 
 ``fori_loop`` is not an op: with static bounds it is a ``scan``, with Value bounds a
 ``while_loop`` (as in JAX).
+
+A loop with attr ``remat=True`` (built by ``checkpoint=``, :mod:`symgrad.ops.checkpoint`, and
+by :func:`checkpoint`) runs like any other; only reverse mode differs: it recomputes the body
+in the backward instead of storing its residuals. Every layer reads a loop through its
+:class:`LoopLayout` (:func:`loop_layout`).
 """
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
@@ -47,10 +54,12 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
-from .elementwise import cast
+from .checkpoint import copied_region, segment_length
+from .elementwise import cast, logical_and
+from .shape import concatenate, reshape
 from .source import as_value
 
-__all__ = ["cond", "while_loop", "scan", "fori_loop"]
+__all__ = ["cond", "while_loop", "scan", "fori_loop", "checkpoint"]
 
 
 def _is_int(dtype) -> bool:
@@ -205,6 +214,109 @@ def _bool_scalar(op_name, what, value):
         raise ShapeError(f"{op_name}: {what} must be a bool scalar, got {value.type_str}")
 
 
+# --- loop layouts ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoopLayout:
+    """Where a loop op keeps its parts, for the layers that read or grow loops (autodiff,
+    backends) without asking which loop op they have. Every loop op lays them out alike:
+
+    - inputs: the carries' initial values (:attr:`inits`), the per-step inputs
+      (:attr:`xs`, sliced along axis 0), the run-time trip count when the op takes it as an
+      input (:attr:`length_input`), then the captures (:attr:`captures`);
+    - the body block (:attr:`body`): arguments the carries then one slice of each ``xs``;
+      yields the next carries, then the per-step values (:attr:`stacked_yields`);
+    - results: the final carries (:attr:`finals`), the per-step values stacked along a new
+      axis 0 (:attr:`stacked_results`), then, when :attr:`counted`, the trip count.
+
+    ``length`` is the trip count when known at build time; ``reverse`` runs the steps last to
+    first (a per-step value keeps the position of its step); ``remat`` asks reverse mode to
+    recompute the body in the backward instead of storing its residuals (``checkpoint=``).
+    :meth:`grown_attrs` gives the attrs of the same loop with more stacked outputs or a trip
+    count result (:attr:`can_count`)."""
+
+    op: object
+    body_index: int
+    num_carry: int
+    num_xs: int
+    length: int | None
+    reverse: bool
+    has_length_input: bool
+    counted: bool
+    can_count: bool
+    remat: bool
+    _grow: Callable
+
+    @property
+    def body(self):
+        return self.op.blocks[self.body_index]
+
+    @property
+    def num_explicit(self) -> int:
+        return self.num_carry + self.num_xs + self.has_length_input
+
+    @property
+    def inits(self) -> list:
+        return self.op.inputs[:self.num_carry]
+
+    @property
+    def xs(self) -> list:
+        return self.op.inputs[self.num_carry:self.num_carry + self.num_xs]
+
+    @property
+    def length_input(self):
+        """The int scalar input holding the trip count, or None."""
+        return self.op.inputs[self.num_carry + self.num_xs] if self.has_length_input else None
+
+    @property
+    def captures(self) -> list:
+        return self.op.inputs[self.num_explicit:]
+
+    @property
+    def carry_args(self) -> list:
+        return self.body.args[:self.num_carry]
+
+    @property
+    def x_args(self) -> list:
+        return self.body.args[self.num_carry:]
+
+    @property
+    def carry_yields(self) -> list:
+        return self.body.yields[:self.num_carry]
+
+    @property
+    def stacked_yields(self) -> list:
+        return self.body.yields[self.num_carry:]
+
+    @property
+    def finals(self) -> list:
+        return self.op.results[:self.num_carry]
+
+    @property
+    def stacked_results(self) -> list:
+        return self.op.results[self.num_carry:self.num_carry + len(self.stacked_yields)]
+
+    @property
+    def trip_count(self):
+        """A Value holding how many steps ran, when the op has one (its run-time length input
+        or its trip count result), else None."""
+        if self.has_length_input:
+            return self.length_input
+        return self.op.results[-1] if self.counted else None
+
+    def grown_attrs(self, stacked=0, counted=False) -> dict:
+        """The attrs of this loop with ``stacked`` more per-step outputs and, with
+        ``counted``, a trip count result (only where :attr:`can_count`)."""
+        if counted and not self.can_count:
+            raise TypeError(f"{self.op.opdef.name} cannot count its trips")
+        return self._grow(self.op.attrs, stacked, counted)
+
+
+def loop_layout(op) -> LoopLayout | None:
+    """The :class:`LoopLayout` of a loop op, None for any other op."""
+    region = op.opdef.region
+    return region.layout(op) if region is not None and region.layout is not None else None
+
+
 # --- cond --------------------------------------------------------------------------------------
 def _cond_rule(types, attrs, blocks):
     then_block, else_block = blocks
@@ -344,46 +456,77 @@ def _while_dims(input_dims, attrs, shapes, blocks):
     return out + ([()] if attrs["counted"] else [])
 
 
+def _while_layout(op) -> LoopLayout:
+    attrs = op.attrs
+    return LoopLayout(op, body_index=1, num_carry=attrs["num_vars"], num_xs=0, length=None,
+                      reverse=False, has_length_input=False, counted=attrs["counted"],
+                      can_count=True, remat=attrs.get("remat", False),
+                      _grow=lambda attrs, stacked, counted: dict(
+                          attrs, num_stacked=attrs["num_stacked"] + stacked,
+                          counted=counted or attrs["counted"]))
+
+
 while_p = register(OpDef(
     "while_loop", REGION, infer=_while_rule, impl=None, dims=_while_dims,
     region=Region(("cond", "body"), lambda attrs: attrs["num_vars"], _run_while,
-                  _narrow_while),
+                  _narrow_while, layout=_while_layout),
     doc="Runs ``body`` while ``cond`` holds, carrying the loop vars."))
 
 
-def while_loop(cond_fn, body_fn, loop_vars):
+def while_loop(cond_fn, body_fn, loop_vars, checkpoint=None):
     """Paddle's ``static.nn.while_loop``: ``loop_vars`` a list/tuple of Values;
     ``cond_fn(*vars)`` returns a bool scalar Value; ``body_fn(*vars)`` returns a list/tuple of
     the same length, shapes and dtypes. Returns the final vars as a list. Both functions may
     read any Value of the enclosing program. Differentiable in reverse mode: the backward runs
-    the recorded trip count in reverse."""
+    the recorded trip count in reverse. ``checkpoint``: None stores every step's residuals for
+    it; an int ``k`` >= 1 the vars every ``k`` steps, the backward recomputing each segment of
+    at most ``k`` steps from them (results and gradients the same)."""
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
         raise TypeError(f"while_loop: loop_vars must be a non-empty list/tuple of Values, got "
                         f"{loop_vars!r}")
+    steps = segment_length("while_loop", checkpoint, None, open_ended=True)
     program = program_of([v for v in loop_vars if isinstance(v, Value)], "while_loop")
     with program.transaction():
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
-        var_types = _types(init)
-        cond_block, cond_leaves, cond_structure = _run_in_block(
-            program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
-        if cond_structure != _LEAF:
-            raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
-                            f"{_describe_structure(cond_structure)}")
-        _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
-        body, body_leaves, body_structure = _run_in_block(
-            program, _arg_types(init), body_fn, "while_loop", "body_fn",
-            expected_dtypes=[d for _, d in var_types], repeats=True)
-        if body_structure == _LEAF and len(init) == 1:
-            body_structure = (list, (_LEAF,))
-        if body_structure[0] not in (list, tuple) or any(
-                item != _LEAF for item in body_structure[1]):
-            raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
-                            f"{_describe_structure(body_structure)}")
-        _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
-        cond_block.yields, body.yields = cond_leaves, body_leaves
-        op = bind_region(while_p, init, {"num_vars": len(init), "num_stacked": 0,
-                                         "counted": False}, [cond_block, body], program)
-    return list(op.results)
+        if steps is None:
+            return list(_while_op(cond_fn, body_fn, init, program).results)
+
+        def segment(*vars):      # at most `steps` steps of the loop
+            def more(j, *vars):
+                return logical_and(j < np.int64(steps), cond_fn(*vars))
+
+            def step(j, *vars):
+                new = body_fn(*vars)
+                return [j + np.int64(1)] + ([new] if isinstance(new, Value) else list(new))
+            return while_loop(more, step, [as_value(np.int64(0), program=program)] +
+                              list(vars))[1:]
+        return list(_while_op(cond_fn, segment, init, program, remat=True).results)
+
+
+def _while_op(cond_fn, body_fn, init, program, remat=False):
+    """Build the while_loop op of ``cond_fn`` and ``body_fn`` over the Values ``init``."""
+    var_types = _types(init)
+    cond_block, cond_leaves, cond_structure = _run_in_block(
+        program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
+    if cond_structure != _LEAF:
+        raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
+                        f"{_describe_structure(cond_structure)}")
+    _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
+    body, body_leaves, body_structure = _run_in_block(
+        program, _arg_types(init), body_fn, "while_loop", "body_fn",
+        expected_dtypes=[d for _, d in var_types], repeats=True)
+    if body_structure == _LEAF and len(init) == 1:
+        body_structure = (list, (_LEAF,))
+    if body_structure[0] not in (list, tuple) or any(
+            item != _LEAF for item in body_structure[1]):
+        raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
+                        f"{_describe_structure(body_structure)}")
+    _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
+    cond_block.yields, body.yields = cond_leaves, body_leaves
+    attrs = {"num_vars": len(init), "num_stacked": 0, "counted": False}
+    if remat:
+        attrs["remat"] = True
+    return bind_region(while_p, init, attrs, [cond_block, body], program)
 
 
 # --- scan ----------------------------------------------------------------------------------------
@@ -458,9 +601,21 @@ def _scan_dims(input_dims, attrs, shapes, blocks):
     return out + [(length,) + v.dims for v in body.yields[carries:]]
 
 
+def _scan_grow(attrs, stacked, counted):
+    return dict(attrs)     # a scan stacks every yield after the carries; it never counts
+
+
+def _scan_layout(op) -> LoopLayout:
+    attrs = op.attrs
+    return LoopLayout(op, body_index=0, num_carry=attrs["num_carry"], num_xs=attrs["num_xs"],
+                      length=attrs["length"], reverse=attrs["reverse"],
+                      has_length_input=scan_length_input(attrs), counted=False,
+                      can_count=False, remat=attrs.get("remat", False), _grow=_scan_grow)
+
+
 scan_p = register(OpDef(
     "scan", REGION, infer=_scan_rule, impl=None, dims=_scan_dims,
-    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan),
+    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan, layout=_scan_layout),
     doc="Runs ``body`` once per slice of ``xs``, carrying state and stacking outputs."))
 
 
@@ -483,13 +638,18 @@ def _leading_length(xs_leaves, length):
     return static
 
 
-def scan(f, init, xs=None, length=None, reverse=False):
+def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
     """JAX's ``lax.scan``: ``f(carry, x) -> (carry, y)`` run once per slice ``x`` of ``xs``
     along axis 0 (last to first with ``reverse``). ``init`` is a Value or a (nested)
     tuple/list of Values (the carry keeps that structure, shapes and dtypes); ``xs`` a Value, a
     tuple/list of Values, or None with ``length`` given. The ``y``s are stacked along a new
     axis 0 (a ``None`` y stays ``None``). Returns ``(carry, ys)``. ``f`` may read any Value of
-    the enclosing program; gradients flow to ``init``, ``xs`` and what ``f`` reads."""
+    the enclosing program; gradients flow to ``init``, ``xs`` and what ``f`` reads.
+
+    ``checkpoint``: what reverse mode keeps of the steps (:mod:`symgrad.ops.checkpoint`):
+    ``None`` every step's residuals; an int ``k`` >= 1 the carry every ``k`` steps, the
+    backward recomputing each segment of ``k`` steps from its carry; ``"sqrt"`` the same with
+    ``k = ceil(sqrt(T))``. Results and gradients are the same under every policy."""
     if length is not None and (isinstance(length, bool)
                                or not isinstance(length, (int, np.integer)) or length < 0):
         raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
@@ -505,43 +665,124 @@ def scan(f, init, xs=None, length=None, reverse=False):
         static_length = _leading_length(xs_leaves, None if length is None else int(length))
         if not xs_leaves and static_length is None:
             raise TypeError("scan: give xs or length")
-        carry_types = _types(init_leaves)
-        slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
-
-        def call(*args):
-            carry = _unflatten(init_structure, args[:len(init_leaves)])
-            x = _unflatten(xs_structure, args[len(init_leaves):])
-            out = f(carry, x)
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"scan: f must return a pair (carry, y), got "
-                                f"{type(out).__name__}")
-            return out
-
-        body, leaves, structure = _run_in_block(
-            program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
-            expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=True)
-        carry_structure, y_structure = structure[1]
-        if carry_structure != init_structure:
-            raise ShapeError(f"scan: f returns a carry of structure "
-                             f"{_describe_structure(carry_structure)} but init is "
-                             f"{_describe_structure(init_structure)}")
-        _check_same_types("scan", _types(leaves[:len(init_leaves)]), carry_types, "f's carry",
-                          "init")
-        body.yields = leaves
-        attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
-                 "length": static_length, "reverse": bool(reverse)}
-        op = bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program)
+        init, xs = (init_leaves, init_structure), (xs_leaves, xs_structure)
+        steps = segment_length("scan", checkpoint, static_length)
+        if steps is not None:
+            carry, ys = _checkpointed_scan(f, init, xs, static_length, steps, reverse)
+            return _unflatten(init_structure, carry), ys
+        op, y_structure = _scan_op(f, init, xs, static_length, reverse)
     results = op.results
     return (_unflatten(init_structure, results[:len(init_leaves)]),
             _unflatten(y_structure, results[len(init_leaves):]))
 
 
+def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, repeats=True):
+    """Build the scan op of ``f`` over ``init`` and ``xs`` (each ``(Values, structure)``) in
+    ``program`` (by default theirs); returns it and the structure of the ``y``s. ``repeats``:
+    the body counts as a loop body (random ops in it need a counter)."""
+    (init_leaves, init_structure), (xs_leaves, xs_structure) = init, xs
+    program = program or program_of(init_leaves + xs_leaves, "scan")
+    carry_types = _types(init_leaves)
+    slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
+
+    def call(*args):
+        carry = _unflatten(init_structure, args[:len(init_leaves)])
+        x = _unflatten(xs_structure, args[len(init_leaves):])
+        out = f(carry, x)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError(f"scan: f must return a pair (carry, y), got "
+                            f"{type(out).__name__}")
+        return out
+
+    body, leaves, structure = _run_in_block(
+        program, _arg_types(init_leaves) + slice_types, call, "scan", "f",
+        expected_dtypes=[d for _, d in carry_types], allow_none=True, repeats=repeats)
+    carry_structure, y_structure = structure[1]
+    if carry_structure != init_structure:
+        raise ShapeError(f"scan: f returns a carry of structure "
+                         f"{_describe_structure(carry_structure)} but init is "
+                         f"{_describe_structure(init_structure)}")
+    _check_same_types("scan", _types(leaves[:len(init_leaves)]), carry_types, "f's carry",
+                      "init")
+    body.yields = leaves
+    attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
+             "length": static_length, "reverse": bool(reverse)}
+    if remat:
+        attrs["remat"] = True
+    return bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program), y_structure
+
+
+def _checkpointed_scan(f, init, xs, length, steps, reverse):
+    """``scan`` of ``f`` over ``length`` steps in segments of ``steps``: a ``remat`` scan over
+    the ``length // steps`` whole segments whose body is the scan of one segment, then (when
+    ``steps`` does not divide ``length``) a copy of that inner scan for the last, shorter
+    segment. Steps run in the order the plain scan runs them; ``reverse`` puts the shorter
+    segment first in index order (it runs last). Returns the final carry's leaves and the
+    ``y``s (structured). Reverse mode stores the carry at each segment start and the residuals
+    of one segment at a time."""
+    (init_leaves, _), (xs_leaves, xs_structure) = init, xs
+    program = program_of(init_leaves + xs_leaves, "scan")
+    count, rest = divmod(length, steps)
+    whole = (rest, length) if reverse else (0, count * steps)
+    short = (0, rest) if reverse else (count * steps, length)
+
+    def part(x, bounds):
+        return x[bounds[0]:bounds[1]] if rest else x
+
+    # the last segment's slices come first: the backward then adds their gradients to the
+    # running sum of each xs after the loops' (bit for bit the order without checkpoint)
+    short_xs = [part(x, short) for x in xs_leaves] if rest else []
+    chunks = [reshape(part(x, whole), [count, steps] + list(x.shape[1:])) for x in xs_leaves]
+    inner = []
+
+    def segment(carry, chunk):
+        out = scan(f, carry, chunk, length=steps, reverse=reverse)
+        inner.append(current_block(program).ops[-1])     # the scan op just built
+        return out
+
+    outer, y_structure = _scan_op(segment, init, (chunks, xs_structure), count, reverse,
+                                  remat=True)
+    carry = outer.results[:len(init_leaves)]
+    ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in outer.results[len(carry):]]
+    if rest:
+        (op,) = inner
+        tail = copied_region(op, carry + short_xs, dict(op.attrs, length=rest)).results
+        carry = tail[:len(carry)]
+        ys = [concatenate([y, t] if not reverse else [t, y])
+              for y, t in zip(ys, tail[len(carry):])]
+    return carry, _unflatten(y_structure, ys)
+
+
+# --- checkpoint --------------------------------------------------------------------------------
+def checkpoint(fn):
+    """JAX's ``jax.checkpoint``: a function that returns what ``fn`` returns (a Value or a
+    (nested) tuple/list of Values) but whose intermediate Values reverse mode does not store:
+    the backward recomputes ``fn`` from its arguments and the Values it reads. Results and
+    first derivatives are the same bit for bit as calling ``fn`` itself.
+
+    The call builds a ``remat`` scan of one step with no carry (so every backend runs it):
+    its body is ``fn``, its per-step outputs what ``fn`` returns."""
+    def recomputed(*args):
+        leaves = [leaf for leaf in _flatten(args, allow_none=True)[0] if isinstance(leaf, Value)]
+        program = program_of(leaves, "checkpoint")
+        with program.transaction():
+            op, y_structure = _scan_op(lambda carry, _: ((), fn(*args)), ([], _flatten(())[1]),
+                                       ([], None), 1, False, remat=True, program=program,
+                                       repeats=False)
+            return _unflatten(y_structure, [y[0] for y in op.results])
+
+    recomputed.__name__ = getattr(fn, "__name__", "checkpointed")
+    recomputed.__doc__ = getattr(fn, "__doc__", None)
+    return recomputed
+
+
 # --- fori_loop ------------------------------------------------------------------------------------
-def fori_loop(lower, upper, body_fn, init_val):
+def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     """JAX's ``fori_loop``: ``val = body_fn(i, val)`` for ``i`` in ``[lower, upper)``, with ``i``
     an int64 scalar Value; returns the final ``val`` (a Value or a tuple/list of Values).
     ``lower``/``upper`` are ints (the loop is a ``scan`` of ``upper - lower`` steps) or int
-    scalar Values (a ``while_loop``)."""
+    scalar Values (a ``while_loop``). ``checkpoint`` as for :func:`scan` with int bounds, as
+    for :func:`while_loop` (an int) with Value bounds."""
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     if static:
@@ -551,8 +792,10 @@ def fori_loop(lower, upper, body_fn, init_val):
             i, val = carry
             return (i + np.int64(1), body_fn(i, val)), None
 
-        (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)))
+        (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)),
+                           checkpoint=checkpoint)
         return val
+    segment_length("fori_loop", checkpoint, None, open_ended=True)   # refuses "sqrt" now
     program = _program_for(init_val, lower, upper)
     bounds = []
     for name, bound in (("lower", lower), ("upper", upper)):
@@ -581,7 +824,7 @@ def fori_loop(lower, upper, body_fn, init_val):
                                  f"{_describe_structure(structure)}")
             return [i + np.int64(1)] + list(new_leaves)
 
-        final = while_loop(keep_going, body, [start] + list(leaves))
+        final = while_loop(keep_going, body, [start] + list(leaves), checkpoint=checkpoint)
     return _unflatten(structure, final[1:])
 
 

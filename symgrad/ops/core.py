@@ -190,12 +190,16 @@ class Region:
     ``narrow(op, used) -> (attrs, kept_results, kept_yields) | None``: given which results are
     used, the attrs, result indices and per-block yield indices of an equivalent op without
     the unused results (None when nothing can be dropped); lets DCE reach into regions.
+    ``layout(op) -> LoopLayout``: for a loop, where its carries, per-step inputs, stacked
+    outputs, captures and trip count are among its inputs, blocks and results
+    (:class:`~symgrad.ops.control_flow.LoopLayout`); None for a region that is no loop.
     """
 
     block_names: tuple
     explicit_inputs: Callable
     run: Callable
     narrow: Callable | None = None
+    layout: Callable | None = None
 
 
 def kept_yields(used, first_dropped=0) -> list | None:

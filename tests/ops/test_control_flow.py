@@ -108,6 +108,39 @@ def test_fori_loop_builds_a_scan_for_static_bounds_and_a_while_loop_otherwise():
     assert [op.name for op in prog.ops if op.blocks] == ["scan", "while_loop"]
 
 
+def test_loop_layouts_name_carries_xs_stacked_outputs_captures_and_trip_count():
+    from symgrad import ir_backward
+    from symgrad.ops.control_flow import loop_layout
+    prog, x, w = _program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [4, 3], "float64")
+        sg.scan(lambda c, s: (c * w + s, c), x, xs)
+        (v,) = sg.while_loop(lambda v: sg.sum(v) < 10.0, lambda v: [v + w], [x])
+        cond = sg.cond(sg.sum(x) > 0.0, lambda a: a, lambda a: a * 2.0, x)
+    over_xs, loop = [op for op in prog.ops if op.blocks and op.name != "cond"]
+    layout = loop_layout(over_xs)
+    assert layout.inits == [x] and layout.xs == [xs] and layout.captures == [w]
+    assert layout.length == 4 and layout.trip_count is None and not layout.reverse
+    assert layout.carry_args == layout.body.args[:1] and len(layout.x_args) == 1
+    assert layout.stacked_results == over_xs.results[1:] and layout.finals == over_xs.results[:1]
+    with pytest.raises(TypeError, match="cannot count"):
+        layout.grown_attrs(counted=True)
+    layout = loop_layout(loop)
+    assert layout.body is loop.blocks[1] and layout.xs == [] and layout.captures == [w]
+    assert layout.trip_count is None and layout.can_count
+    assert layout.grown_attrs(stacked=2, counted=True) == dict(
+        loop.attrs, num_stacked=2, counted=True)
+    assert loop_layout(cond.op) is None
+    with sg.program_guard(prog):
+        ir_backward.grad(sg.sum(v), [w])   # the reverse scan runs the counted trips
+    layout = loop_layout(loop)
+    assert layout.counted and layout.trip_count is loop.results[-1]
+    (reverse,) = [op for op in prog.ops if op.name == "scan" and op is not over_xs]
+    layout = loop_layout(reverse)
+    assert layout.reverse and layout.length is None
+    assert layout.has_length_input and layout.trip_count is loop.results[-1]
+
+
 def test_regions_print_indented_with_arguments_yields_and_captures():
     prog, x, w = _program()
     with sg.program_guard(prog):

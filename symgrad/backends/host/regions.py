@@ -27,7 +27,7 @@ a module-level function taking the Values the region op reads and returning its 
 """
 from __future__ import annotations
 
-from ...ops.control_flow import cond_p, scan_length_input, scan_p, while_p
+from ...ops.control_flow import cond_p, loop_layout, scan_p, while_p
 from .functions import indented
 from .literals import dtype_code, shape_code
 from .lowering import register_lowering
@@ -80,21 +80,18 @@ def _lower_cond(gen, op) -> list:
 
 
 def _lower_scan(gen, op) -> list:
-    attrs = op.attrs
-    carries, count = attrs["num_carry"], attrs["num_xs"]
-    (body,) = op.blocks
-    carry_args, x_args = body.args[:carries], body.args[carries:]
-    carry_names = [gen.namer.value(a) for a in carry_args]
-    lines = _assign(carry_names, [gen.expr(v) for v in op.inputs[:carries]])
-    if attrs["length"] is not None:
-        length = str(attrs["length"])
+    layout = loop_layout(op)
+    body = layout.body
+    carry_names = [gen.namer.value(a) for a in layout.carry_args]
+    lines = _assign(carry_names, [gen.expr(v) for v in layout.inits])
+    if layout.length is not None:
+        length = str(layout.length)
     else:
         length = gen.namer.fresh("_length")
-        source = op.inputs[carries]
-        lines.append(f"{length} = int({gen.expr(source)})" if scan_length_input(attrs)
-                     else f"{length} = {gen.expr(source)}.shape[0]")
+        lines.append(f"{length} = int({gen.expr(layout.length_input)})" if layout.has_length_input
+                     else f"{length} = {gen.expr(layout.xs[0])}.shape[0]")
     step = gen.namer.fresh("_t")
-    stacked = list(zip(op.results[carries:], body.yields[carries:]))
+    stacked = list(zip(layout.stacked_results, layout.stacked_yields))
     lazy = []                  # stacks whose shape is known once a step ran
     for result, value in stacked:
         name = gen.namer.value(result)
@@ -104,9 +101,9 @@ def _lower_scan(gen, op) -> list:
             lines.append(f"{name} = None")
         else:
             lines.append(f"{name} = np.empty({shape}, {dtype_code(value.dtype)})")
-    steps = f"range({length} - 1, -1, -1)" if attrs["reverse"] else f"range({length})"
+    steps = f"range({length} - 1, -1, -1)" if layout.reverse else f"range({length})"
     lines.append(f"for {step} in {steps}:")
-    for arg, xs in zip(x_args, op.inputs[carries:carries + count]):
+    for arg, xs in zip(layout.x_args, layout.xs):
         lines.append(f"    {gen.namer.value(arg)} = {gen.expr(xs)}[{step}]")
     lines.extend(_block(gen, body))
     for result, value in stacked:
@@ -117,26 +114,25 @@ def _lower_scan(gen, op) -> list:
                          f"{dtype_code(value.dtype)})")
         lines.append(f"    {name}[{step}] = {source}")
     lines.extend(indented(line) for line in
-                 _assign(carry_names, [gen.expr(v) for v in body.yields[:carries]]))
+                 _assign(carry_names, [gen.expr(v) for v in layout.carry_yields]))
     for name, value in lazy:   # no step ran: an empty stack
         empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
         lines.append(f"if {name} is None:")
         lines.append(f"    {name} = np.empty({empty}, {dtype_code(value.dtype)})")
-    lines.extend(_assign([gen.namer.value(v) for v in op.results[:carries]], carry_names))
+    lines.extend(_assign([gen.namer.value(v) for v in layout.finals], carry_names))
     return lines
 
 
 def _lower_while(gen, op) -> list:
-    attrs = op.attrs
-    count = attrs["num_vars"]
+    layout = loop_layout(op)
     cond_block, body = op.blocks
     names = [gen.namer.value(a) for a in cond_block.args]
     for arg, cond_arg in zip(body.args, cond_block.args):
         gen.alias(arg, cond_arg)
-    lines = _assign(names, [gen.expr(v) for v in op.inputs[:count]])
-    stacked = list(zip(op.results[count:count + attrs["num_stacked"]], body.yields[count:]))
+    lines = _assign(names, [gen.expr(v) for v in layout.inits])
+    stacked = list(zip(layout.stacked_results, layout.stacked_yields))
     counter = None
-    if stacked or attrs["counted"]:
+    if stacked or layout.counted:
         counter = gen.namer.fresh("_trips")
         lines.append(f"{counter} = 0")
     buffers = [gen.namer.fresh(f"_{gen.namer.value(result)}_rows") for result, _ in stacked]
@@ -155,16 +151,16 @@ def _lower_while(gen, op) -> list:
                   f"        {buffer} = np.concatenate([{buffer}, np.empty_like({buffer})])",
                   f"    {buffer}[{counter}] = {source}"]
     lines.extend(indented(line) for line in
-                 _assign(names, [gen.expr(v) for v in body.yields[:count]]))
+                 _assign(names, [gen.expr(v) for v in layout.carry_yields]))
     if counter is not None:
         lines.append(f"    {counter} += 1")
-    lines.extend(_assign([gen.namer.value(v) for v in op.results[:count]], names))
+    lines.extend(_assign([gen.namer.value(v) for v in layout.finals], names))
     for buffer, (result, value) in zip(buffers, stacked):
         empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
         lines.append(f"{gen.namer.value(result)} = {buffer}[:{counter}] if {buffer} is not None "
                      f"else np.empty({empty}, {dtype_code(value.dtype)})")
-    if attrs["counted"]:
-        lines.append(f"{gen.namer.value(op.results[-1])} = np.int64({counter})")
+    if layout.counted:
+        lines.append(f"{gen.namer.value(layout.trip_count)} = np.int64({counter})")
     return lines
 
 

@@ -1,0 +1,284 @@
+"""``checkpoint=`` on scan, fori_loop and while_loop, and ``sg.checkpoint(fn)``: results and
+gradients are bit-identical to storing every step, on the interpreter and numpy backends, with
+random ops, a ``cond`` and a nested loop in the body; second derivatives agree to rounding (the
+recomputation sums their terms segment by segment); the stored residuals are per segment."""
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward
+
+RNG = np.random.default_rng(7)
+T = 10
+FEEDS = {"xs": RNG.normal(size=(T, 4, 3)), "w": RNG.normal(size=(5, 5)) * 0.5,
+         "u": RNG.normal(size=(3, 5)), "h0": RNG.normal(size=(4, 5))}
+POLICIES = [1, 3, 5, "sqrt", T]   # 3 and "sqrt" (4) leave a shorter last segment
+
+
+def _rnn_step(w, u):
+    def step(h, x):
+        return sg.tanh(h @ w + x @ u), h * 2.0
+    return step
+
+
+def _dropout_step(w, u):
+    """A step that draws a mask from the step counter it carries and branches on the data."""
+    def step(carry, x):
+        i, h = carry
+        keep = sg.random.uniform([4, 5], dtype="float64", counter=i) < 0.7
+        z = h @ w + x @ u
+        z = sg.cond(sg.sum(z) > 0.0, lambda a: sg.tanh(a), lambda a: a * 0.5, z)
+        return (i + np.int64(1), sg.where(keep, z, z * 0.0)), None
+    return step
+
+
+def _nested_step(w, u):
+    """A step whose body runs a scan of its own (over the features of its slice)."""
+    def step(h, x):
+        inner, _ = sg.scan(lambda c, col: (sg.tanh(c @ w + sg.expand_dims(col, 1) * u[0]),
+                                           None), h, sg.transpose(x))
+        return inner, sg.sum(inner * inner, axis=1)
+    return step
+
+
+def _program(step_of, policy, reverse=False, counted=False, order=1):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [T, 4, 3], "float64")
+        w = sg.data("w", [5, 5], "float64")
+        u = sg.data("u", [3, 5], "float64")
+        h0 = sg.data("h0", [4, 5], "float64")
+        init = (sg.constant(np.int64(0)), h0) if counted else h0
+        carry, ys = sg.scan(step_of(w, u), init, xs, reverse=reverse, checkpoint=policy)
+        h = carry[1] if counted else carry
+        loss = sg.mean(h * h) + (sg.sum(ys * ys) if ys is not None else 0.0)
+        fetches = [h, loss] + ([ys] if ys is not None else [])
+        grads = ir_backward.grad(loss, [w, u, h0, xs], create_graph=order == 2)
+        fetches += grads
+        if order == 2:
+            norm = sum(sg.sum(g * g) for g in grads)
+            fetches += ir_backward.grad(norm, [w, u, h0, xs])
+    return prog, fetches
+
+
+def _assert_identical(step_of, policy, backend, order=1, **options):
+    """Results and gradients bit for bit; second derivatives (the last four) to rounding."""
+    plain = sg.compile(*_program(step_of, None, order=order, **options),
+                       backend=backend)(**FEEDS)
+    got = sg.compile(*_program(step_of, policy, order=order, **options),
+                     backend=backend)(**FEEDS)
+    assert len(got) == len(plain)
+    exact = len(got) - (4 if order == 2 else 0)
+    for index, (a, b) in enumerate(zip(got, plain)):
+        assert a.shape == b.shape, (policy, index)
+        if index < exact:
+            assert np.array_equal(a, b), (policy, index)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_rnn_results_and_gradients_are_bit_identical(policy, reverse, backend):
+    _assert_identical(_rnn_step, policy, backend, reverse=reverse)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [3, "sqrt"])
+def test_second_derivatives_agree(policy, backend):
+    _assert_identical(_rnn_step, policy, backend, order=2)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [3, 5])
+def test_random_masks_and_a_cond_in_the_body_recompute_the_same(policy, backend):
+    _assert_identical(_dropout_step, policy, backend, counted=True)
+    _assert_identical(_dropout_step, policy, backend, counted=True, order=2)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_a_nested_loop_in_the_body(backend):
+    _assert_identical(_nested_step, 3, backend)
+    _assert_identical(_nested_step, 4, backend, reverse=True, order=2)
+
+
+def test_fori_loop_checkpoint_is_bit_identical():
+    def build(policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [3], "float64")
+            w = sg.data("w", [3], "float64")
+            y = sg.fori_loop(0, 7, lambda i, v: sg.sin(v * w) + sg.cast(i, "float64"), x,
+                             checkpoint=policy)
+            loss = sg.sum(y * y)
+            fetches = [y] + ir_backward.grad(loss, [x, w])
+        return sg.compile(prog, fetches, backend="numpy")
+    feeds = {"x": np.array([0.3, -1.2, 2.0]), "w": np.array([1.1, 0.4, -0.7])}
+    plain = build(None)(**feeds)
+    for policy in (2, "sqrt", 7):
+        for a, b in zip(build(policy)(**feeds), plain):
+            assert np.array_equal(a, b)
+
+
+def test_the_forward_stores_one_carry_per_segment():
+    """After grad, the checkpointed outer scan stacks its ys and the carry at each of its
+    T // k segment starts, nothing per step; the last segment's scan its T % k steps."""
+    prog, _ = _program(_rnn_step, 3)
+    outer, tail = [op for op in prog.ops if op.name == "scan" and not op.attrs["reverse"]]
+    assert outer.attrs["remat"] and outer.attrs["length"] == 3 and tail.attrs["length"] == 1
+    assert [v.shape for v in outer.results] == [(4, 5), (3, 3, 4, 5), (3, 4, 5)]
+    assert all(v.shape[0] == 1 for v in tail.results[1:])
+    plain, _ = _program(_rnn_step, None)
+    (loop,) = [op for op in plain.ops if op.name == "scan" and not op.attrs["reverse"]]
+    assert [v.shape for v in loop.results] == [(4, 5), (T, 4, 5), (T, 4, 5)]
+
+
+def _block_program(remat):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [4, 3], "float64")
+        w = sg.data("w", [3, 3], "float64")
+
+        def block(a):
+            h = sg.tanh(a @ w)
+            noise = sg.random.uniform([4, 3], dtype="float64")
+            return sg.sin(h @ w) * noise, h
+        f = sg.checkpoint(block) if remat else block
+        y, h = f(x)
+        y, _ = f(y)
+        loss = sg.sum(y * y) + sg.sum(h)
+        grads = ir_backward.grad(loss, [x, w], create_graph=True)
+        second = ir_backward.grad(sum(sg.sum(g * g) for g in grads), [x, w])
+    return prog, [loss] + grads + second
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_checkpointed_function_recomputes_instead_of_storing(backend):
+    feeds = {"x": RNG.normal(size=(4, 3)), "w": RNG.normal(size=(3, 3))}
+    plain = sg.compile(*_block_program(False), backend=backend)(**feeds)
+    prog, fetches = _block_program(True)
+    got = sg.compile(prog, fetches, backend=backend)(**feeds)
+    for a, b in zip(got[:3], plain[:3]):      # the loss and first derivatives: bit for bit
+        assert np.array_equal(a, b)
+    for a, b in zip(got[3:], plain[3:]):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
+    first = [op for op in prog.ops if op.name == "scan" and op.attrs.get("remat")]
+    assert len(first) == 2 and all(len(op.results) == 2 for op in first)   # nothing stored
+
+
+def test_checkpointed_function_inside_a_loop_body():
+    def build(remat):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [3], "float64")
+            w = sg.data("w", [3], "float64")
+
+            def block(i, v):
+                return sg.tanh(v * w + sg.random.normal([3], dtype="float64", counter=i))
+            f = sg.checkpoint(block) if remat else block
+            y = sg.fori_loop(0, 5, f, x, checkpoint=2 if remat else None)
+            fetches = [y] + ir_backward.grad(sg.sum(y * y), [x, w])
+        return sg.compile(prog, fetches, backend="numpy")
+    feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    for a, b in zip(build(True)(**feeds), build(False)(**feeds)):
+        assert np.array_equal(a, b)
+
+
+def _while_program(policy, counter=False):
+    """A loop of a data-dependent trip count, with a random draw (counter carried) and a cond."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+        w = sg.data("w", [3], "float64")
+
+        def body(i, v):
+            z = sg.tanh(v * w) + 0.3
+            z = sg.cond(sg.sum(z) > 1.0, lambda a: a * 1.01, lambda a: a + 0.01, z)
+            if counter:
+                z = z + sg.random.uniform([3], dtype="float64", counter=i) * 0.01
+            return [i + np.int64(1), v + z]
+        n, v = sg.while_loop(lambda i, v: sg.sum(v) < 40.0, body,
+                             [sg.constant(np.int64(0)), x], checkpoint=policy)
+        loss = sg.sum(v * v)
+        fetches = [n, v] + ir_backward.grad(loss, [x, w])
+    return prog, fetches
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [1, 3, 4, 100])
+def test_while_loop_checkpoint_is_bit_identical(policy, backend):
+    feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    plain = sg.compile(*_while_program(None, True), backend=backend)(**feeds)
+    assert 20 < int(plain[0]) < 100
+    got = sg.compile(*_while_program(policy, True), backend=backend)(**feeds)
+    for a, b in zip(got, plain):
+        assert np.array_equal(a, b)
+
+
+def test_while_loop_checkpoint_stores_one_carry_per_segment():
+    prog, _ = _while_program(3)
+    outer = next(op for op in prog.ops if op.name == "while_loop")
+    assert outer.attrs["remat"]
+    (inner,) = [op for op in outer.blocks[1].ops if op.name == "while_loop"]
+    assert not inner.attrs.get("remat") and inner.attrs["num_stacked"] == 0
+    assert outer.attrs["num_stacked"] == 2           # the incoming vars, nothing per step
+
+
+def test_fori_loop_with_value_bounds_checkpoints_its_while_loop():
+    def build(policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [3], "float64")
+            n = sg.data("n", [], "int64")
+            y = sg.fori_loop(0, n, lambda i, v: sg.sin(v) * 1.1, x, checkpoint=policy)
+            return sg.compile(prog, [y] + ir_backward.grad(sg.sum(y), [x]), backend="numpy")
+    feeds = {"x": np.array([0.3, -1.2, 2.0]), "n": np.int64(9)}
+    for a, b in zip(build(2)(**feeds), build(None)(**feeds)):
+        assert np.array_equal(a, b)
+
+
+def test_a_loop_continues_the_running_gradient_sum_of_what_it_reads():
+    """Two scans one after the other give ``w`` the gradient one scan over all the steps
+    gives, bit for bit, also with ``w`` read outside the loops."""
+    def build(split):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            xs = sg.data("xs", [T, 4, 3], "float64")
+            w = sg.data("w", [5, 5], "float64")
+            u = sg.data("u", [3, 5], "float64")
+            h = sg.data("h0", [4, 5], "float64")
+            step = _rnn_step(w, u)
+            for part in ((xs[:split], xs[split:]) if split else (xs,)):
+                h, _ = sg.scan(step, h, part)
+            loss = sg.mean(h * h) + sg.sum(w * w)
+        return sg.compile(prog, ir_backward.grad(loss, [w, u]), backend="numpy")
+    for a, b in zip(build(4)(**FEEDS), build(None)(**FEEDS)):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("policy", [2, 3])
+def test_checkpointed_loops_nested_that_read_xs_also_as_a_capture(policy, reverse):
+    """An outer checkpointed scan over xs whose body runs a checkpointed scan over all of xs:
+    the gradient of xs sums its slices' and the captures' parts as without checkpoint."""
+    def build(outer_policy, inner_policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            xs = sg.data("xs", [7, 3], "float64")
+            w = sg.data("w", [3], "float64")
+
+            def outer(c, x):
+                inner, ys = sg.scan(lambda h, s: (sg.tanh(h * w + s * c), h), x, xs,
+                                    reverse=reverse, checkpoint=inner_policy)
+                return c + sg.sum(inner), sg.sum(ys)
+            c, ys = sg.scan(outer, sg.sum(w) * 0.1, xs, reverse=reverse,
+                            checkpoint=outer_policy)
+            loss = c + sg.sum(ys * ys)
+            fetches = [loss] + ir_backward.grad(loss, [w, xs])
+        return sg.compile(prog, fetches, backend="numpy")
+    feeds = {"xs": RNG.normal(size=(7, 3)), "w": np.array([0.3, -0.2, 0.9])}
+    plain = build(None, None)(**feeds)
+    for policies in ((policy, policy), (policy, None), (None, policy)):
+        for a, b in zip(build(*policies)(**feeds), plain):
+            assert np.array_equal(a, b), policies

@@ -1,0 +1,35 @@
+"""Checkpointed loops (``checkpoint=``) are ordinary region ops: the C backend and the CUDA
+backend's generated code (run on the CPU by the emulation) give the interpreter's numbers."""
+import numpy as np
+import pytest
+
+import symgrad as sg
+from tests.autodiff.test_checkpoint_grad import FEEDS, _program, _rnn_step, _while_program
+from tests.backends.cuda_emulation import library as emulation
+from tests.backends.cuda_emulation.device import EmulatedDevice
+
+WHILE_FEEDS = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+CASES = [(_program(_rnn_step, "sqrt"), FEEDS), (_program(_rnn_step, 4, reverse=True), FEEDS),
+         (_while_program(3, True), WHILE_FEEDS)]
+
+
+def _check(got, prog, fetches, feeds):
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_checkpointed_loops_run_on_the_c_backend(case):
+    (prog, fetches), feeds = CASES[case]
+    _check(sg.compile(prog, fetches, backend="c")(**feeds), prog, fetches, feeds)
+
+
+@pytest.mark.skipif(emulation.compiler() is None, reason="g++ is not installed")
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_checkpointed_loops_run_on_the_emulated_cuda_backend(case, tmp_path):
+    (prog, fetches), feeds = CASES[case]
+    compiled = sg.compile(prog, fetches, backend="cuda")
+    device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
+                                              cache_dir=tmp_path))
+    _check(device.run(compiled, feeds), prog, fetches, feeds)
