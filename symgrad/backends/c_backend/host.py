@@ -11,9 +11,10 @@ plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``wh
 change: each run of consecutive loop groups of a block that C can compute (see
 :func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
 :mod:`.segments`); values used only inside a segment never reach Python. The softmax family
-and ``one_hot`` are one C entry point each (:mod:`.row_ops`). Everything else (matmul through
-NumPy's BLAS, conv, data movement, groups with dtypes C does not compute) runs as the NumPy
-backend writes it.
+and ``one_hot`` are one C entry point each (:mod:`.row_ops`), and so are matmul, conv2d,
+pooling and their gradients (:mod:`.native_ops`, calling NumPy's BLAS from C). Everything else
+(data movement, groups with dtypes C does not compute, native ops of other types) runs as the
+NumPy backend writes it.
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ from ..numpy_backend.literals import dtype_code, shape_code
 from ..numpy_backend.state_buffers import BUFFERS
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
+from .blas import SYMBOLS
+from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
 
@@ -78,6 +81,7 @@ class CHostGenerator(Generator):
         self.c_functions: dict = {}     # structure key / name -> CFunction
         self.segments: list = []        # rendered entry points
         self.row_ops: list = []         # rendered row op entry points
+        self.native_ops: list = []      # rendered native op entry points
         self.entries: list = []         # (Python name, C symbol) per segment and row op
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
@@ -110,6 +114,8 @@ class CHostGenerator(Generator):
                 run.append(index)
                 continue
             lines = self.row_op(op)
+            if lines is None:
+                lines = self.native_op(op)
             if lines is None:
                 self.numpy_ops.append(op)
                 lines = self.lower_op(op)
@@ -165,6 +171,22 @@ class CHostGenerator(Generator):
                 Commented(self.entry_call(f"r{number}", names + [target]),
                           self.text.provenance, op)]
 
+    def native_op(self, op) -> list | None:
+        """The host lines calling a new native op entry computing ``op`` (:mod:`.native_ops`),
+        or None when ``op`` is not one C computes natively."""
+        kind = native_kind(op, self.scalars)
+        if kind is None:
+            return None
+        number = len(self.native_ops)
+        names = [self.expr(v) for v in op.inputs]
+        call = render_native_op(number, op, kind, names, environment())
+        self.native_ops.append(call.code)
+        result = op.results[0]
+        target = self.namer.value(result)
+        return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
+                Commented(self.entry_call(f"n{number}", names + [target]),
+                          self.text.provenance, op)]
+
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
         of ``arguments`` (Python expressions), bound to the name the call returns."""
@@ -191,8 +213,10 @@ class CHostGenerator(Generator):
         c_source = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary,
             prelude=render_prelude(),
+            native=environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
+            if self.native_ops else "",
             functions=list(self.c_functions.values()),
-            segments=self.segments + self.row_ops)
+            segments=self.segments + self.row_ops + self.native_ops)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
         c_source = c_source.replace(UNIT, unit)
         entries = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}
