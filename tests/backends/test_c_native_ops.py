@@ -4,6 +4,7 @@ gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties
 max pooling, run-time dims that disagree, and the NumPy fallback without a BLAS."""
 import functools
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward, nn
 from symgrad.backends import c_backend
-from symgrad.backends.c_backend import blas, native_ops
+from symgrad.backends.c_backend import blas, compiler, native_ops
 from symgrad.backends.c_backend.lowering import CNativeOp, LOWERINGS
 from symgrad.ops.core import bind, get_op
 from tests.ops.samples_nn import SAMPLES
@@ -153,3 +154,15 @@ def test_without_a_blas_the_native_ops_run_on_numpy(monkeypatch):
     feeds = {"x": RNG.standard_normal((2, 2, 6, 6), "float32"),
              "w": RNG.standard_normal((3, 2, 3, 3), "float32")}
     _assert_matches(prog, fetches, compiled, feeds, "float32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_entries_compile_without_warnings(dtype, tmp_path):
+    """-Wall finds nothing in the C of the CNN step (every native kind but matmul stacks)."""
+    tools = compiler.toolchain()
+    path = tmp_path / "cnn.c"
+    path.write_text(_cnn_program(dtype)[2]._executable.source)
+    flags = [flag for flag in tools.flags if flag != "-shared"]
+    result = subprocess.run([tools.compiler, *flags, "-Wall", "-Werror", "-fsyntax-only",
+                             str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
