@@ -166,3 +166,18 @@ def test_native_entries_compile_without_warnings(dtype, tmp_path):
     result = subprocess.run([tools.compiler, *flags, "-Wall", "-Werror", "-fsyntax-only",
                              str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_convolutions_of_large_planes_match_the_interpreter():
+    """Planes of 53 x 53 (im2col columns of 404 kB a sample, the GEMM's n 2809)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 53, 53], "float64")
+        w = sg.data("w", [3, 2, 3, 3], "float64")
+        y = nn.conv2d(x, w, padding=1)
+        loss = sg.sum(y * y)
+        fetches = [y, *ir_backward.grad(loss, [x, w])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    feeds = {"x": RNG.standard_normal((5, 2, 53, 53)), "w": RNG.standard_normal((3, 2, 3, 3))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")
