@@ -28,12 +28,10 @@ SYMBOLS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", True),
 
 
 def _candidates() -> list:
-    """NumPy's bundled shared libraries (``numpy.libs`` beside the package, ``.dylibs``
-    inside it) whose name says OpenBLAS."""
-    package = os.path.dirname(np.__file__)
-    folders = [os.path.join(os.path.dirname(package), "numpy.libs"),
-               os.path.join(package, ".dylibs")]
-    return sorted(path for folder in folders for path in glob.glob(os.path.join(folder, "*"))
+    """The shared libraries NumPy's Linux wheels bundle (``numpy.libs`` beside the package)
+    whose name says OpenBLAS."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    return sorted(path for path in glob.glob(os.path.join(folder, "*"))
                   if "openblas" in os.path.basename(path).lower())
 
 
