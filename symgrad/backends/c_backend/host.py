@@ -113,9 +113,7 @@ class CHostGenerator(Generator):
                 statements[index] = []
                 run.append(index)
                 continue
-            lines = self.row_op(op)
-            if lines is None:
-                lines = self.native_op(op)
+            lines = self.own_entry(op)
             if lines is None:
                 self.numpy_ops.append(op)
                 lines = self.lower_op(op)
@@ -155,36 +153,26 @@ class CHostGenerator(Generator):
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
 
-    def row_op(self, op) -> list | None:
-        """The host lines calling a new row op entry computing ``op`` (:mod:`.row_ops`), or
-        None when ``op`` is not one C computes."""
-        kind = row_kind(op, self.scalars)
-        if kind is None:
+    def own_entry(self, op) -> list | None:
+        """The host lines calling a new C entry point of ``op``'s own: a row op
+        (:mod:`.row_ops`) or a native op (:mod:`.native_ops`); None when C computes ``op`` as
+        neither."""
+        for kind_of, render, entries, suffix in ((row_kind, render_row_op, self.row_ops, "r"),
+                                                 (native_kind, render_native_op,
+                                                  self.native_ops, "n")):
+            kind = kind_of(op, self.scalars)
+            if kind is not None:
+                break
+        else:
             return None
-        number = len(self.row_ops)
+        number = len(entries)
         names = [self.expr(v) for v in op.inputs]
-        call = render_row_op(number, op, kind, names, environment())
-        self.row_ops.append(call.code)
+        call = render(number, op, kind, names, environment())
+        entries.append(call.code)
         result = op.results[0]
         target = self.namer.value(result)
         return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"r{number}", names + [target]),
-                          self.text.provenance, op)]
-
-    def native_op(self, op) -> list | None:
-        """The host lines calling a new native op entry computing ``op`` (:mod:`.native_ops`),
-        or None when ``op`` is not one C computes natively."""
-        kind = native_kind(op, self.scalars)
-        if kind is None:
-            return None
-        number = len(self.native_ops)
-        names = [self.expr(v) for v in op.inputs]
-        call = render_native_op(number, op, kind, names, environment())
-        self.native_ops.append(call.code)
-        result = op.results[0]
-        target = self.namer.value(result)
-        return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"n{number}", names + [target]),
+                Commented(self.entry_call(f"{suffix}{number}", names + [target]),
                           self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:

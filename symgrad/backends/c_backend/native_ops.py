@@ -22,12 +22,11 @@ another order than NumPy's ``tensordot``, so results agree with the interpreter 
 """
 from __future__ import annotations
 
-import dataclasses
-
 from . import blas
 from .ctype import c_type, value_label
 from .kernels import describe
 from .lowering import LOWERINGS, CNativeOp
+from .row_ops import EntryCall
 
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
@@ -42,15 +41,6 @@ _OPERANDS = {
     "avg_pool2d": dict(x=0, y="result"),
     "avg_pool2d_grad": dict(y=0, x="result"),
 }
-
-
-@dataclasses.dataclass
-class NativeOpCall:
-    """A rendered native op: its C ``code`` (symbol ``sg_<unit>_n<number>``) and the host's
-    ``shape`` expression of the result, from the Python names of its inputs."""
-
-    code: str
-    shape: list
 
 
 def native_kind(op, scalars) -> str | None:
@@ -129,7 +119,7 @@ def _result_shape(op, kind, names) -> list:
             for dim, source in zip(result.shape, sources)]
 
 
-def render_native_op(number, op, kind, names, environment) -> NativeOpCall:
+def render_native_op(number, op, kind, names, environment) -> EntryCall:
     """Native op ``number`` computing ``op`` with template kind ``kind``; ``names``: the
     host's expressions of its inputs."""
     result = op.results[0]
@@ -143,4 +133,4 @@ def render_native_op(number, op, kind, names, environment) -> NativeOpCall:
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
         g=_geometry(op, kind) if kind != "matmul" else {})
-    return NativeOpCall(code, _result_shape(op, kind, names))
+    return EntryCall(code, _result_shape(op, kind, names))
