@@ -181,3 +181,24 @@ def test_convolutions_of_large_planes_match_the_interpreter():
     assert _native_calls(compiled) == 3
     feeds = {"x": RNG.standard_normal((5, 2, 53, 53)), "w": RNG.standard_normal((3, 2, 3, 3))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threads):
+    """2^18 input elements: the planes are split into 16 chunks that the pool's threads share;
+    each plane is computed alone, so one thread and two give the same bytes."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16, 16, 16], "float64")
+        pooled = [nn.max_pool2d(x, 3, 2, 1), nn.avg_pool2d(x, 2, 2, 0)]
+        loss = sg.sum(pooled[0] * pooled[0]) + sg.sum(pooled[1] * pooled[1])
+        fetches = [*pooled, *ir_backward.grad(loss, [x])]
+    compiled = sg.compile(prog, fetches, backend="c", threads=threads)
+    source = compiled._executable.source
+    assert _native_calls(compiled) == 4
+    assert len(re.findall(r"sg_parallel\(sg_\w+_n\d+_part", source)) == 4
+    feeds = {"x": np.random.default_rng(3).standard_normal((64, 16, 16, 16))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")
+    serial = sg.compile(prog, fetches, backend="c", threads=1)
+    for got, alone in zip(compiled(**feeds), serial(**feeds)):
+        assert got.tobytes() == alone.tobytes()

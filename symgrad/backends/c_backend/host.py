@@ -19,6 +19,7 @@ NumPy backend writes it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 
 import jinja2
@@ -157,9 +158,9 @@ class CHostGenerator(Generator):
         """The host lines calling a new C entry point of ``op``'s own: a row op
         (:mod:`.row_ops`) or a native op (:mod:`.native_ops`); None when C computes ``op`` as
         neither."""
+        native = functools.partial(render_native_op, threads=self.options.threads or 0)
         for kind_of, render, entries, suffix in ((row_kind, render_row_op, self.row_ops, "r"),
-                                                 (native_kind, render_native_op,
-                                                  self.native_ops, "n")):
+                                                 (native_kind, native, self.native_ops, "n")):
             kind = kind_of(op, self.scalars)
             if kind is not None:
                 break

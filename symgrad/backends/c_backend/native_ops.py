@@ -119,9 +119,10 @@ def _result_shape(op, kind, names) -> list:
             for dim, source in zip(result.shape, sources)]
 
 
-def render_native_op(number, op, kind, names, environment) -> EntryCall:
+def render_native_op(number, op, kind, names, environment, threads=0) -> EntryCall:
     """Native op ``number`` computing ``op`` with template kind ``kind``; ``names``: the
-    host's expressions of its inputs."""
+    host's expressions of its inputs; ``threads``: the program's ``threads`` option, for the
+    prelude's pool running a pooling op's planes (0: one thread per usable CPU)."""
     result = op.results[0]
     args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
             for v in op.inputs]
@@ -132,5 +133,5 @@ def render_native_op(number, op, kind, names, environment) -> EntryCall:
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        g=_geometry(op, kind) if kind != "matmul" else {})
+        g=_geometry(op, kind) if kind != "matmul" else {}, threads=threads)
     return EntryCall(code, _result_shape(op, kind, names))
