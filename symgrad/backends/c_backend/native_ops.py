@@ -133,5 +133,6 @@ def render_native_op(number, op, kind, names, environment, threads=0) -> EntryCa
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        g=_geometry(op, kind) if kind != "matmul" else {}, threads=threads)
+        g=_geometry(op, kind) if kind != "matmul" else {},
+        pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
     return EntryCall(code, _result_shape(op, kind, names))
