@@ -94,20 +94,22 @@ def _checks(op, kind) -> list:
                 add(k, axis, symbols[symbol])
             else:
                 symbols[symbol] = f"sg_b[{k}].shape[{axis}]"
-    a, b = op.inputs[0], op.inputs[-1]
     if kind == "matmul":
+        a, b = op.inputs
         add(1, b.ndim - 2, f"sg_b[0].shape[{a.ndim - 1}]")
         if b.ndim > 2:
             for axis in range(a.ndim - 2):
                 add(1, axis, f"sg_b[0].shape[{axis}]")
     else:
-        batched = [k for role, k in _OPERANDS[kind].items() if role in "xy" and k != "result"]
+        batched = [k for role, k in _OPERANDS[kind].items() if role in ("x", "y") and k != "result"]
         for k in batched[1:]:
             add(k, 0, f"sg_b[{batched[0]}].shape[0]")
     return list(dict.fromkeys(checks))
 
 
 def _result_shape(op, kind, names) -> list:
+    """The host's shape expression of the result: its static dims, the others from the
+    inputs' arrays (``names``)."""
     result = op.results[0]
     if kind == "matmul":
         a = op.inputs[0]
