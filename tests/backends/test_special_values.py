@@ -15,7 +15,8 @@ then once with the special values mixed, the largest finite ones left out: a sum
 both +max and -max cancels differently in another order ((max + 1) - max is 0, (max - max)
 + 1 is 1) and backends add in their own order. The ops whose sums of products are the BLAS
 GEMM's (:data:`GEMM_OPS`: C calls the GEMM on operands of other shapes than the interpreter's
-``tensordot``, so it adds in another order) leave the largest finite values out of every run. All the samples of a dtype are one program,
+``tensordot``, so it adds in another order) leave the largest finite values out of every
+run. All the samples of a dtype are one program,
 so each backend compiles once per dtype. Float32 sums accumulate in float32 here, as the
 interpreter's do (the default ``accumulate_float64`` makes them finite where NumPy's
 overflow).
