@@ -5,7 +5,8 @@
 module, compiles the C file with the system compiler into a shared library cached on disk
 (:mod:`.compiler`) and loads both: the host runs the program and calls the library's entry
 points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
-(:mod:`.row_ops`); other opaque ops (matmul, conv...) keep calling NumPy and its BLAS.
+(:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
+calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
 ``source`` is the C program, ``host_source`` the host module; ``SYMGRAD_DUMP`` writes both.
 """
 from __future__ import annotations

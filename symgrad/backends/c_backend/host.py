@@ -11,13 +11,15 @@ plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``wh
 change: each run of consecutive loop groups of a block that C can compute (see
 :func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
 :mod:`.segments`); values used only inside a segment never reach Python. The softmax family
-and ``one_hot`` are one C entry point each (:mod:`.row_ops`). Everything else (matmul through
-NumPy's BLAS, conv, data movement, groups with dtypes C does not compute) runs as the NumPy
-backend writes it.
+and ``one_hot`` are one C entry point each (:mod:`.row_ops`), and so are matmul, conv2d,
+pooling and their gradients (:mod:`.native_ops`, calling NumPy's BLAS from C). Everything else
+(data movement, groups with dtypes C does not compute, native ops of other types) runs as the
+NumPy backend writes it.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 
 import jinja2
@@ -34,6 +36,8 @@ from ..host.literals import dtype_code, shape_code
 from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
+from .blas import SYMBOLS
+from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
 
@@ -78,6 +82,7 @@ class CHostGenerator(Generator):
         self.c_functions: dict = {}     # structure key / name -> CFunction
         self.segments: list = []        # rendered entry points
         self.row_ops: list = []         # rendered row op entry points
+        self.native_ops: list = []      # rendered native op entry points
         self.entries: list = []         # (Python name, C symbol) per segment and row op
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
@@ -109,7 +114,7 @@ class CHostGenerator(Generator):
                 statements[index] = []
                 run.append(index)
                 continue
-            lines = self.row_op(op)
+            lines = self.own_entry(op)
             if lines is None:
                 self.numpy_ops.append(op)
                 lines = self.lower_op(op)
@@ -149,20 +154,26 @@ class CHostGenerator(Generator):
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
 
-    def row_op(self, op) -> list | None:
-        """The host lines calling a new row op entry computing ``op`` (:mod:`.row_ops`), or
-        None when ``op`` is not one C computes."""
-        kind = row_kind(op, self.scalars)
-        if kind is None:
+    def own_entry(self, op) -> list | None:
+        """The host lines calling a new C entry point of ``op``'s own: a row op
+        (:mod:`.row_ops`) or a native op (:mod:`.native_ops`); None when C computes ``op`` as
+        neither."""
+        native = functools.partial(render_native_op, threads=self.options.threads or 0)
+        for kind_of, render, entries, suffix in ((row_kind, render_row_op, self.row_ops, "r"),
+                                                 (native_kind, native, self.native_ops, "n")):
+            kind = kind_of(op, self.scalars)
+            if kind is not None:
+                break
+        else:
             return None
-        number = len(self.row_ops)
+        number = len(entries)
         names = [self.expr(v) for v in op.inputs]
-        call = render_row_op(number, op, kind, names, environment())
-        self.row_ops.append(call.code)
+        call = render(number, op, kind, names, environment())
+        entries.append(call.code)
         result = op.results[0]
         target = self.namer.value(result)
         return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"r{number}", names + [target]),
+                Commented(self.entry_call(f"{suffix}{number}", names + [target]),
                           self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:
@@ -191,8 +202,10 @@ class CHostGenerator(Generator):
         c_source = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary,
             prelude=render_prelude(),
+            native=environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
+            if self.native_ops else "",
             functions=list(self.c_functions.values()),
-            segments=self.segments + self.row_ops)
+            segments=self.segments + self.row_ops + self.native_ops)
         unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
         c_source = c_source.replace(UNIT, unit)
         entries = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}

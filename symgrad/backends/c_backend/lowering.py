@@ -16,11 +16,13 @@ provide is a :class:`CLoweringError` naming the op, its line and the field
 
 Reductions need no rule: a fusible reduction's :class:`~symgrad.ops.core.Reduction` names the
 elementwise op that combines partial results, whose expression the C loop uses. Ops without a
-rule (matmul, conv, data movement...) run through the NumPy backend's lowering in the host
-module. Add a rule with :func:`register_lowering` (user ops too).
+rule (data movement...) run through the NumPy backend's lowering in the host module. Add a
+rule with :func:`register_lowering` (user ops too).
 
 The softmax family and ``one_hot`` have :class:`CRowOp` rules instead: each is one C entry
-point looping over the rows along its class axis (:mod:`.row_ops`).
+point looping over the rows along its class axis (:mod:`.row_ops`); matmul, conv2d and
+pooling (with their gradients) have :class:`CNativeOp` rules: C entry points calling the BLAS
+GEMM or looping over windows (:mod:`.native_ops`).
 """
 from __future__ import annotations
 
@@ -179,3 +181,51 @@ register_row_op("softmax", _softmax_kind("softmax"))
 register_row_op("log_softmax", _softmax_kind("log_softmax"))
 register_row_op("softmax_cross_entropy", _cross_entropy_kind)
 register_row_op("one_hot", _one_hot_kind)
+
+
+# --- native ops ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CNativeOp:
+    """An opaque op computed by an entry point of its own from the C template
+    ``c/native_op.c.j2`` (:mod:`.native_ops`): matmul and convolution through the BLAS GEMM,
+    pooling by direct loops. ``kind(op)`` is the template's kind, or None when the op's types
+    or shapes are not ones that entry computes (it then runs on NumPy)."""
+
+    kind: object
+
+
+def _same_float(op) -> bool:
+    """All inputs and the result float32, or all float64."""
+    values = [*op.inputs, op.results[0]]
+    return _float(values[0]) and all(v.dtype == values[0].dtype for v in values)
+
+
+def _batch_only_unknown(op) -> bool:
+    """Only axis 0 of the NCHW operands may be unknown (conv weights are static)."""
+    return all(None not in v.shape[1:] for v in (*op.inputs, op.results[0]))
+
+
+def _window_kind(name):
+    return lambda op: name if _same_float(op) and _batch_only_unknown(op) else None
+
+
+def _matmul_kind(op):
+    """Matrices, a stack of them times one matrix, or two stacks of equal batch dims."""
+    a, b = op.inputs
+    if not _same_float(op) or a.ndim < 2 or b.ndim < 2:
+        return None
+    if b.ndim == 2 or (a.ndim == b.ndim and a.dims[:-2] == b.dims[:-2]):
+        return "matmul"
+    return None
+
+
+def register_native_op(op, kind) -> None:
+    """Compute opaque ``op`` with the native template (``kind(op)``: see :class:`CNativeOp`);
+    None removes its rule."""
+    LOWERINGS.register(op, None if kind is None else CNativeOp(kind))
+
+
+register_native_op("matmul", _matmul_kind)
+for _name in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad", "max_pool2d",
+              "max_pool2d_grad", "max_pool2d_select", "avg_pool2d", "avg_pool2d_grad"):
+    register_native_op(_name, _window_kind(_name))

@@ -20,9 +20,10 @@ from .lowering import LOWERINGS, CRowOp
 
 
 @dataclasses.dataclass
-class RowOpCall:
-    """A rendered row op: its C ``code`` (symbol ``sg_<unit>_r<number>``) and the host's
-    ``shape`` expression of the result, from the Python names of its inputs."""
+class EntryCall:
+    """A rendered entry point of one op (a row op, symbol ``sg_<unit>_r<number>``, or a native
+    op, ``sg_<unit>_n<number>``): its C ``code`` and the host's ``shape`` expression of the
+    result, from the Python names of its inputs."""
 
     code: str
     shape: list
@@ -48,7 +49,7 @@ def _axis_sources(op, kind) -> list:
     return list(range(rank))
 
 
-def render_row_op(number, op, kind, names, environment) -> RowOpCall:
+def render_row_op(number, op, kind, names, environment) -> EntryCall:
     """Row op ``number`` computing ``op`` with template kind ``kind``; ``names``: the host's
     expressions of its inputs."""
     result = op.results[0]
@@ -74,5 +75,5 @@ def render_row_op(number, op, kind, names, environment) -> RowOpCall:
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(indices.dtype) if indices is not None else "",
         unsigned=indices is not None and indices.dtype.kind == "u")
-    return RowOpCall(code, shape)
+    return EntryCall(code, shape)
 

@@ -1,0 +1,140 @@
+"""C entry points of the native heavy ops: matmul, conv2d and its gradients, pooling and its
+gradients.
+
+An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types becomes one
+entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``): it
+takes one tuple (the op's inputs, then its result, which the host allocates with
+``np.empty``), checks the dims known when the program was built and that dims unknown then
+agree (the batch dim of every NCHW operand, a matmul's inner and batch dims), releases the GIL
+and computes:
+
+- ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
+  the rows), one GEMM per matrix for two stacks of equal batch dims;
+- ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
+  stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
+  ``conv2d_weight_grad``: the sum over samples of ``g @ im2col(x)^T``, accumulated by the GEMM;
+- pooling and its gradients: direct loops over the windows, with the reference's semantics
+  (``-inf`` padding and NaN propagation for the max, ties sharing the gradient evenly,
+  padding not counted in the mean).
+
+The GEMM is the BLAS NumPy links (see ``c/native.h.j2`` and :mod:`.blas`); its sums round in
+another order than NumPy's ``tensordot``, so results agree with the interpreter to rounding.
+"""
+from __future__ import annotations
+
+from . import blas
+from .ctype import c_type, value_label
+from .kernels import describe
+from .lowering import LOWERINGS, CNativeOp
+from .row_ops import EntryCall
+
+CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
+# where each kind finds the input plane x, the output plane y and the conv weight w:
+# an input's number, or "result"
+_OPERANDS = {
+    "conv2d": dict(x=0, w=1, y="result"),
+    "conv2d_input_grad": dict(y=0, w=1, x="result"),
+    "conv2d_weight_grad": dict(x=0, y=1, w="result"),
+    "max_pool2d": dict(x=0, y="result"),
+    "max_pool2d_grad": dict(x=0, y=1),
+    "max_pool2d_select": dict(x=0, y="result"),
+    "avg_pool2d": dict(x=0, y="result"),
+    "avg_pool2d_grad": dict(y=0, x="result"),
+}
+
+
+def native_kind(op, scalars) -> str | None:
+    """The native template's kind for ``op``, or None when it runs on NumPy (no rule, types
+    or shapes the entry does not compute, an input the host inlines as a literal, or no BLAS
+    in this process: :func:`.blas.available`)."""
+    rule = LOWERINGS.rule(op.opdef)
+    if not isinstance(rule, CNativeOp) or any(v in scalars for v in op.inputs) or \
+            not blas.available():
+        return None
+    return rule.kind(op)
+
+
+def _geometry(op, kind) -> dict:
+    """Static dims and window attributes of a conv or pooling op."""
+    where = _OPERANDS[kind]
+
+    def shape(role):
+        at = where.get(role)
+        return op.results[0].shape if at == "result" else op.inputs[at].shape
+
+    x, y = shape("x"), shape("y")
+    attrs = op.attrs
+    if kind in CONVOLUTIONS:
+        w = shape("w")
+        kernel, dilation, groups = w[2:], attrs["dilation"], attrs["groups"]
+        extra = dict(o=w[0], cg=w[1], og=w[0] // groups, groups=groups)
+    else:
+        kernel, dilation, extra = attrs["kernel_size"], (1, 1), {}
+    return dict(c=x[1], h=x[2], w=x[3], ho=y[2], wo=y[3], kh=kernel[0], kw=kernel[1],
+                sh=attrs["stride"][0], sw=attrs["stride"][1], ph=attrs["padding"][0],
+                pw=attrs["padding"][1], dh=dilation[0], dw=dilation[1], **extra)
+
+
+def _checks(op, kind) -> list:
+    """``(got, want, input, axis)`` of the dims to check at run time: static ones against
+    their values, each unknown one against the first expression giving it, a matmul's inner
+    and batch dims, and the batch dims of the NCHW operands."""
+    checks, symbols = [], {}
+
+    def add(k, axis, want):
+        got = f"sg_b[{k}].shape[{axis}]"
+        if want != got:
+            checks.append((got, want, k, axis))
+
+    for k, value in enumerate(op.inputs):
+        for axis, (dim, symbol) in enumerate(zip(value.shape, value.dims)):
+            if dim is not None:
+                add(k, axis, str(dim))
+            elif symbol in symbols:
+                add(k, axis, symbols[symbol])
+            else:
+                symbols[symbol] = f"sg_b[{k}].shape[{axis}]"
+    if kind == "matmul":
+        a, b = op.inputs
+        add(1, b.ndim - 2, f"sg_b[0].shape[{a.ndim - 1}]")
+        if b.ndim > 2:
+            for axis in range(a.ndim - 2):
+                add(1, axis, f"sg_b[0].shape[{axis}]")
+    else:
+        batched = [k for role, k in _OPERANDS[kind].items() if role in ("x", "y") and k != "result"]
+        for k in batched[1:]:
+            add(k, 0, f"sg_b[{batched[0]}].shape[0]")
+    return list(dict.fromkeys(checks))
+
+
+def _result_shape(op, kind, names) -> list:
+    """The host's shape expression of the result: its static dims, the others from the
+    inputs' arrays (``names``)."""
+    result = op.results[0]
+    if kind == "matmul":
+        a = op.inputs[0]
+        sources = [f"{names[0]}.shape[{axis}]" for axis in range(a.ndim - 1)]
+        sources.append(f"{names[1]}.shape[-1]")
+    else:
+        sources = [f"{names[0]}.shape[0]"] + [None] * (result.ndim - 1)
+    return [str(dim) if dim is not None else source
+            for dim, source in zip(result.shape, sources)]
+
+
+def render_native_op(number, op, kind, names, environment, threads=0) -> EntryCall:
+    """Native op ``number`` computing ``op`` with template kind ``kind``; ``names``: the
+    host's expressions of its inputs; ``threads``: the program's ``threads`` option, for the
+    prelude's pool running a pooling op's planes (0: one thread per usable CPU)."""
+    result = op.results[0]
+    args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
+            for v in op.inputs]
+    args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
+                     what=value_label(result)))
+    checks = [dict(got=got, want=want, what=value_label(op.inputs[k]), axis=axis)
+              for got, want, k, axis in _checks(op, kind)]
+    code = environment.get_template("c/native_op.c.j2").render(
+        number=number, note=describe(op), kind=kind, args=args, checks=checks,
+        T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
+        g=_geometry(op, kind) if kind != "matmul" else {},
+        pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
+    return EntryCall(code, _result_shape(op, kind, names))

@@ -1,0 +1,204 @@
+"""The C backend's native ops (matmul, conv2d and pooling with their gradients: C entry points
+calling NumPy's BLAS) against the interpreter: the registry's nn samples with their
+gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties and NaN in
+max pooling, run-time dims that disagree, and the NumPy fallback without a BLAS."""
+import functools
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward, nn
+from symgrad.backends import c_backend
+from symgrad.backends.c_backend import blas, compiler, native_ops
+from symgrad.backends.c_backend.lowering import CNativeOp, LOWERINGS
+from symgrad.ops.core import bind, get_op
+from tests.ops.samples_nn import SAMPLES
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
+
+NATIVE = [s for s in SAMPLES if isinstance(LOWERINGS.rule(get_op(s.op)), CNativeOp)]
+DTYPES = ["float32", "float64"]
+TOLERANCE = {"float64": 1e-9, "float32": 2e-4}
+RNG = np.random.default_rng(11)
+
+
+def _native_calls(compiled) -> int:
+    """How many native op entries the host module calls."""
+    return len(re.findall(r"_sg_n\d+\(\(", compiled.sources[".py"]))
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_samples():
+    """Every native sample's program with its gradients, per dtype, compiled in one batch."""
+    built = {}
+    with c_backend.deferred():
+        for s in NATIVE:
+            for dtype in DTYPES:
+                prog, fetches = s.program(dtype, with_grad=True)
+                built[s.id, dtype] = prog, fetches, sg.compile(prog, fetches, backend="c")
+    return built
+
+
+def _assert_matches(prog, fetches, compiled, feeds, dtype):
+    rtol = TOLERANCE[dtype]
+    with np.errstate(all="ignore"):
+        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+        got = compiled(**feeds)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol * 10)
+
+
+def test_the_native_samples_cover_every_native_op():
+    ops = {name for name, rule in LOWERINGS.rules.items() if isinstance(rule, CNativeOp)}
+    assert ops == {s.op for s in NATIVE}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sample", NATIVE, ids=[s.id for s in NATIVE])
+def test_sample_and_its_gradients_match_the_interpreter(sample, dtype):
+    prog, fetches, compiled = _compiled_samples()[sample.id, dtype]
+    _assert_matches(prog, fetches, compiled, sample.feeds(dtype), dtype)
+    if sample.op != "matmul" or sample.inputs[0].ndim > 1 and sample.inputs[1].ndim > 1:
+        assert _native_calls(compiled) >= 1
+
+
+def _cnn(x, w1, w2, dense, labels):
+    """The issue's small CNN (narrower), with avg pooling, groups and stride on the way."""
+    h = nn.max_pool2d(nn.relu(nn.conv2d(x, w1, padding=1)), 2, 2, 0)
+    h = nn.avg_pool2d(nn.relu(nn.conv2d(h, w2, stride=1, padding=2, dilation=2, groups=2)),
+                      3, 2, 1)
+    logits = sg.reshape(h, [-1, 4 * 2 * 2]) @ dense
+    loss = sg.mean(nn.softmax_cross_entropy(logits, labels))
+    return [loss, *ir_backward.grad(loss, [x, w1, w2, dense])]
+
+
+@functools.lru_cache(maxsize=None)
+def _cnn_program(dtype):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 8, 8], dtype)
+        w1 = sg.data("w1", [4, 2, 3, 3], dtype)
+        w2 = sg.data("w2", [4, 2, 3, 3], dtype)
+        dense = sg.data("dense", [16, 3], dtype)
+        labels = sg.data("labels", [None], "int64")
+        fetches = _cnn(x, w1, w2, dense, labels)
+    return prog, fetches, sg.compile(prog, fetches, backend="c")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_cnn_step_with_a_dynamic_batch_matches_the_interpreter(dtype):
+    prog, fetches, compiled = _cnn_program(dtype)
+    assert _native_calls(compiled) >= 8
+    for batch in (5, 1, 3):
+        feeds = {"x": RNG.standard_normal((batch, 2, 8, 8)).astype(dtype),
+                 "w1": RNG.standard_normal((4, 2, 3, 3)).astype(dtype),
+                 "w2": RNG.standard_normal((4, 2, 3, 3)).astype(dtype),
+                 "dense": RNG.standard_normal((16, 3)).astype(dtype),
+                 "labels": RNG.integers(0, 3, batch)}
+        _assert_matches(prog, fetches, compiled, feeds, dtype)
+
+
+def test_max_pooling_with_ties_and_nan_matches_the_interpreter():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 1, 4, 4], "float64")
+        g = sg.data("g", [None, 1, 2, 2], "float64")
+        h = sg.data("h", [None, 1, 4, 4], "float64")
+        attrs = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}
+        fetches = [nn.max_pool2d(x, 3, 2, 1), bind("max_pool2d_grad", [x, g], attrs),
+                   bind("max_pool2d_select", [x, h], attrs)]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    x = np.array([[1, 1, 0, 2], [1, np.nan, 2, 2], [0, 0, -np.inf, -np.inf],
+                  [3, 0, -np.inf, -np.inf]], float).reshape(1, 1, 4, 4)
+    feeds = {"x": np.concatenate([x, -x]), "g": RNG.standard_normal((2, 1, 2, 2)),
+             "h": RNG.standard_normal((2, 1, 4, 4))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+def test_matmul_of_stacks_and_arrays_that_disagree_with_the_entry_are_an_error():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a = sg.data("a", [2, None, 3], "float32")
+        b = sg.data("b", [2, 3, None], "float32")
+        m = sg.data("m", [None, None], "float32")
+        fetches = [a @ b, m @ sg.data("n", [None, 5], "float32")]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 2
+    feeds = {"a": RNG.standard_normal((2, 4, 3), "float32"),
+             "b": RNG.standard_normal((2, 3, 6), "float32"),
+             "m": RNG.standard_normal((7, 2), "float32"),
+             "n": RNG.standard_normal((2, 5), "float32")}
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+    # the feeds are checked before the run; the entry checks its arrays again
+    entry = compiled._executable.module._sg_n1
+    with pytest.raises(ValueError, match="1 elements along axis 0 where the program needs 2"):
+        entry((feeds["m"], feeds["n"][:1], np.empty((7, 5), "float32")))
+    with pytest.raises(TypeError, match="items of 8 bytes"):
+        entry((feeds["m"], feeds["n"].astype("float64"), np.empty((7, 5), "float32")))
+
+
+def test_without_a_blas_the_native_ops_run_on_numpy(monkeypatch):
+    monkeypatch.setattr(native_ops.blas, "available", lambda: False)
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 6, 6], "float32")
+        w = sg.data("w", [3, 2, 3, 3], "float32")
+        fetches = [nn.max_pool2d(nn.conv2d(x, w), 2, 2, 0)]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 0
+    feeds = {"x": RNG.standard_normal((2, 2, 6, 6), "float32"),
+             "w": RNG.standard_normal((3, 2, 3, 3), "float32")}
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_entries_compile_without_warnings(dtype, tmp_path):
+    """-Wall finds nothing in the C of the CNN step (every native kind but matmul stacks)."""
+    tools = compiler.toolchain()
+    path = tmp_path / "cnn.c"
+    path.write_text(_cnn_program(dtype)[2]._executable.source)
+    flags = [flag for flag in tools.flags if flag != "-shared"]
+    result = subprocess.run([tools.compiler, *flags, "-Wall", "-Werror", "-fsyntax-only",
+                             str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_convolutions_of_large_planes_match_the_interpreter():
+    """Planes of 53 x 53 (im2col columns of 404 kB a sample, the GEMM's n 2809)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 53, 53], "float64")
+        w = sg.data("w", [3, 2, 3, 3], "float64")
+        y = nn.conv2d(x, w, padding=1)
+        loss = sg.sum(y * y)
+        fetches = [y, *ir_backward.grad(loss, [x, w])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    feeds = {"x": RNG.standard_normal((5, 2, 53, 53)), "w": RNG.standard_normal((3, 2, 3, 3))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threads):
+    """2^18 input elements: the planes are split into 16 chunks that the pool's threads share;
+    each plane is computed alone, so one thread and two give the same bytes."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16, 16, 16], "float64")
+        pooled = [nn.max_pool2d(x, 3, 2, 1), nn.avg_pool2d(x, 2, 2, 0)]
+        loss = sg.sum(pooled[0] * pooled[0]) + sg.sum(pooled[1] * pooled[1])
+        fetches = [*pooled, *ir_backward.grad(loss, [x])]
+    compiled = sg.compile(prog, fetches, backend="c", threads=threads)
+    source = compiled._executable.source
+    assert _native_calls(compiled) == 4
+    assert len(re.findall(r"sg_parallel\(sg_\w+_n\d+_part", source)) == 4
+    feeds = {"x": np.random.default_rng(3).standard_normal((64, 16, 16, 16))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")
+    serial = sg.compile(prog, fetches, backend="c", threads=1)
+    for got, alone in zip(compiled(**feeds), serial(**feeds)):
+        assert got.tobytes() == alone.tobytes()
