@@ -6,6 +6,7 @@ not lowered to C: groups holding them run on NumPy.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -20,12 +21,21 @@ TYPES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _type_of(dtype) -> str | None:
+    return TYPES.get(np.dtype(dtype).name)
+
+
 def supported(dtype) -> bool:
-    return np.dtype(dtype).name in TYPES
+    return _type_of(dtype) is not None
 
 
 def c_type(dtype) -> str:
-    return TYPES[np.dtype(dtype).name]
+    """The C type of ``dtype`` (a ``KeyError`` for one C does not compute)."""
+    text = _type_of(dtype)
+    if text is None:
+        raise KeyError(np.dtype(dtype).name)
+    return text
 
 
 def literal(value, dtype) -> str:
