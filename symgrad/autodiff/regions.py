@@ -36,7 +36,7 @@ result), or the reverse; both VJPs reshape it to the exact types of their carrie
 from __future__ import annotations
 
 from .. import dtypes
-from ..ir.graph import free_values, walk_blocks, walk_ops
+from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
@@ -82,13 +82,6 @@ def _replace_uses(blocks, mapping) -> None:
         for op in block.ops:
             op.inputs = [mapping.get(v, v) for v in op.inputs]
         block.yields = [mapping.get(v, v) for v in block.yields]
-
-
-class _Identity(dict):
-    """A Value map that maps every Value it does not hold to itself."""
-
-    def __missing__(self, key):
-        return key
 
 
 def _inline(block, value_map) -> list:
@@ -150,7 +143,7 @@ def _cond_vjp(op, cotangents):
     for forward in op.blocks:
         block = Block(program, outer=current_block(program))
         with insertion_point(block):
-            yields = _inline(forward, _Identity(zip(forward.args, operands)))
+            yields = _inline(forward, IdentityMap(zip(forward.args, operands)))
             seeds = [(y, c) for y, c in zip(yields, cotangents) if c is not None]
             got = differentiate_block(block, seeds, targets, policy)
         branches.append((block, got))
@@ -282,7 +275,7 @@ def _loop_vjp(op, cotangents):
     accumulators = [new_arg(value) for _, value in captured]
     y_cts = [new_arg(stacked[j]) for j, _ in stacked_cts]
     with insertion_point(backward), deferred_scope_checks():
-        differentiated, source = body, _Identity()
+        differentiated, source = body, IdentityMap()
         if loop.remat:     # the body again, from its arguments: no residual but the carries
             differentiated = backward
             _inline(body, source)

@@ -18,6 +18,14 @@ from __future__ import annotations
 from .printer import format_attrs, value_label
 
 
+class IdentityMap(dict):
+    """A Value map that maps every Value it does not hold to itself (for copying ops that
+    keep reading the Values they read)."""
+
+    def __missing__(self, key):
+        return key
+
+
 def walk_ops(ops):
     """Every op of ``ops`` (a block's list) and of their nested blocks, at any depth, each op
     before its inner ops."""

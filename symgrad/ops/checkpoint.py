@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..ir.graph import walk_ops
+from ..ir.graph import IdentityMap, walk_ops
 from ..ir.program import copy_op, current_block
 from .core import bind_region
 
@@ -55,20 +55,13 @@ def _steps(op_name, policy) -> int | None:
                      f"{policy!r}")
 
 
-class _Same(dict):
-    """A Value map that maps every Value it does not hold to itself."""
-
-    def __missing__(self, key):
-        return key
-
-
 def copied_region(op, operands, attrs):
     """A new region op like ``op`` in the insertion block, reading ``operands`` (its captures
     follow: the Values its blocks read), with ``attrs`` and copies of ``op``'s blocks (fresh
     ids; ops keep their attrs, so a random op of the copy draws as the original does)."""
     program = op.block.program
     outer = current_block(program)
-    blocks = copy_op(op, op.inputs, op.attrs, outer, _Same(), {}).blocks
+    blocks = copy_op(op, op.inputs, op.attrs, outer, IdentityMap(), {}).blocks
     for block in blocks:
         block.parent_op, block.outer = None, outer
         for value in block.args:
