@@ -251,8 +251,8 @@ def cmd_run(args, parser):
     for warning in caught:
         print(f"symgrad: warning: {printable(warning.message)}", file=sys.stderr)
     keys = output_keys(program.outputs, args.names)
-    dims = program.bound_dims(**feeds)
     results = program(**feeds)
+    dims = program.bound_dims(**feeds)   # bound (and cached) by the call
     if program.assigned:
         print(printable(f"symgrad: note: the program updates its state "
                         f"({', '.join(program.assigned)}); this run started from the values "

@@ -248,11 +248,6 @@ def dim_text(dim) -> str:
     return str(dim) if isinstance(dim, int) else repr(str(dim))
 
 
-def dims_text(dims) -> str:
-    """``[batch, 784]``."""
-    return "[" + ", ".join(map(str, dims)) + "]"
-
-
 # --- unification ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Constraint:

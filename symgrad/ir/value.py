@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dims import dims_text
-
 
 def format_shape(shape) -> str:
     """``[?, 784]`` for a shape; a dims tuple reads ``[batch, 784]``."""
@@ -86,7 +84,7 @@ class Value:
     @property
     def type_str(self) -> str:
         """The type as the printer shows it: ``float32[batch, 784]``."""
-        return f"{self.dtype}{dims_text(self.dims)}"
+        return f"{self.dtype}{format_shape(self.dims)}"
 
     @property
     def size(self):

@@ -629,14 +629,14 @@ class LoadedProgram:
         known = {s.name for s in self.compiled.signature}
         return list(self.compiled(**{k: v for k, v in feeds.items() if k in known}))
 
-    def bound_dims(self, *args, **feeds) -> dict:
-        """``{symbol: size}``: how these feeds bind the program's symbolic dims (``{"batch":
-        32, "?0": 32}``), checked as a call checks them; nothing runs."""
-        from .feeds import bind_feeds
-
+    def bound_dims(self, **feeds) -> dict:
+        """``{symbol: size}``: how the arrays ``feeds`` (by input name) bind the program's
+        symbolic dims (``{"batch": 32, "?0": 32}``), as a call binds them; nothing runs. Only
+        their shapes are read: a call with them checks them whole."""
         binder = self.compiled._dim_check
-        feeds = bind_feeds(self.signature, args, feeds, self.assigned)
-        return {} if binder is None else dict(binder(feeds))
+        if binder is None:
+            return {}
+        return dict(binder({name: np.asarray(value) for name, value in feeds.items()}))
 
     def __repr__(self):
         return (f"<symgrad artifact {self.path!r} backend={self.backend} "

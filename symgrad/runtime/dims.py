@@ -20,8 +20,9 @@ lookup. Programs whose inputs have no symbolic dim get no binding at all.
 """
 from __future__ import annotations
 
-from ..ir.dims import Symbol, dim_to_json
+from ..ir.dims import dim_to_json
 from ..ir.graph import ancestors_of
+from .feeds import dims_signature
 from .standalone import DimBinder
 
 __all__ = ["DimBinder", "binder_for_fetches"]
@@ -34,17 +35,13 @@ def _top_level(op):
     return op
 
 
-def _dims_texts(dims) -> list:
-    return [d if type(d) is int else str(d) for d in dims]
-
-
 def binder_for_fetches(program, needed) -> DimBinder | None:
     """The binding for computing the fetches whose ancestor ops are ``needed``: the program's
     data inputs with a symbolic dim, and the constraints of those ops and of the forward ops
     of the backward ops among them (a gradient may no longer read the input whose dims its
     forward op assumed). None when no input has a symbolic dim."""
-    inputs = [(v.name, _dims_texts(v.dims)) for v in program.inputs
-              if any(type(d) is Symbol for d in v.dims)]
+    inputs = [(v.name, list(dims)) for v in program.inputs
+              if (dims := dims_signature(v)) is not None]
     if not inputs:
         return None
     forward = {op.forward_op for op in needed if op.forward_op is not None}

@@ -6,7 +6,7 @@ backend's new option needs no change here.
 """
 from __future__ import annotations
 
-from ..backends import backend_options, get_backend
+from ..backends import backend_options
 from ..option_schema import Option, unknown_name_message
 from ..passes import PIPELINE_OPTIONS
 
@@ -15,13 +15,6 @@ def option_schema() -> dict[str, Option]:
     """``{name: Option}``: the pipeline's options, then every registered backend's."""
     schema = {option.name: option for option in PIPELINE_OPTIONS}
     schema.update(backend_options())
-    return schema
-
-
-def options_of_backend(backend: str) -> dict[str, Option]:
-    """The options ``backend`` reads: the pipeline's and its own declared ones."""
-    schema = {option.name: option for option in PIPELINE_OPTIONS}
-    schema.update((option.name, option) for option in get_backend(backend).options)
     return schema
 
 

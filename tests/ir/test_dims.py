@@ -166,8 +166,11 @@ def test_dim_expressions():
     assert add(n, mul(n, -1)) == 0
     assert _dim_size(dim_to_json(floordiv(add(mul(n, m), 1), 2)), {"n": 3, "m": 5}) == 8
     anonymous = {}
-    for dim in (n, floordiv(add(mul(n, m), 1), 2), Symbol(None, 4), 7):
-        assert dim_from_json(dim_to_json(dim), anonymous) == dim or isinstance(dim, Symbol)
+    for dim in (n, floordiv(add(mul(n, m), 1), 2), 7):
+        assert dim_from_json(dim_to_json(dim), anonymous) == dim
+    loaded = dim_from_json(dim_to_json(Symbol(None, 4)), anonymous)   # a new symbol, ?4
+    assert loaded.anonymous and str(loaded) == "?4" and anonymous == {4: loaded}
+    assert dim_from_json({"anonymous": 4}, anonymous) is loaded
 
 
 def test_unify_rules():
