@@ -197,7 +197,7 @@ def test_inspect(artifact_dir):
     proc = symgrad("inspect", path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "format 2" in out and "backend numpy" in out
+    assert "format 4" in out and "backend numpy" in out
     assert "x: float32[?0, 4]  (data)" in out and "w: float32[4, 3]  (parameter)" in out
     assert "0. y: float32[?0, 3]" in out
     assert "standalone entry: numpy/standalone.py:run" in out

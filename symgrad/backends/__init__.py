@@ -49,8 +49,10 @@ class Backend:
     """What runtime needs of one backend.
 
     ``build(program, fetches, options) -> executable``: the executable has ``run(feeds by
-    name) -> list of arrays``, ``source``, ``kernels``, ``stats`` and ``numpy_module``
-    (``(source, constants)`` of a NumPy-only module computing the same, or None).
+    name, buffers=None, dims=None) -> list of arrays`` (``dims``: the binding of the symbolic
+    dims, ``{symbol text: size}``, None when the inputs have none), ``source``, ``kernels``,
+    ``stats`` and ``numpy_module`` (``(source, constants)`` of a NumPy-only module computing
+    the same, or None).
     ``lowers(opdef) -> bool``: can this backend run the op (asked by ``show_registry``).
     ``default_passes``: pass names run when the options name none (None: the whole pipeline).
     ``artifact_files(executable, tree, save_options) -> dict``: writes the backend's own files

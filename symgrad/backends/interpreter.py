@@ -6,6 +6,13 @@ runs by its OpDef's reference semantics (``Region.run``), which call back into
 :func:`run_block` for its blocks; a block reads the Values of enclosing blocks from their
 environments. An :class:`~symgrad.errors.IndexOutOfRangeError` a reference raises gets the
 op's name and the line that built it in front of its message, as generated code writes it.
+
+Sizes: a program with symbolic dims runs with the call's binding (``{symbol text: size}``,
+made from the feeds before anything runs). A ``shape`` attribute's ``-1`` (``reshape``,
+``broadcast_to``: "the run-time size") is replaced by the result's dim evaluated from the
+binding, never inferred from the operand; every result's symbolic dims are checked against
+the binding, and a fresh anonymous dim an op defines at run time (the one exception, see
+:mod:`symgrad.backends.dim_code`) is bound from that op's result, for the ops after it.
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import collections
 import numpy as np
 
 from ..errors import IndexOutOfRangeError
+from ..ir.dims import Symbol, evaluate
 from ..ir.graph import ancestors_of
 from ..ir.location import op_site
 from . import Backend
@@ -25,9 +33,10 @@ def needed_ops(program, fetches):
     return [op for op in program.ops if op in needed]
 
 
-def run_ops(ops, env, feeds=None) -> None:
+def run_ops(ops, env, feeds=None, sizes=None) -> None:
     """Run ``ops`` in order, storing every result in ``env``; ``feeds`` maps feedable Values
-    to arrays."""
+    to arrays; ``sizes`` (symbol -> size; None: no symbolic dims) is the binding, which the
+    dims an op defines extend."""
     for op in ops:
         if feeds and op.opdef.feedable and op.results[0] in feeds:
             outputs = (feeds[op.results[0]],)
@@ -35,24 +44,63 @@ def run_ops(ops, env, feeds=None) -> None:
             args = [env[v] for v in op.inputs]
             if op.blocks:
                 outputs = op.opdef.region.run(
-                    op, args, lambda block, arrays: run_block(block, arrays, env))
+                    op, args, lambda block, arrays: run_block(block, arrays, env, sizes))
             else:
+                attrs = op.attrs if sizes is None else _bound_attrs(op, sizes)
                 try:
-                    result = op.opdef.impl(*args, **op.attrs)
+                    result = op.opdef.impl(*args, **attrs)
                 except IndexOutOfRangeError as exc:
                     raise IndexOutOfRangeError(f"{op_site(op)}: {exc}") from None
                 outputs = result if isinstance(result, tuple) else (result,)
         for value, array in zip(op.results, outputs):
-            env[value] = _typed(array, value)
+            array = _typed(array, value)
+            if sizes is not None and value.dims is not value.shape:
+                array = _check_dims(op, value, array, sizes)
+            env[value] = array
 
 
-def run_block(block, args, outer_env) -> list:
+def _bound_attrs(op, sizes) -> dict:
+    """``op``'s attrs with a ``shape`` holding ``-1`` (a run-time size) given the result's
+    sizes from the binding."""
+    shape = op.attrs.get("shape")
+    if not isinstance(shape, (tuple, list)) or -1 not in shape or len(op.results) != 1 \
+            or len(shape) != op.results[0].ndim:
+        return op.attrs
+    bound = [evaluate(d, sizes) for d in op.results[0].dims]
+    if None in bound:
+        return op.attrs
+    return {**op.attrs, "shape": tuple(bound)}
+
+
+def _check_dims(op, value, array, sizes):
+    """``array``, checked against ``value``'s dims under the binding ``sizes`` (an empty
+    array, such as the stack of a loop that ran no step, takes the shape the binding gives);
+    binds the dims ``op`` defines (no size yet) from it."""
+    if array.size == 0:
+        bound = [evaluate(d, sizes) for d in value.dims]
+        bound = [size if want is None else want for want, size in zip(bound, array.shape)]
+        if 0 in bound:
+            array = np.empty(bound, array.dtype)
+    for axis, (dim, size) in enumerate(zip(value.dims, array.shape)):
+        if isinstance(dim, int):
+            continue
+        want = evaluate(dim, sizes)
+        if want is None:
+            sizes[dim] = int(size)
+        elif want != size:
+            raise ValueError(f"{op_site(op)}: its result has {size} elements along axis "
+                             f"{axis}, where the binding of the program's dims gives dim "
+                             f"{dim} = {want}")
+    return array
+
+
+def run_block(block, args, outer_env, sizes=None) -> list:
     """Run ``block`` with its arguments bound to ``args``, reading captured Values from
-    ``outer_env``; returns the yielded arrays."""
+    ``outer_env``; returns the yielded arrays. Dims defined inside stay inside."""
     env = collections.ChainMap({}, outer_env)
     for value, array in zip(block.args, args):
         env[value] = _typed(array, value)
-    run_ops(block.ops, env)
+    run_ops(block.ops, env, sizes=None if sizes is None else collections.ChainMap({}, sizes))
     return [env[v] for v in block.yields]
 
 
@@ -63,16 +111,18 @@ def _typed(array, value):
     return array
 
 
-def execute(ops, fetches, feeds):
-    """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays. Returns the fetches."""
+def execute(ops, fetches, feeds, sizes=None):
+    """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays, ``sizes`` symbols to
+    their sizes (the binding). Returns the fetches."""
     env: dict = {}
-    run_ops(ops, env, feeds)
+    run_ops(ops, env, feeds, sizes)
     return [env[v] for v in fetches]
 
 
 class InterpreterExecutable:
-    """Backend executable: ``run(feeds_by_name, buffers=None) -> list of arrays`` (it writes
-    nothing in place: ``buffers`` is ignored)."""
+    """Backend executable: ``run(feeds_by_name, buffers=None, dims=None) -> list of arrays``
+    (it writes nothing in place: ``buffers`` is ignored; ``dims``: the binding, ``{symbol
+    text: size}``)."""
 
     backend = "interpreter"
 
@@ -85,13 +135,18 @@ class InterpreterExecutable:
         self.stats = {"ops": len(self.ops)}
         self.numpy_module = None
         self.in_place = ()
+        self.symbols = {str(d): d for v in program.inputs for d in v.dims if type(d) is Symbol}
 
-    def run(self, feeds, buffers=None):
+    def run(self, feeds, buffers=None, dims=None):
         by_value = {}
         for op in self.ops:
             if op.opdef.feedable and op.attrs["name"] in feeds:
                 by_value[op.results[0]] = feeds[op.attrs["name"]]
-        return execute(self.ops, self.fetches, by_value)
+        sizes = None
+        if dims is not None:
+            sizes = {symbol: dims[text] for text, symbol in self.symbols.items()
+                     if text in dims}
+        return execute(self.ops, self.fetches, by_value, sizes)
 
 
 def build(program, fetches, options):

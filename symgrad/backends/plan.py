@@ -3,7 +3,8 @@
 A *loop group* is a fusion op (:mod:`symgrad.ops.fused`), or a lone elementwise op or fusible
 reduction that runs as a loop of its own. Its plan says what every backend's loop needs: the
 *iteration space* S (the shape of its map ops, or of its reduction's input; ``None`` for a dim
-known at run time) and where each run-time dim is read from, the map phase (elementwise ops
+known at run time) and its symbolic dims (each backend renders a run-time dim from the
+binding, :mod:`.dim_code`), the map phase (elementwise ops
 over S), the reduction (its axes of S, whether it keeps them, the accumulator's dtype and
 identity, from the op's :class:`~symgrad.ops.core.Reduction`), the epilogue (elementwise ops
 over the reduced shape R) and the group's outputs, each a map value (over S) or a reduced value
@@ -27,8 +28,8 @@ class GroupPlan:
     """See the module docstring. ``captures``: the group's external inputs, in order, each
     once; ``outputs``: the values it hands out (a fusion op's yields, or a lone op's results),
     in the order of ``op.results``; ``map_outputs``: per output, is it a map value?
-    ``dim_sources``: per axis of S, ``(capture, axis of that capture)`` giving it at run time
-    (None for a static dim)."""
+    ``dims``: the dims of S (ints, symbols and expressions; ``shape`` has None where ``dims``
+    is symbolic)."""
 
     op: object
     map_ops: list
@@ -43,7 +44,7 @@ class GroupPlan:
     reduced: tuple
     accumulator: np.dtype | None
     identity: object
-    dim_sources: list
+    dims: tuple
 
     @property
     def loop_ops(self) -> list:
@@ -82,31 +83,6 @@ def loop_parts(op):
     if category == REDUCTION and op.opdef.reduction is not None and len(op.inputs) == 1:
         return [], op, []
     return None
-
-
-def dim_sources(shape, captures, dims=None) -> list:
-    """Per dim of ``shape``: None when static, else ``(capture, axis)`` of a capture holding
-    it at run time: one with the same symbolic dim (``dims``, the symbolic form of ``shape``),
-    else the first capture whose aligned (trailing) dim is run-time too."""
-    sources = []
-    for axis, dim in enumerate(shape):
-        if dim is not None:
-            sources.append(None)
-            continue
-        symbol = dims[axis] if dims is not None else None
-        found = next(((value, k) for value in captures for k, d in enumerate(value.dims)
-                      if symbol is not None and d == symbol), None)
-        if found is not None:
-            sources.append(found)
-            continue
-        for value in captures:
-            k = axis - (len(shape) - value.ndim)
-            if k >= 0 and value.shape[k] is None:
-                sources.append((value, k))
-                break
-        else:
-            raise AssertionError(f"no input of the group gives run-time dim {axis}")
-    return sources
 
 
 def group_values(op) -> tuple[list, list]:
@@ -167,4 +143,4 @@ def plan_parts(op, parts, accumulate_float64=True) -> GroupPlan:
     map_set = set(map_ops)
     return GroupPlan(op, list(map_ops), reduction, list(epilogue), captures, outputs,
                      [v.op in map_set for v in outputs], shape, tuple(axes), keepdims,
-                     reduced, accumulator, identity, dim_sources(shape, captures, dims))
+                     reduced, accumulator, identity, tuple(dims))

@@ -243,6 +243,29 @@ def symbols_of(dim) -> set:
     return found
 
 
+def evaluate(dim, sizes: dict):
+    """``dim``'s size given ``sizes`` (symbol, or a dim bound whole -> int); None when some
+    symbol of it is not in ``sizes``."""
+    if isinstance(dim, int):
+        return dim
+    if dim in sizes:
+        return sizes[dim]
+    if type(dim) is Symbol:
+        return None
+    if type(dim) is FloorDiv:
+        numerator = evaluate(dim.numerator, sizes)
+        return None if numerator is None else numerator // dim.divisor
+    total = 0
+    for atoms, coefficient in dim.terms:
+        for atom in atoms:
+            size = evaluate(atom, sizes)
+            if size is None:
+                return None
+            coefficient *= size
+        total += coefficient
+    return total
+
+
 def dim_text(dim) -> str:
     """How a dim is named in messages: ``784``, ``'batch'``, ``'?0'``, ``'batch*784'``."""
     return str(dim) if isinstance(dim, int) else repr(str(dim))

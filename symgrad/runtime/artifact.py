@@ -75,7 +75,7 @@ from ..ops.core import op_table
 from ..ops.state import assignments, split_state_fetches, with_parameter_values
 from ..version import __version__
 from . import standalone
-from .compiled import output_specs
+from .compiled import build_compiled, output_specs
 from .feeds import build_signature, feedable_sources
 from .options import CompileOptions, checked_option, option_schema
 
@@ -178,11 +178,9 @@ def _generate(program, fetches, options, backend) -> _Generated:
     """The code symgrad generates for an artifact of ``program`` (loaded from program.json):
     the NumPy module, and the code of ``backend`` when it writes files of its own and can
     build here."""
-    from .compile import compile as compile_program
-
-    numpy_compiled = compile_program(program, fetches, backend=NUMPY_BACKEND,
-                                     options=_regeneration_options(options, backend,
-                                                                   NUMPY_BACKEND))
+    numpy_compiled = build_compiled(program, fetches, get_backend(NUMPY_BACKEND),
+                                    _regeneration_options(options, backend, NUMPY_BACKEND),
+                                    saver=save)
     chosen = get_backend(backend)
     native = None
     if chosen.artifact_files is not None:
@@ -191,8 +189,8 @@ def _generate(program, fetches, options, backend) -> _Generated:
         except SymgradError:   # no compiler here: the NumPy module only
             pass
         else:
-            native = compile_program(program, fetches, backend=backend,
-                                     options=_regeneration_options(options, backend, backend))
+            native = build_compiled(program, fetches, chosen,
+                                    _regeneration_options(options, backend, backend), saver=save)
     return _Generated(numpy_compiled, native, chosen)
 
 
@@ -321,7 +319,7 @@ def _write_tree(compiled, root, cubin_archs=None, key=None):
                                                {"cubin_archs": cubin_archs})
     manifest = {
         "format": standalone.FORMAT_NAME,
-        "format_version": standalone.STATE_FORMAT_VERSION if compiled.assigned else 2,
+        "format_version": standalone.FORMAT_VERSION,
         "versions": _library_versions(),
         "generator": library_fingerprint(),
         "backend": compiled.backend,
@@ -765,10 +763,8 @@ def _runner(path, generated, program, fetches, backend, requested):
     if requested is None and native.artifact_files is None or requested == NUMPY_BACKEND:
         return generated.numpy
     if requested is not None and get_backend(requested).artifact_files is None:
-        from .compile import compile as compile_program
-
-        return compile_program(program, fetches, backend=requested,
-                               options=generated.numpy.options.replace(passes=None))
+        return build_compiled(program, fetches, get_backend(requested),
+                              generated.numpy.options.replace(passes=None), saver=save)
     if requested not in (None, backend):
         raise ArtifactError(f"artifact {path!r} was saved for the {backend} backend; it has no "
                             f"{requested.upper()} code (load it with backend='numpy')")

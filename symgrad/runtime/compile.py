@@ -1,16 +1,16 @@
-"""``symgrad.compile`` and the Paddle-style ``Executor``."""
+"""``symgrad.compile`` and the Paddle-style ``Executor``: the user's entry points, checking
+what they are given; :func:`~.compiled.build_compiled` does the work, and the programs made
+here save themselves with :func:`~.artifact.save` (the one module that imports both: runtime's
+imports run one way, compile -> artifact -> compiled)."""
 from __future__ import annotations
 
 from ..backends import get_backend
 from ..errors import ProgramMismatchError
-from ..ir.graph import ancestors_of, walk_ops
 from ..ir.program import Program
 from ..ir.value import Value
 from ..ops.core import default_program_hint
-from ..ops.state import assignments, mark_commits
-from .compiled import CompiledProgram, output_specs
-from .dims import binder_for_fetches
-from .feeds import build_signature, feedable_sources
+from .artifact import save as save_artifact
+from .compiled import build_compiled
 from .options import CompileOptions
 from .standalone import ProgramState
 
@@ -61,36 +61,8 @@ def compile(program, fetch_list, backend="numpy", options=None, *, updates=True,
                         f"{type(options).__name__}")
     options = options or CompileOptions()
     options = options.replace(**option_changes) if option_changes else options
-    fetches = normalize_fetch_list(program, fetch_list)
-    assigned = assignments(program) if updates else {}
-    count = len(fetches)
-    for_fetches, for_updates = ancestors_of(fetches), ancestors_of(assigned.values())
-    fetches += assigned.values()   # the state outputs, after the user's fetches
-    needed = for_fetches | for_updates
-    signature = build_signature(program, feedable_sources(for_fetches),
-                                feedable_sources(for_updates))
-    dim_check = binder_for_fetches(program, needed)   # before passes drop what they assumed
-
-    copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
-    fetches = [value_map[v] for v in fetches]
-    mark_commits(copy, fetches[count:])
-    parameters = list(copy.parameters)
-    stats = {"ops_before": sum(1 for _ in walk_ops(op for op in program.ops if op in needed))}
-    passes = options.passes if options.passes is not None else chosen.default_passes
-    ir = None
-    if passes is None or passes:
-        from ..passes import PassOptions, optimize
-
-        pass_options = PassOptions.of(options, chosen.fusion_policy(options))
-        copy, fetches, report = optimize(copy, fetches, pass_options, passes)
-        stats.update(report.stats)
-        ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
-    executable = chosen.build(copy, fetches, options)
-    stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
-    return CompiledProgram(executable, signature, output_specs(fetches[:count]), copy, options,
-                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check,
-                           parameters=parameters, assigned=[p.name for p in assigned],
-                           state=state)
+    return build_compiled(program, normalize_fetch_list(program, fetch_list), chosen, options,
+                          updates=updates, state=state, saver=save_artifact)
 
 
 class Executor:

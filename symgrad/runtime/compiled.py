@@ -1,9 +1,55 @@
-"""``CompiledProgram``: the callable that :func:`symgrad.compile` returns."""
+"""``CompiledProgram``, the callable that :func:`symgrad.compile` returns, and
+:func:`build_compiled`, which makes one (for ``compile`` and for the artifact loader)."""
 from __future__ import annotations
 
 from ..errors import FeedError
-from .feeds import InputSpec, OutputSpec, bind_feeds, check_feed, dims_signature
+from ..ir.graph import ancestors_of, walk_ops
+from ..ops.state import assignments, mark_commits
+from .dims import binder_for_fetches
+from .feeds import (InputSpec, OutputSpec, bind_feeds, build_signature, check_feed,
+                    dims_signature, feedable_sources)
 from .standalone import ProgramState, StatefulCall
+
+
+def build_compiled(program, fetches, chosen, options, *, updates=True, state=None,
+                   saver=None):
+    """The :class:`CompiledProgram` computing ``fetches`` (Values of ``program``) with
+    backend ``chosen`` (a :class:`~symgrad.backends.Backend`) and ``options`` (see
+    :func:`symgrad.compile` for ``updates`` and ``state``); ``saver(compiled, path,
+    cubin_archs, key)`` writes its artifact (:func:`~.artifact.save`)."""
+    fetches = list(fetches)
+    assigned = assignments(program) if updates else {}
+    count = len(fetches)
+    for_fetches, for_updates = ancestors_of(fetches), ancestors_of(assigned.values())
+    fetches += assigned.values()   # the state outputs, after the user's fetches
+    needed = for_fetches | for_updates
+    signature = build_signature(program, feedable_sources(for_fetches),
+                                feedable_sources(for_updates))
+    dim_check = binder_for_fetches(program, needed)   # before passes drop what they assumed
+
+    copy, value_map = program.clone(keep=needed)   # pruned to the fetches as it is copied
+    fetches = [value_map[v] for v in fetches]
+    mark_commits(copy, fetches[count:])
+    parameters = list(copy.parameters)
+    stats = {"ops_before": sum(1 for _ in walk_ops(op for op in program.ops if op in needed))}
+    passes = options.passes if options.passes is not None else chosen.default_passes
+    ir = None
+    if passes is None or passes:
+        from ..passes import PassOptions, optimize
+
+        pass_options = PassOptions.of(options, chosen.fusion_policy(options))
+        copy, fetches, report = optimize(copy, fetches, pass_options, passes)
+        stats.update(report.stats)
+        ir = lambda: report.ir  # noqa: E731  (the IR text is built when first read)
+    executable = chosen.build(copy, fetches, options)
+    stats.setdefault("ops_after", len(getattr(executable, "ops", copy.ops)))
+    return CompiledProgram(executable, signature, output_specs(fetches[:count]), copy, options,
+                           stats=stats, ir=ir, fetches=fetches, dim_check=dim_check,
+                           parameters=parameters, assigned=[p.name for p in assigned],
+                           state=state, saver=saver)
+
+
+
 
 
 class CompiledProgram:
@@ -28,8 +74,10 @@ class CompiledProgram:
     """
 
     def __init__(self, executable, signature, outputs, program, options, stats=None, ir=None,
-                 fetches=(), dim_check=None, parameters=None, assigned=(), state=None):
+                 fetches=(), dim_check=None, parameters=None, assigned=(), state=None,
+                 saver=None):
         self._executable = executable
+        self._saver = saver           # artifact.save, given by whoever built this
         self._dim_check = dim_check   # a standalone.DimBinder, or None: no symbolic dims
         self.fetches = list(fetches)
         self.signature = signature
@@ -85,9 +133,8 @@ class CompiledProgram:
     def __call__(self, *args, **feeds):
         """Run with feeds by name or position (see the class docstring for the state)."""
         feeds = bind_feeds(self.signature, args, feeds, self.assigned)
-        if self._dim_check is not None:
-            self._dim_check(feeds)
-        return self._call(self._executable.run, feeds)
+        dims = self._dim_check(feeds) if self._dim_check is not None else None
+        return self._call(self._executable.run, feeds, dims=dims)
 
     def changed_state(self) -> dict:
         """``{name: array}`` of the state's parameters that no longer hold the program's own
@@ -104,9 +151,10 @@ class CompiledProgram:
         chooses the architectures whose compiled cubins are saved beside the ``.cu`` source
         (default: the current GPU's, if there is one). ``key`` (bytes or str) signs the
         artifact (HMAC-SHA256); load it with the same key. See ``docs/aot-cli.md``."""
-        from .artifact import save
-
-        return save(self, path, cubin_archs, key)
+        if self._saver is None:
+            raise TypeError("this CompiledProgram was built without an artifact writer; "
+                            "compile it with symgrad.compile to save it")
+        return self._saver(self, path, cubin_archs, key)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

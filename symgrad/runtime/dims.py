@@ -17,6 +17,12 @@ A program built assuming an anonymous dim is some other size (``x + y`` of ``[?0
 ``[8]``: a dim known when it was built is never broadcast from a fed 1) is checked the same way.
 Each distinct set of fed shapes is bound once; later calls with the same shapes cost one dict
 lookup. Programs whose inputs have no symbolic dim get no binding at all.
+
+The binding (``{symbol text: size}``) is what every backend runs with: the compiled
+program's call hands it to the executable (``run(feeds, buffers, dims)``), which passes it to
+the generated module's ``run(_dims, _buffers, **feeds)``, and the standalone runner does the
+same for an artifact; generated code renders every run-time size from it
+(:mod:`symgrad.backends.dim_code`) and the interpreter evaluates dims with it.
 """
 from __future__ import annotations
 

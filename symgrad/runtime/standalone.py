@@ -60,9 +60,11 @@ from collections.abc import Mapping
 import numpy as np
 
 FORMAT_NAME = "symgrad-artifact"
-FORMAT_VERSION = 3            # the newest format this runner reads
+FORMAT_VERSION = 4            # the newest format this runner reads (and symgrad writes)
 MIN_FORMAT_VERSION = 2        # the oldest (format 1 gave no sizes, which every check needs)
-STATE_FORMAT_VERSION = 3      # artifacts of programs with state (module STATE, manifest "state")
+# from this format on, the module's run takes the binding of the symbolic dims and the state
+# buffers first: run(_dims, _buffers, **feeds); before it, run(**feeds) or run(_buffers, **feeds)
+DIMS_FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 PROGRAM_FILE = "program.json"   # the serialized program (and its dims binding)
 SIGNATURE = "manifest.hmac"          # hex HMAC-SHA256 of manifest.json's bytes, when signed
@@ -999,23 +1001,24 @@ class StatefulCall:
         self.in_place = dict(in_place)
         self.outputs = outputs
 
-    def __call__(self, run, feeds, commit=True) -> list:
-        """``run(feeds, buffers)`` with the state's parameters fed (those not in ``feeds``);
-        returns the fetches and, when it succeeds, updates the state (with ``commit``). A call
+    def __call__(self, run, feeds, commit=True, dims=None) -> list:
+        """``run(feeds, buffers, dims)`` with the state's parameters fed (those not in
+        ``feeds``; ``dims``: the binding of the symbolic dims, passed through); returns the
+        fetches and, when it succeeds, updates the state (with ``commit``). A call
         that raises leaves the state as it was. Calls that update the state hold its lock;
         other calls take it only to read the state, and mark what they read as seen, so no
         update ever writes into an array a call still reads."""
         state = self.state
         if not (commit and self.assigned):
             if not self.reads:   # no parameter to read: nothing of the state's to lock
-                return list(run(feeds, None))[:self.outputs]
+                return list(run(feeds, None, dims))[:self.outputs]
             with state.lock:
                 full = self._feeds(feeds, seen=True)
-            return list(run(full, None))[:self.outputs]
+            return list(run(full, None, dims))[:self.outputs]
         with state.lock:
             buffers = state.buffers(self.in_place)
             try:
-                results = list(run(self._feeds(feeds), buffers or None))
+                results = list(run(self._feeds(feeds), buffers or None, dims))
             except BaseException:
                 state.give_back(buffers)
                 raise
@@ -1062,25 +1065,30 @@ class Runner:
         self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
                                   in_place, len(outputs))
         self._dims = binder_of(contents)
+        self._run = self._entry if self.manifest["format_version"] >= DIMS_FORMAT_VERSION \
+            else self._run_older
 
-    def _feeds(self, args, feeds) -> dict:
-        feeds = bind_feeds(self.inputs, args, feeds, self._call.assigned)
-        if self._dims is not None:
-            self._dims(feeds)
-        return feeds
-
-    def _run(self, feeds, buffers):
+    def _run_older(self, dims, buffers, **feeds):
+        """The entry of an artifact older than :data:`DIMS_FORMAT_VERSION`."""
         if self._call.assigned:
             return self._entry(buffers, **feeds)
         return self._entry(**feeds)
 
+    def _call_with(self, args, feeds, commit=True) -> list:
+        """Check and bind the feeds, bind the symbolic dims, run (see :class:`StatefulCall`)."""
+        feeds = bind_feeds(self.inputs, args, feeds, self._call.assigned)
+        dims = self._dims(feeds) if self._dims is not None else None
+        run = self._run
+        return self._call(lambda fed, buffers, dims: run(dims, buffers, **fed), feeds, commit,
+                          dims)
+
     def __call__(self, *args, **feeds) -> list:
-        return self._call(self._run, self._feeds(args, feeds))
+        return self._call_with(args, feeds)
 
     def evaluate(self, *args, **feeds) -> list:
         """The fetches, as a call gives them, leaving the state as it is (the program's
         assigns are computed and dropped); calls of it run concurrently."""
-        return self._call(self._run, self._feeds(args, feeds), commit=False)
+        return self._call_with(args, feeds, commit=False)
 
 
 def load(root, key=None) -> Runner:

@@ -157,7 +157,7 @@ def test_one_entry_calls_the_whole_program_and_vector_math_is_libmvec():
     if nm is None or not compiler.toolchain().mvec:
         pytest.skip("needs nm and glibc's libmvec")
     executable = compiled._executable
-    executable.run({"x": CASES["w2"][2]["x"]})
+    compiled(x=CASES["w2"][2]["x"])
     symbols = subprocess.run([nm, "-D", executable.library], capture_output=True,
                              text=True).stdout
     vector_calls = {line.split()[-1].split("@")[0] for line in symbols.splitlines()
@@ -258,7 +258,8 @@ def test_run_time_dims_that_disagree_are_an_error():
     with pytest.raises(sg.FeedError, match="op add .* to be equal"):   # the binding
         fn(x=np.ones((4, 3)), y=np.ones((5, 3)))
     with pytest.raises(ValueError, match="along axis 0 where the program needs 4"):   # C's own
-        fn._executable.run({"x": np.ones((4, 3)), "y": np.ones((5, 3))})
+        fn._executable.run({"x": np.ones((4, 3)), "y": np.ones((5, 3))}, None,
+                           {"?0": 4, "?1": 4})
     np.testing.assert_allclose(fn(x=np.zeros((2, 3)), y=np.ones((2, 3)))[0], 1.0)
 
 
@@ -423,7 +424,8 @@ def test_row_ops_report_labels_outside_the_classes_as_numpy_does():
     hot = sg.compile(prog, fetches[1:2], backend="c")(x=x, labels=np.array([2, 4, -1]))[0]
     np.testing.assert_array_equal(hot, [[0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
     with pytest.raises(ValueError, match="along axis 0 where the program needs 3"):
-        fn._executable.run({"x": x, "labels": np.zeros(2, "int64")})
+        fn._executable.run({"x": x, "labels": np.zeros(2, "int64")}, None,
+                           {"?0": 3, "?1": 3})
     empty = sg.compile(*_program(lambda x: [nn.softmax(x)], ("x", [2, None], "float64")),
                        backend="c")
     with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):

@@ -194,7 +194,7 @@ def test_host_module_renders_for_every_sample(compiled_samples):
     for case_name, compiled in compiled_samples:
         source = compiled.source
         compile(source, f"<{case_name}>", "exec")   # valid Python
-        assert "def run(**feeds)" in source
+        assert "def run(_dims=None, _buffers=None, /, **feeds)" in source
         for name, text in compiled.kernels.items():
             assert text.startswith(f"// kernel {name}:")   # provenance first
             assert f"'{name}'" in source                     # launched by the host
@@ -238,7 +238,7 @@ def test_dynamic_batch_dims_are_kernel_arguments():
     assert len(dynamic) == 1        # forward and backward of the bias in one column reduction
     for text in dynamic:
         assert re.search(r"\bint n0\b", text) and "long long n0" in text   # 32/64-bit entries
-    assert "x.shape[0]" in compiled.source
+    assert "x.shape[0]" not in compiled.source and "_d0 = _dims['?0']" in compiled.source
     static = sg.compile(*w2_program((1000,), fetch_loss=False), backend="cuda")
     assert "k0_fused_i64" not in static._executable.cuda_source     # small static: 32-bit only
     assert "int N, int n0" in static.kernels["k0_fused"]

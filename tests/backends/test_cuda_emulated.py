@@ -278,6 +278,26 @@ def test_new_batch_size_reuses_the_compiled_kernels(cache_dir):
             np.testing.assert_allclose(got, reference(x=x_value)[0], rtol=1e-5)
 
 
+@pytest.mark.parametrize("case", ["reshape", "concatenate", "slice"])
+def test_launch_sizes_come_from_the_binding(case, cache_dir):
+    """Named and anonymous dims, dim expressions and an op-defined dim: the host module
+    renders every launch's sizes from the binding (no array's shape but the op-defined dim's)."""
+    from tests.backends.test_dim_code import CASES, _program, _shape_reads
+
+    build, inputs, feeds_of = CASES[case]
+    prog, fetches = _program(build, *inputs)
+    compiled = sg.compile(prog, fetches, backend="cuda")
+    assert len(_shape_reads(compiled.source)) == (case == "slice")
+    reference = sg.compile(prog, fetches, backend="interpreter")
+    device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
+                                              cache_dir=cache_dir))
+    rng = np.random.default_rng(0)
+    for batch in (1, 2, 12):
+        feeds = feeds_of(batch, rng)
+        for got, want in zip(device.run(compiled, feeds), reference(**feeds)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
 def test_group_with_an_op_lacking_a_cuda_emitter_runs_on_the_host(monkeypatch, cache_dir):
     from symgrad.backends.cuda_backend.lowering import LOWERINGS
 

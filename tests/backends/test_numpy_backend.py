@@ -75,9 +75,12 @@ def test_module_contract():
     assert len(module.OUTPUTS) == 3
     assert set(module.CONSTANTS) >= {"w"}
     assert compiled._executable.constants["w"].shape == (7, 3)
-    # the module runs on its own: keyword feeds, parameters default to CONSTANTS
-    out = module.run(x=np.ones((2, 7)))
+    # the module runs on its own: the binding of the symbolic dims first, keyword feeds,
+    # parameters default to CONSTANTS
+    out = module.run({"?0": 2}, x=np.ones((2, 7)))
     assert isinstance(out, list) and len(out) == 3
+    with pytest.raises(TypeError, match="_dims"):
+        module.run(x=np.ones((2, 7)))
     # a fed parameter overrides its CONSTANTS value
     w2 = np.zeros((7, 3))
     expected = sg.compile(prog, fetches, backend="interpreter")(x=np.ones((2, 7)), w=w2)
@@ -194,7 +197,7 @@ def test_tracebacks_point_at_the_generated_file():
     compiled = sg.compile(prog, fetches, backend="numpy")
     assert os.path.exists(compiled._executable.path)
     with pytest.raises(KeyError) as info:
-        compiled._executable.module.run()
+        compiled._executable.module.run({"?0": 1})
     assert any(str(entry.path) == compiled._executable.path for entry in info.traceback)
     assert "x = feeds['x']" in str(info.traceback[-1].statement)
 

@@ -143,10 +143,10 @@ def test_each_group_is_a_function_called_from_run():
     prog, fetches = _program(REDUCTIONS["sum1"])
     compiled = sg.compile(prog, fetches, backend="numpy", chunk_size=12)
     source = compiled.source
-    assert "\ndef _group0(x, b):\n" in source
+    assert "\ndef _group0(x, b, _n):\n" in source   # _n: the run-time row count
     assert "\ndef _group0_rows(_start, _stop, _rows, x, b, y" in source
     run = source[source.index("\ndef run("):]
-    assert "= _group0(x, b)" in run and "np.tanh" not in run
+    assert "= _group0(x, b, _d0)" in run and "np.tanh" not in run
 
 
 def test_threads_option_is_validated():

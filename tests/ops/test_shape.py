@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.backends.dim_code import DimNames
 from symgrad.backends.host import lowering as numpy_lowering
+from symgrad.backends.host.ops_text import numpy_emitter
 from symgrad.ops.core import evaluate_vjp
 from symgrad.backends.interpreter import execute
 from symgrad.ops import INJECTIVE, REDUCTION, REGISTRY
@@ -65,8 +67,14 @@ def check_numpy_emitters(sample):
         rule = numpy_lowering.LOWERINGS.rule(op.opdef)
         if op.opdef.category not in (INJECTIVE, REDUCTION) and op.name != "size" or rule is None:
             continue
-        emit = rule.emit
         scope = {"np": np, **{f.__name__: f for f in rule.helpers}}
+        names = DimNames()   # the run-time dims, bound as generated code binds them
+        for value in list(op.inputs) + list(op.results):
+            for axis, dim in enumerate(value.dims):
+                if not names.known(dim):
+                    names.bind(dim, f"d{len(names.names)}")
+                    scope[f"d{len(names.names) - 1}"] = env[value].shape[axis]
+        emit = numpy_emitter(op, names.code)
         args = []
         for i, value in enumerate(op.inputs):
             scope[f"a{i}"] = env[value]

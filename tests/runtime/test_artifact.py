@@ -106,7 +106,7 @@ def test_loaded_program_runs_what_symgrad_generates(saved, compiled):
 
 def test_manifest_contents(saved):
     manifest = manifest_of(saved)
-    assert manifest["format"] == "symgrad-artifact" and manifest["format_version"] == 2
+    assert manifest["format"] == "symgrad-artifact" and manifest["format_version"] == 4
     assert manifest["versions"]["numpy"] == np.__version__
     assert manifest["versions"]["symgrad"] == sg.__version__
     assert manifest["generator"] == artifact.library_fingerprint()

@@ -197,7 +197,7 @@ def test_an_artifact_saves_the_state_and_every_runner_continues_from_it(tmp_path
     fn(x=np.ones(4))
     path = fn.save(str(tmp_path / "a"))
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert manifest["state"] == ["w", "steps"] and manifest["format_version"] == 3
+    assert manifest["state"] == ["w", "steps"] and manifest["format_version"] == 4
     runners = {"numpy": sg.load(path), "interpreter": sg.load(path, backend="interpreter"),
                "standalone": runpy.run_path(str(tmp_path / "a" / "numpy" / "standalone.py"))[
                    "load"](path)}

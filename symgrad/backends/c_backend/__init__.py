@@ -32,7 +32,9 @@ __all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", 
 
 
 class CExecutable:
-    """A program compiled for the C backend: ``run(feeds_by_name) -> list of arrays``.
+    """A program compiled for the C backend: ``run(feeds_by_name, buffers=None, dims=None) ->
+    list of arrays`` (``dims``: the binding of the symbolic dims, passed to the module's
+    ``run``).
     ``source``: the C program; ``host_source``: the host module; ``library``: the shared
     library's path (None until compiled, inside :func:`deferred`); ``module``: the loaded host
     module; ``constants``; ``kernels`` (always empty); ``stats`` (``cache_hit``,
@@ -58,7 +60,6 @@ class CExecutable:
         self.module.CONSTANTS.update(generated.constants)
         if library is not None:
             self._bind(library)
-        self.stateful = hasattr(self.module, "STATE")
 
     def _bind(self, library) -> None:
         """Load ``library`` into the host module (:func:`compiler.load`: a library the
@@ -66,12 +67,10 @@ class CExecutable:
         self.library = compiler.load(self.module.bind_library, library, self.source,
                                      self._tools, self._options)
 
-    def run(self, feeds, buffers=None):
+    def run(self, feeds, buffers=None, dims=None):
         if self.library is None:
             self._bind(self._resolve())
-        if self.stateful:
-            return self.module.run(None, **feeds)
-        return self.module.run(**feeds)
+        return self.module.run(dims, None, **feeds)
 
 
 def build(program, fetches, options):

@@ -1,7 +1,9 @@
 """Render the host module and the C source of one program.
 
-Host module contract: it imports NumPy and ctypes only; it defines ``run(**feeds) -> list of
-arrays`` (feeds by input name; a parameter not fed takes ``CONSTANTS[name]``), the literals
+Host module contract: it imports NumPy and ctypes only; it defines ``run(_dims=None,
+_buffers=None, /, **feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
+``CONSTANTS[name]``; ``_dims``: the binding of the symbolic dims, as for the NumPy module;
+``_buffers`` is ignored), the literals
 ``INPUTS``/``OUTPUTS`` and ``bind_library(path)``, which loads the program's shared library
 with ``ctypes.PyDLL`` and binds its entry points; the loader fills ``CONSTANTS`` and calls
 ``bind_library`` before the first run.
@@ -30,7 +32,7 @@ from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
-from ..host.generator import Generator, helpers_of, uses_extension_dtypes
+from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
 from ..host.functions import Commented
 from ..host.literals import dtype_code, shape_code
 from ..host.state_buffers import BUFFERS
@@ -118,6 +120,7 @@ class CHostGenerator(Generator):
             if lines is None:
                 self.numpy_ops.append(op)
                 lines = self.lower_op(op)
+            lines = lines + self.defined_dims(op)
             if run and op.opdef.category == SOURCE:   # hoisted before the segment
                 statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
                 statements[index] = []
@@ -138,7 +141,7 @@ class CHostGenerator(Generator):
         group_members = [Member(plan, self.c_function(plan), pointer_inputs(plan, self.scalars))
                          for plan in plans]
         number = len(self.segments)
-        renderer = SegmentRenderer(number, group_members, escaping, self.expr)
+        renderer = SegmentRenderer(number, group_members, escaping, self.dim_code)
         shapes = renderer.host_shapes()
         self.segments.append(renderer.render(environment()))
         produced = {v for member in group_members for v in member.plan.op.results}
@@ -150,7 +153,7 @@ class CHostGenerator(Generator):
             lines.append(f"{self.namer.value(value)} = np.empty({shape_code(shapes[value])}, "
                          f"{dtype_code(value.dtype)})")
         arguments = [self.expr(v) for v in renderer.inputs] + \
-            [self.namer.value(v) for v in renderer.outputs]
+            [self.namer.value(v) for v in renderer.outputs] + renderer.size_arguments()
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
 
@@ -168,11 +171,11 @@ class CHostGenerator(Generator):
             return None
         number = len(entries)
         names = [self.expr(v) for v in op.inputs]
-        call = render(number, op, kind, names, environment())
-        entries.append(call.code)
+        entries.append(render(number, op, kind, environment()).code)
         result = op.results[0]
         target = self.namer.value(result)
-        return [f"{target} = np.empty({shape_code(call.shape)}, {dtype_code(result.dtype)})",
+        return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
+                f"{dtype_code(result.dtype)})",
                 Commented(self.entry_call(f"{suffix}{number}", names + [target]),
                           self.text.provenance, op)]
 
@@ -195,7 +198,8 @@ class CHostGenerator(Generator):
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
-        body, helpers = self.finish(self.lower_ops(self.program.ops, self.fetches))
+        body, helpers = self.finish(self.binding_lines()
+                                    + self.lower_ops(self.program.ops, self.fetches))
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
@@ -212,11 +216,12 @@ class CHostGenerator(Generator):
         source = environment().get_template("c/host.py.j2").render(
             symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(), summary=summary,
-            docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
+            docstring="Generated from a symgrad program; run(_dims, **feeds) returns the "
+                      "fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             entries=ascii(entries), threads=self.uses_threads,
             thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS,
-            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
+            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS, dims=DIMS,
             state=ascii([name for name, _ in self.state]) if self.state else None)
         return GeneratedProgram(source, c_source, self.constants, len(self.segments),
                                 len(self.c_functions), self.references())

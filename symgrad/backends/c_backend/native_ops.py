@@ -107,24 +107,10 @@ def _checks(op, kind) -> list:
     return list(dict.fromkeys(checks))
 
 
-def _result_shape(op, kind, names) -> list:
-    """The host's shape expression of the result: its static dims, the others from the
-    inputs' arrays (``names``)."""
-    result = op.results[0]
-    if kind == "matmul":
-        a = op.inputs[0]
-        sources = [f"{names[0]}.shape[{axis}]" for axis in range(a.ndim - 1)]
-        sources.append(f"{names[1]}.shape[-1]")
-    else:
-        sources = [f"{names[0]}.shape[0]"] + [None] * (result.ndim - 1)
-    return [str(dim) if dim is not None else source
-            for dim, source in zip(result.shape, sources)]
-
-
-def render_native_op(number, op, kind, names, environment, threads=0) -> EntryCall:
-    """Native op ``number`` computing ``op`` with template kind ``kind``; ``names``: the
-    host's expressions of its inputs; ``threads``: the program's ``threads`` option, for the
-    prelude's pool running a pooling op's planes (0: one thread per usable CPU)."""
+def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
+    """Native op ``number`` computing ``op`` with template kind ``kind``; ``threads``: the
+    program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
+    thread per usable CPU)."""
     result = op.results[0]
     args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
             for v in op.inputs]
@@ -137,4 +123,4 @@ def render_native_op(number, op, kind, names, environment, threads=0) -> EntryCa
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
         g=_geometry(op, kind) if kind != "matmul" else {},
         pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
-    return EntryCall(code, _result_shape(op, kind, names))
+    return EntryCall(code)

@@ -22,11 +22,10 @@ from .lowering import LOWERINGS, CRowOp
 @dataclasses.dataclass
 class EntryCall:
     """A rendered entry point of one op (a row op, symbol ``sg_<unit>_r<number>``, or a native
-    op, ``sg_<unit>_n<number>``): its C ``code`` and the host's ``shape`` expression of the
-    result, from the Python names of its inputs."""
+    op, ``sg_<unit>_n<number>``): its C ``code`` (the host allocates the result with the
+    sizes the binding gives its dims)."""
 
     code: str
-    shape: list
 
 
 def row_kind(op, scalars) -> str | None:
@@ -49,14 +48,11 @@ def _axis_sources(op, kind) -> list:
     return list(range(rank))
 
 
-def render_row_op(number, op, kind, names, environment) -> EntryCall:
-    """Row op ``number`` computing ``op`` with template kind ``kind``; ``names``: the host's
-    expressions of its inputs."""
+def render_row_op(number, op, kind, environment) -> EntryCall:
+    """Row op ``number`` computing ``op`` with template kind ``kind``."""
     result = op.results[0]
     first = op.inputs[0]
     sources = _axis_sources(op, kind)
-    shape = [str(dim) if dim is not None else f"{names[0]}.shape[{source}]"
-             for dim, source in zip(result.shape, sources)]
     checks = []
     if len(op.inputs) == 2:      # labels: the logits' dims (without the class axis when integer)
         labels = op.inputs[1]
@@ -75,5 +71,5 @@ def render_row_op(number, op, kind, names, environment) -> EntryCall:
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(indices.dtype) if indices is not None else "",
         unsigned=indices is not None and indices.dtype.kind == "u")
-    return EntryCall(code, shape)
+    return EntryCall(code)
 

@@ -1,10 +1,13 @@
 """C entry points: one per *segment*, a run of consecutive loop groups of one block.
 
-The host module calls a segment with one tuple of arrays: its inputs (values computed outside
-it), then its outputs (the values used after it, which the host allocates with ``np.empty``).
-The entry takes each array's buffer (C-contiguous; an input that is not is copied), checks
-ranks, item sizes and dims (a dim unknown when the program was built must be the same wherever
-it appears, since unknown dims are never broadcast), releases the GIL, allocates the segment's
+The host module calls a segment with one tuple: its inputs (values computed outside it), then
+its outputs (the values used after it, which the host allocates with ``np.empty``), then the
+sizes of the symbolic dims it uses, as Python ints that the host renders from the binding
+(:mod:`symgrad.backends.dim_code`; the C code reads them into ``int64_t sg_size[]`` and never
+takes a size from an array). The entry takes each array's buffer (C-contiguous; an input that
+is not is copied), checks ranks, item sizes and dims (every array against the sizes given and
+the static dims, and a dim unknown when the program was built must be the same wherever it
+appears, since unknown dims are never broadcast), releases the GIL, allocates the segment's
 own temporaries, calls the group functions in order and frees them again. Errors are Python
 exceptions (``TypeError``, ``ValueError``, ``MemoryError``) raised from the host's call.
 """
@@ -28,16 +31,15 @@ class Member:
 
 class SegmentRenderer:
     """Renders segment ``number`` of ``members``; ``escaping``: the values used after it;
-    ``python_name(value)``: the host's expression for a value it holds."""
+    ``dim_code(dim)``: the host's expression of a symbolic dim's size."""
 
-    def __init__(self, number, members, escaping, python_name):
+    def __init__(self, number, members, escaping, dim_code):
         self.number = number
         self.members = members
         produced = {}
         for index, member in enumerate(members):
             for value in member.plan.op.results:
                 produced[value] = index
-        self.produced = produced
         inputs = {}
         for member in members:
             for value in member.inputs:
@@ -45,26 +47,19 @@ class SegmentRenderer:
                     inputs.setdefault(value, None)
         self.inputs = list(inputs)
         self.outputs = [v for m in members for v in m.plan.op.results if v in escaping]
-        self.python_name = python_name
+        self.dim_code = dim_code
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
-        self.c_dims: dict = {}          # value -> C dim expressions
-        self.py_dims: dict = {}         # value -> Python dim expressions (host side)
-        self.symbols: dict = {}         # symbolic dim -> the C expression first giving it
-        for value in self.inputs:
-            k = self.arg[value]
-            self.c_dims[value] = [f"sg_b[{k}].shape[{a}]" if d is None else str(d)
-                                  for a, d in enumerate(value.shape)]
-            for a, dim in enumerate(value.dims):
-                if value.shape[a] is None:
-                    self.symbols.setdefault(dim, self.c_dims[value][a])
-            self.py_dims[value] = [f"{python_name(value)}.shape[{a}]" if d is None else str(d)
-                                   for a, d in enumerate(value.shape)]
+        self.sizes: dict = {}           # symbolic dim -> its index in sg_size (the sizes given)
 
     # --- dims ------------------------------------------------------------------------------
-    def space_dims(self, plan, table) -> list:
-        """Dims of ``plan``'s iteration space from ``table`` (C or Python expressions)."""
-        return [str(dim) if source is None else table[source[0]][source[1]]
-                for dim, source in zip(plan.shape, plan.dim_sources)]
+    def c_dim(self, dim) -> str:
+        """C source of ``dim``: a literal, or the size the host gives (``sg_size[j]``)."""
+        if isinstance(dim, int):
+            return str(dim)
+        return f"sg_size[{self.sizes.setdefault(dim, len(self.sizes))}]"
+
+    def c_dims(self, value) -> list:
+        return [self.c_dim(d) for d in value.dims]
 
     @staticmethod
     def reduced_dims(plan, space) -> list:
@@ -73,36 +68,30 @@ class SegmentRenderer:
             return ["1" if a in plan.axes else d for a, d in enumerate(space)]
         return [d for a, d in enumerate(space) if a not in plan.axes]
 
-    def result_dims(self, plan, space) -> dict:
-        """Dims of each result of ``plan``'s op given its space's dims."""
-        reduced = self.reduced_dims(plan, space)
-        return {value: list(space) if is_map else reduced
-                for value, is_map in zip(plan.op.results, plan.map_outputs)}
-
     def host_shapes(self) -> dict:
         """Python shape expressions of the outputs, for the host's ``np.empty``."""
-        for member in self.members:
-            self.py_dims.update(self.result_dims(
-                member.plan, self.space_dims(member.plan, self.py_dims)))
-        return {v: self.py_dims[v] for v in self.outputs}
+        return {v: [self.dim_code(d) for d in v.dims] for v in self.outputs}
+
+    def size_arguments(self) -> list:
+        """The host's expressions of the sizes the entry takes after the arrays (call after
+        :meth:`render`)."""
+        return [self.dim_code(dim) for dim in self.sizes]
 
     # --- the entry -------------------------------------------------------------------------
     def render(self, environment) -> str:
         args = self.inputs + self.outputs
         checks, groups, temporaries = [], [], {}
-        for value in self.inputs:
+        for value in self.inputs:   # every array against its static dims and the sizes given
             k = self.arg[value]
-            for axis, dim in enumerate(value.shape):
-                if dim is not None:
-                    checks.append((f"sg_b[{k}].shape[{axis}]", str(dim), k, axis))
+            for axis, dim in enumerate(value.dims):
+                checks.append((f"sg_b[{k}].shape[{axis}]", self.c_dim(dim), k, axis))
         last_use = {}
         for index, member in enumerate(self.members):
             for value in member.inputs:
                 last_use[value] = index
         for index, member in enumerate(self.members):
             plan = member.plan
-            space = self.space_dims(plan, self.c_dims)
-            self.c_dims.update(self.result_dims(plan, space))
+            space = [self.c_dim(d) for d in plan.dims]
             reduced = self.reduced_dims(plan, space)
             loop_reads = {v for op in plan.loop_ops for v in op.inputs}
             for value in member.inputs:   # run-time dims must agree
@@ -110,19 +99,20 @@ class SegmentRenderer:
                 # epilogue reads with the reduced space; a symbolic dim is one size anywhere
                 aligned = space if value in loop_reads else reduced
                 lead = len(aligned) - value.ndim
+                k = self.arg.get(value)
                 for axis, dim in enumerate(value.shape):
-                    got = self.c_dims[value][axis]
-                    for want in (aligned[lead + axis], self.symbols.get(value.dims[axis])):
-                        if dim is None and want is not None and want != got and \
-                                (got, want, self.arg.get(value), axis) not in checks:
-                            checks.append((got, want, self.arg.get(value), axis))
+                    if k is None or dim is not None:   # a temporary, or a static dim
+                        continue
+                    got, want = f"sg_b[{k}].shape[{axis}]", aligned[lead + axis]
+                    if (got, want, k, axis) not in checks:
+                        checks.append((got, want, k, axis))
             pointers = [self.pointer(value, temporaries) for value in member.inputs]
             allocate = []
             for value in plan.op.results:
                 if value not in self.arg:
                     name = f"sg_t{len(temporaries)}"
                     temporaries[value] = (name, c_type(value.dtype))
-                    count = " * ".join(f"(size_t)({d})" for d in self.c_dims[value]) or "1"
+                    count = " * ".join(f"(size_t)({d})" for d in self.c_dims(value)) or "1"
                     allocate.append((name, c_type(value.dtype), count))
                 pointers.append(self.pointer(value, temporaries))
             release = [temporaries[v][0] for v, at in last_use.items()
@@ -139,7 +129,7 @@ class SegmentRenderer:
                        what=value_label(v)) for k, v in enumerate(args)],
             checks=[dict(got=got, want=want, what=value_label(args[k]) if k is not None
                          else "a value", axis=axis) for got, want, k, axis in checks],
-            groups=groups, temporaries=list(temporaries.values()))
+            groups=groups, temporaries=list(temporaries.values()), sizes=len(self.sizes))
 
     def pointer(self, value, temporaries) -> str:
         k = self.arg.get(value)

@@ -63,7 +63,7 @@ def device_arch() -> str:
 
 
 class CudaExecutable:
-    """A program compiled for CUDA: ``run(feeds_by_name, buffers=None) -> list of CuPy
+    """A program compiled for CUDA: ``run(feeds_by_name, buffers=None, dims=None) -> list of CuPy
     arrays``: the ``outputs`` fetches (NumPy with ``options.return_numpy``), then the new
     values of the assigned parameters (always on the device; nothing is written in place, so
     ``buffers`` is ignored). ``source``: the host module; ``cuda_source``: the one ``.cu``
@@ -116,9 +116,9 @@ class CudaExecutable:
         self.module = module
         return module
 
-    def run(self, feeds, buffers=None):
+    def run(self, feeds, buffers=None, dims=None):
         module = self.module or self.load()
-        results = module.run(**feeds)
+        results = module.run(dims, None, **feeds)
         if self.options.return_numpy:
             count = len(results) if self.outputs is None else self.outputs
             return [r.get() for r in results[:count]] + list(results[count:])

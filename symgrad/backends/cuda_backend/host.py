@@ -1,8 +1,10 @@
 """Render the host module and the ``.cu`` source of one program.
 
 Host module contract: it imports NumPy and CuPy (so it is imported only when the program first
-runs); it defines ``run(**feeds) -> list of CuPy arrays`` (feeds by input name, NumPy or CuPy;
-a parameter not fed takes ``CONSTANTS[name]``) and the literals ``INPUTS``/``OUTPUTS``. The
+runs); it defines ``run(_dims=None, _buffers=None, /, **feeds) -> list of CuPy arrays`` (feeds
+by input name, NumPy or CuPy; a parameter not fed takes ``CONSTANTS[name]``; ``_dims``: the
+binding of the symbolic dims, from which every launch's sizes are rendered, as for the NumPy
+module; ``_buffers`` is ignored) and the literals ``INPUTS``/``OUTPUTS``. The
 loader fills ``CONSTANTS`` (device arrays), ``KERNELS`` (entry-point name -> kernel of the
 program's one ``cupy.RawModule``) and ``MAX_BLOCKS``.
 
@@ -22,7 +24,7 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
-from ..host.generator import Generator
+from ..host.generator import DIMS, Generator
 from ..host.functions import _ranges
 from ..host.literals import dtype_code, shape_code
 from ..host.lowering import exact_ufunc
@@ -73,10 +75,9 @@ class HostGenerator(Generator):
 
     # --- one kernel launch -----------------------------------------------------------------------
     def dims(self, plan) -> list[str]:
-        """Host expressions of the dims of ``plan``'s iteration space: literals, or a capture's
-        run-time dim (``plan.dim_sources``; scalars are 0-d, so never a source)."""
-        return [str(dim) if source is None else f"{self.expr(source[0])}.shape[{source[1]}]"
-                for dim, source in zip(plan.shape, plan.dim_sources)]
+        """Host expressions of the dims of ``plan``'s iteration space: literals, or sizes
+        rendered from the binding (:mod:`symgrad.backends.dim_code`)."""
+        return [self.dim_code(dim) for dim in plan.dims]
 
     def kernel_for(self, plan):
         """``(kernel, own, shared)``: the kernel that runs group ``plan.op`` (built, or, when
@@ -181,13 +182,14 @@ class HostGenerator(Generator):
         return super().lower_op(op)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
-        body, helpers = self.finish(self.lower_ops(self.program.ops, self.fetches))
+        body, helpers = self.finish(self.binding_lines()
+                                    + self.lower_ops(self.program.ops, self.fetches))
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.kernels)} "
                           f"kernels, {len(self.fetches)} outputs")
         source = kernel_lowering.render(
             "host.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(), summary=summary, inputs=ascii(signature_inputs),
-            outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE,
+            outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE, dims=DIMS,
             block=kernel_lowering.BLOCK)
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(

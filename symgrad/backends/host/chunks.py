@@ -52,21 +52,6 @@ def _identity_code(value) -> str:
     return repr(value)
 
 
-def _dims(plan, name_of):
-    """Source for each dim of the iteration space (a literal, or a capture's run-time dim),
-    and per dim the capture it reads (or None)."""
-    out, sources = [], []
-    for dim, source in zip(plan.shape, plan.dim_sources):
-        if source is None:
-            out.append(str(dim))
-            sources.append(None)
-        else:
-            value, k = source
-            out.append(f"{name_of(value)}.shape[{k}]")
-            sources.append(value)
-    return out, sources
-
-
 def _product(dims):
     if all(d.isdigit() for d in dims):
         return str(math.prod(int(d) for d in dims))
@@ -126,7 +111,10 @@ class _Lowering:
         # names made for the group's functions only (``_s0``, ``x_c``...)
         self.locals = Namer(reserved=list(gen.helpers) + mentioned)
         self.names = Placeholders()   # the functions' text names things by placeholder
-        self.dims, self.dim_sources = _dims(self.group, self.name_of)
+        # a run-time dim of the iteration space is a parameter (``run`` renders its size
+        # from the binding); the rows function takes those of axes past the first
+        self.dims = [str(d) if d is not None else self.fresh("_n" if a == 0 else f"_n{a}")
+                     for a, d in enumerate(self.shape)]
         self.name = gen.namer.fresh(f"_group{code_int(op.attrs['group'])}")
         self.worker = f"{self.name}_rows"
         self.local = {}           # Value -> the name an op of the group reads it by
@@ -284,6 +272,7 @@ class _Lowering:
         gen, group = self.gen, self.op.attrs["group"]
         run_lines = [f"# {comment(self.heading())}"]
         args = [gen.expr(v) for v in self.captures]
+        args += [gen.dim_code(d) for d, known in zip(self.group.dims, self.shape) if known is None]
         for _, outer in self.exported_map_values():
             slot = self.plan.get(outer)
             if slot is not None:   # the memory plan's buffer, allocated by run
@@ -308,10 +297,8 @@ class _Lowering:
         self._start_rendering()
         gen = self.gen
         params = [self.name_of(v) for v in self.captures]
+        params += [d for d, known in zip(self.dims, self.shape) if known is None]
         body = []
-        if self.chunked and not self.dims[0].isdigit():
-            body.append(f"_n = {self.dims[0]}")
-            self.dims[0] = "_n"
         for inner, outer in self.exported_map_values():
             name = self.name_of(inner)
             if self.plan.get(outer) is not None:   # the memory plan's buffer, from run
@@ -361,9 +348,8 @@ class _Lowering:
 
         # the rows function: parameters are what its loop reads
         loop_reads = {v for o in self.loop_ops for v in o.inputs}
-        shape_reads = {v for v in self.dim_sources[1:] if v is not None}
-        worker_params = [self.name_of(v) for v in self.captures
-                         if v in loop_reads or v in shape_reads]
+        worker_params = [self.name_of(v) for v in self.captures if v in loop_reads]
+        worker_params += [d for d, known in zip(self.dims[1:], self.shape[1:]) if known is None]
         worker_params += [self.name_of(inner) for inner, _ in self.exported_map_values()]
         allocate, loop = [], []
         for value in self.captures:   # captures spanning the leading dim: sliced per chunk

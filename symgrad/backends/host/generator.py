@@ -3,15 +3,17 @@
 Module contract (the AOT artifact relies on it): the module imports only NumPy and, when it
 has chunked loops, its sibling ``row_pool`` (standard library only), so a loader executes it
 with ``__package__`` naming a package that holds ``row_pool``; it defines
-``run(**feeds) -> list of arrays`` (feeds by input name; a parameter not fed takes
-``CONSTANTS[name]``), the dict ``CONSTANTS`` (parameter values and non-scalar constants,
-filled by the loader after import), and the literals ``INPUTS``/``OUTPUTS`` (signature:
-name, shape with ``None`` for run-time dims, dtype). Scalar constants are inlined. A program
-with state outputs (``assign``, see :mod:`symgrad.ops.state`) also defines ``STATE`` (the
-assigned parameters, whose new values ``run`` returns after the fetches) and ``IN_PLACE``
-(those written into caller-given buffers: ``run(_buffers, **feeds)``, see
-:mod:`.state_buffers`). The errors its helpers raise (an index out of range) are classes it
-defines as NumPy-only stand-ins; symgrad's loaders bind symgrad's own classes over them
+``run(_dims=None, _buffers=None, /, **feeds) -> list of arrays`` (feeds by input name; a
+parameter not fed takes ``CONSTANTS[name]``; ``_dims``: the binding of the program's symbolic
+dims, ``{symbol text: size}``, which a program with symbolic input dims needs and from which
+``run`` reads every run-time size, see :mod:`symgrad.backends.dim_code`), the dict
+``CONSTANTS`` (parameter values and non-scalar constants, filled by the loader after import),
+and the literals ``INPUTS``/``OUTPUTS`` (signature: name, shape with ``None`` for run-time
+dims, dtype). Scalar constants are inlined. A program with state outputs (``assign``, see
+:mod:`symgrad.ops.state`) also defines ``STATE`` (the assigned parameters, whose new values
+``run`` returns after the fetches) and ``IN_PLACE`` (those written into caller-given buffers ``_buffers``, see :mod:`.state_buffers`). The
+errors its helpers raise (an index out of range) are classes it defines as NumPy-only
+stand-ins; symgrad's loaders bind symgrad's own classes over them
 (:func:`~symgrad.backends.host.bind_references`).
 
 Each top-level op becomes one statement of ``run`` preceded by a provenance comment
@@ -36,18 +38,22 @@ import textwrap
 import jinja2
 import numpy as np
 
+from ...ir.dims import Symbol
 from ...ir.graph import last_uses, walk_ops
 from ...ops.core import SOURCE, HelperReference, HelperSource
 from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
+from ..dim_code import DimNames
 from . import chunks, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, Function, FunctionTable, wrap_doc
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .lowering import LOWERINGS, rule_of
 from .ops_text import OpText, numpy_emitter, visible_attrs
 from .state_buffers import BUFFERS, StateBuffer, in_place_slots
+
+DIMS = "_dims"   # the generated run's parameter holding the binding of the symbolic dims
 
 def environment() -> jinja2.Environment:
     return template_environment("numpy")
@@ -144,6 +150,54 @@ class Generator:
         self.uses_threads = False      # does a group call the module's _POOL.over_rows?
         self.hidden: set = set()       # Values the module never names (a subclass keeps them)
         self.region_depth = 0          # regions around the statements being generated
+        self.dim_names = DimNames()    # symbolic dim -> the local holding its size
+        self.bound_dims = []           # (symbol text, local) read from the binding
+        self.dim_count = 0
+        self.namer.used.add(DIMS)
+        for value in program.inputs:
+            for dim in value.dims:
+                if type(dim) is Symbol and not self.dim_names.known(dim):
+                    self.bound_dims.append((str(dim), self.new_dim(dim)))
+
+    # --- dims ----------------------------------------------------------------------------------
+    def dim_code(self, dim) -> str:
+        """Python source of ``dim``'s size (see :mod:`symgrad.backends.dim_code`)."""
+        return self.dim_names.code(dim)
+
+    def new_dim(self, dim) -> str:
+        """A new local for ``dim``'s size (``_d0``, ``_d1``...: never made from its name)."""
+        name = self.namer.fresh(f"_d{self.dim_count}")
+        self.dim_count += 1
+        self.dim_names.bind(dim, name)
+        return name
+
+    def shape_of(self, value) -> list[str]:
+        """Python source of each dim of ``value``."""
+        return [self.dim_code(d) for d in value.dims]
+
+    def binding_lines(self) -> list[str]:
+        """The first lines of ``run``: each bound symbol's size into its local."""
+        if not self.bound_dims:
+            return []
+        return [f"if {DIMS} is None:",
+                f"    raise TypeError('run needs {DIMS}: the size of each symbolic dim of "
+                f"the inputs')",
+                *(f"{name} = {DIMS}[{ascii(text)}]" for text, name in self.bound_dims)]
+
+    def defined_dims(self, op) -> list[str]:
+        """Lines binding the dims ``op`` defines at run time, right after it: each result dim
+        that nothing bound can express, read from the result (the one place a size is read
+        from an array)."""
+        lines = []
+        for value in op.results:
+            if value.dims is value.shape:
+                continue
+            for axis, dim in enumerate(value.dims):
+                if not self.dim_names.known(dim):
+                    name = self.new_dim(dim)
+                    lines.append(f"{name} = {self.namer.value(value)}.shape[{axis}]"
+                                 f"  # {comment(f'dim {dim}, defined by this op')}")
+        return lines
 
     # --- expressions ---------------------------------------------------------------------------
     def expr(self, value, consumer=None, position=0) -> str:
@@ -179,7 +233,7 @@ class Generator:
         """The variable of buffer slot ``number``, allocating it (into ``lines``) on first use."""
         name = self.slot_names.get(number)
         if name is None:
-            empty = f"np.empty({shape_code(map(str, value.shape))}, {dtype_code(value.dtype)})"
+            empty = f"np.empty({shape_code(self.shape_of(value))}, {dtype_code(value.dtype)})"
             if isinstance(number, StateBuffer):   # the caller's buffer for a parameter
                 name = self.namer.fresh(f"_next_{sanitize(number.name)}")
                 lines.append(f"{name} = {BUFFERS}[{ascii(number.name)}] if {BUFFERS} "
@@ -194,7 +248,7 @@ class Generator:
     def simple(self, op, local=None, name_of=None) -> list[str]:
         """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``);
         ``local`` maps values to the names the op reads them by, ``name_of`` names results."""
-        emitter = numpy_emitter(op)
+        emitter = numpy_emitter(op, self.dim_code)
         attrs = visible_attrs(op)
         args = self.args(op, local)
         names = [(name_of or self.namer.value)(v) for v in op.results]
@@ -240,7 +294,7 @@ class Generator:
         for op in ops:
             lines = self.lower_op(op)
             head = [self.text.line(op)] if lines and not is_fusion(op) else []
-            statements.append(head + lines)
+            statements.append(head + lines + self.defined_dims(op))
         return self.with_deletes(ops, statements, reads_after)
 
     def lower_op(self, op) -> list:
@@ -257,9 +311,11 @@ class Generator:
     def nested_region(self):
         """Generate the statements of a region's block inside the ``with`` block."""
         self.region_depth += 1
+        self.dim_names.push()
         try:
             yield
         finally:
+            self.dim_names.pop()
             self.region_depth -= 1
 
     def region_function(self, op, statements) -> list:
@@ -269,6 +325,7 @@ class Generator:
         name = self.namer.fresh(f"_region{op.results[0].id}" if op.results else "_region")
         params = list(dict.fromkeys(self.namer.value(v) for v in op.inputs
                                     if v not in self.scalars))
+        params += sorted(set(self.dim_names.names.values()))   # the sizes bound so far
         depth, self.region_depth = self.region_depth, 0
         try:
             body = statements(self, op)
@@ -285,18 +342,19 @@ class Generator:
                           op)]
 
     def generate(self, signature_inputs, signature_outputs) -> GeneratedModule:
-        body = self.lower_ops(self.program.ops, self.fetches)
+        body = self.binding_lines() + self.lower_ops(self.program.ops, self.fetches)
         body, helpers = self.finish(body)
         source = render(
             "module.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(),
             summary=comment(f"{len(self.program.ops)} top-level ops, "
                             f"{len(self.fetches)} outputs"),
-            docstring="Generated from a symgrad program; run(**feeds) returns the fetches.",
+            docstring="Generated from a symgrad program; run(_dims, **feeds) returns the "
+                      "fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
             threads=self.uses_threads, thread_count=self.options.threads,
             min_parallel_chunks=MIN_PARALLEL_CHUNKS,
-            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
+            extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS, dims=DIMS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
             in_place=ascii([slot.name for slot in self.in_place.values()]))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..common import number_text
+from ..dim_code import shape_code  # noqa: F401  (generators import it from here)
 from .lowering import exact_ufunc
 
 
@@ -54,11 +55,3 @@ def _weak_is_exact(others: tuple, dtype, item) -> bool:
         return np.result_type(*others, item) == np.result_type(*others, dtype)
     except TypeError:
         return False
-
-
-def shape_code(dims) -> str:
-    """A tuple expression from dim expressions (strings)."""
-    dims = list(dims)
-    if len(dims) == 1:
-        return f"({dims[0]},)"
-    return "(" + ", ".join(dims) + ")"

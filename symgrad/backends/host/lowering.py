@@ -36,8 +36,9 @@ from ...ops.random import NUMPY_HELPERS as RANDOM_HELPERS
 from ...ops.random import PARAMS as RANDOM_PARAMS
 from ...ops.random import RANDOM_OPS
 from ...ops.reduction import _sg_logsumexp
-from ...ops.shape import _sg_broadcast_to, _sg_slice_scatter, _sg_split_like, index_code
+from ...ops.shape import _sg_slice_scatter, index_code
 from ...ops.special import _sg_erf
+from ..dim_code import shape_code
 from ..lowering import LoweringTable
 
 
@@ -58,6 +59,8 @@ def format_attr(value) -> str:
     """Python source for an attr value: a literal that evaluates back to it (``nan`` and
     ``inf`` included, inside containers too). Attr text reaches generated code only this way
     (or through :func:`~symgrad.ops.core.code_int`), so an attr can never inject code."""
+    if isinstance(value, _Code):
+        return str(value)
     if isinstance(value, np.dtype):   # bfloat16: the generated module imports ml_dtypes
         return f"{'ml_dtypes' if value.kind == 'V' else 'np'}.{value.name}"
     if isinstance(value, np.ndarray):
@@ -104,19 +107,31 @@ def expr(template: str, out_kw: bool = False):
     return emit
 
 
-def call(function_name: str, attr_names=(), site: bool = False):
+def call(function_name: str, attr_names=(), site: bool = False, result_shape=None):
     """Emitter calling a helper with args and the named attrs (as keywords; an attr the op does
     not have is left to the helper's default). With ``site``, also ``site=`` the op's name and
     the line that built it (:func:`~symgrad.ir.location.op_site`), for the helper's run-time
-    errors."""
-    def emit(args, attrs, out=None, site=None):
+    errors. With ``result_shape`` (an attr name), that attr is the result's shape rendered from
+    the binding and the args stop before the operand giving it (a ``like`` input)."""
+    def emit(args, attrs, out=None, site=None, shapes=None):
+        if result_shape is not None:
+            args = args[:_SHAPED_ARGS]
+            attrs = {**attrs, result_shape: _Code(shape_code(shapes[1][0]))}
         parts = list(args) + [f"{k}={format_attr(attrs[k])}" for k in attr_names if k in attrs]
         if site is not None:
             parts.append(f"site={ascii(site)}")
         code = f"{function_name}({', '.join(parts)})"
         return code if out is None else f"{out}[...] = {code}"
     emit.wants_site = site
+    emit.wants_shapes = result_shape is not None
     return emit
+
+
+_SHAPED_ARGS = 2   # the operands of a helper given its result's shape: (gradient, indices)
+
+
+class _Code(str):
+    """Source text that :func:`format_attr` writes as it is (a shape rendered from dims)."""
 
 
 def standin(error) -> HelperSource:
@@ -209,8 +224,16 @@ def _reduction_emitter(function, attr_names=("axis", "keepdims", "dtype"), out_k
     return emit
 
 
-def _emit_size(args, attrs, out=None):
-    count = " * ".join([f"{args[0]}.shape[{code_int(a)}]" for a in attrs["axis"]] or ["1"])
+def shaped(emit):
+    """Mark ``emit`` as taking ``shapes=`` (see :func:`~.ops_text.numpy_emitter`)."""
+    emit.wants_shapes = True
+    return emit
+
+
+@shaped
+def _emit_size(args, attrs, out=None, shapes=None):
+    dims = shapes[0][0]
+    count = " * ".join([dims[int(a)] for a in attrs["axis"]] or ["1"])
     code = f"np.asarray({count}, dtype={attrs['dtype']!r})"
     return code if out is None else f"{out}[...] = {code}"
 
@@ -238,11 +261,15 @@ for _op in RANDOM_OPS:
 
 
 # --- data movement ----------------------------------------------------------------------------
-def _emit_broadcast_to(args, attrs, out=None):
-    shape = attrs["shape"]
-    function = "_sg_broadcast_to" if -1 in shape else "np.broadcast_to"
-    code = f"{function}({args[0]}, {tuple(shape)!r})"
-    return code if out is None else f"{out}[...] = {code}"
+def _to_result_shape(function):
+    """Emitter ``function(x, result shape)``: the result's shape rendered from the binding
+    (``reshape``, ``broadcast_to`` and their ``_like`` forms, whose other operand only gives
+    that shape)."""
+    @shaped
+    def emit(args, attrs, out=None, shapes=None):
+        code = f"{function}({args[0]}, {shape_code(shapes[1][0])})"
+        return code if out is None else f"{out}[...] = {code}"
+    return emit
 
 
 def _join_emitter(function):
@@ -264,37 +291,47 @@ def _emit_slice(args, attrs, out=None):
     return code if out is None else f"{out}[...] = {code}"
 
 
-def _emit_slice_scatter(args, attrs, out=None):
-    shape = f"{args[1]}.shape" if len(args) > 1 else repr(tuple(attrs["shape"]))
+@shaped
+def _emit_slice_scatter(args, attrs, out=None, shapes=None):
+    shape = shape_code(shapes[1][0])
     code = f"_sg_slice_scatter({args[0]}, {shape}, np.s_[{index_code(attrs['index'])}])"
     return code if out is None else f"{out}[...] = {code}"
 
 
-register_lowering("reshape", expr("np.reshape({0}, {shape})"))
-register_lowering("reshape_like", expr("np.reshape({0}, {1}.shape)"))
+@shaped
+def _emit_split_like(args, attrs, out=None, shapes=None):
+    axis = code_int(attrs["axis"])
+    bounds, total = [], "0"
+    for dims in shapes[0][1:-1]:   # each piece as long as its reference along the axis
+        total = dims[attrs["axis"]] if total == "0" else f"{total} + {dims[attrs['axis']]}"
+        bounds.append(total)
+    return f"np.split({args[0]}, [{', '.join(bounds)}], axis={axis})"
+
+
+register_lowering("reshape", _to_result_shape("np.reshape"))
+register_lowering("reshape_like", _to_result_shape("np.reshape"))
 register_lowering("transpose", expr("np.transpose({0}, {axes})"))
-register_lowering("broadcast_to", _emit_broadcast_to, (_sg_broadcast_to,))
-register_lowering("broadcast_like", expr("np.broadcast_to({0}, {1}.shape)"))
+register_lowering("broadcast_to", _to_result_shape("np.broadcast_to"))
+register_lowering("broadcast_like", _to_result_shape("np.broadcast_to"))
 register_lowering("expand_dims", expr("np.expand_dims({0}, {axis})"))
 register_lowering("squeeze", expr("np.squeeze({0}, {axis})"))
 register_lowering("concatenate", _join_emitter("np.concatenate"))
 register_lowering("stack", _join_emitter("np.stack"))
 register_lowering("split", _emit_split)
-register_lowering("split_like", lambda args, attrs, out=None:
-                  f"_sg_split_like({', '.join(args)}, axis={code_int(attrs['axis'])})",
-                  (_sg_split_like,))
+register_lowering("split_like", _emit_split_like)
 register_lowering("pad", expr("np.pad({0}, {pad_width}, constant_values={constant_values})"))
 register_lowering("slice", _emit_slice)
 register_lowering("slice_scatter", _emit_slice_scatter, (_sg_slice_scatter,))
 # gathers and their scatters check their indices (one min and max per array) and name the op
 _CHECK = (standin(IndexOutOfRangeError), _sg_check_indices)
 register_lowering("take", call("_sg_take", ("axis",), site=True), _CHECK + (_sg_take,))
-register_lowering("take_grad", call("_sg_take_grad", ("shape", "axis"), site=True),
-                  _CHECK + (_sg_take_grad,))
+register_lowering("take_grad", call("_sg_take_grad", ("shape", "axis"), site=True,
+                                    result_shape="shape"), _CHECK + (_sg_take_grad,))
 register_lowering("take_along_axis", call("_sg_take_along_axis", ("axis",), site=True),
                   _CHECK + (_sg_take_along_axis,))
 register_lowering("take_along_axis_grad",
-                  call("_sg_take_along_axis_grad", ("shape", "axis"), site=True),
+                  call("_sg_take_along_axis_grad", ("shape", "axis"), site=True,
+                       result_shape="shape"),
                   _CHECK + (_sg_take_along_axis_grad,))
 
 

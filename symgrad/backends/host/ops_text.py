@@ -13,13 +13,19 @@ def visible_attrs(op) -> dict:
     return {k: v for k, v in op.attrs.items() if not k.startswith("_")}
 
 
-def numpy_emitter(op):
+def numpy_emitter(op, dim_code=None):
     """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`); one that declares
     ``wants_types`` also gets the op's result types as ``types=[(shape, dtype), ...]`` (a
     custom op checks its forward's results), one that declares ``wants_site`` the op's name
-    and line as ``site=`` (:func:`~symgrad.ir.location.op_site`, for run-time errors)."""
+    and line as ``site=`` (:func:`~symgrad.ir.location.op_site`, for run-time errors), one
+    that declares ``wants_shapes`` the source of every dim of its inputs and results as
+    ``shapes=([[dim source, ...] per input], [... per result])``, rendered by ``dim_code``
+    from the binding (:mod:`symgrad.backends.dim_code`)."""
     emitter = rule_of(op).emit
     extra = {}
+    if getattr(emitter, "wants_shapes", False):
+        extra["shapes"] = ([[dim_code(d) for d in v.dims] for v in op.inputs],
+                           [[dim_code(d) for d in v.dims] for v in op.results])
     if getattr(emitter, "wants_types", False):
         extra["types"] = [(v.shape, v.dtype) for v in op.results]
     if getattr(emitter, "wants_site", False):

@@ -55,12 +55,12 @@ def _block(gen, block, extra_reads=()) -> list:
     return [indented(line) for line in lines] or ["    pass"]
 
 
-def _stack_shape(length, value) -> str | None:
+def _stack_shape(gen, length, value) -> str | None:
     """Shape source of a stack of ``length`` (a dim expression) Values like ``value``, or None
-    when a dim is known only at run time."""
-    if None in value.shape:
+    when a dim of it is defined inside the loop's body (known once a step ran)."""
+    if not all(gen.dim_names.known(d) for d in value.dims):
         return None
-    return shape_code([length] + [str(d) for d in value.shape])
+    return shape_code([length] + gen.shape_of(value))
 
 
 def _lower_cond(gen, op) -> list:
@@ -89,13 +89,13 @@ def _lower_scan(gen, op) -> list:
     else:
         length = gen.namer.fresh("_length")
         lines.append(f"{length} = int({gen.expr(layout.length_input)})" if layout.has_length_input
-                     else f"{length} = {gen.expr(layout.xs[0])}.shape[0]")
+                     else f"{length} = {gen.dim_code(layout.xs[0].dims[0])}")
     step = gen.namer.fresh("_t")
     stacked = list(zip(layout.stacked_results, layout.stacked_yields))
     lazy = []                  # stacks whose shape is known once a step ran
     for result, value in stacked:
         name = gen.namer.value(result)
-        shape = _stack_shape(length, value)
+        shape = _stack_shape(gen, length, value)
         if shape is None:
             lazy.append((name, value))
             lines.append(f"{name} = None")
@@ -116,7 +116,8 @@ def _lower_scan(gen, op) -> list:
     lines.extend(indented(line) for line in
                  _assign(carry_names, [gen.expr(v) for v in layout.carry_yields]))
     for name, value in lazy:   # no step ran: an empty stack
-        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        empty = shape_code(["0"] + [gen.dim_code(d) if gen.dim_names.known(d) else "0"
+                                    for d in value.dims])
         lines.append(f"if {name} is None:")
         lines.append(f"    {name} = np.empty({empty}, {dtype_code(value.dtype)})")
     lines.extend(_assign([gen.namer.value(v) for v in layout.finals], carry_names))
@@ -156,7 +157,8 @@ def _lower_while(gen, op) -> list:
         lines.append(f"    {counter} += 1")
     lines.extend(_assign([gen.namer.value(v) for v in layout.finals], names))
     for buffer, (result, value) in zip(buffers, stacked):
-        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        empty = shape_code(["0"] + [gen.dim_code(d) if gen.dim_names.known(d) else "0"
+                                    for d in value.dims])
         lines.append(f"{gen.namer.value(result)} = {buffer}[:{counter}] if {buffer} is not None "
                      f"else np.empty({empty}, {dtype_code(value.dtype)})")
     if layout.counted:

@@ -5,7 +5,7 @@ A program compiled with state returns, after its fetches, the new value of each 
 parameter (the *state outputs*: ``assign`` results, whose value is the assign's first
 operand). When the op computing that operand writes its result through ``out=`` (an exact
 ufunc, or a map value of a fused group), the module takes an output buffer for the parameter
-from its caller instead of allocating one: ``run(_buffers, **feeds)`` with
+from its caller instead of allocating one: ``run(_dims, _buffers, **feeds)`` with
 ``_buffers[name]`` an array of the parameter's type. The runtime hands it a spare buffer of
 the parameter (double buffering: the new value is written beside the current one, which the
 program still reads, and the state then points at it), so a training step allocates no new

@@ -1,10 +1,11 @@
 """The NumPy backend: one generated module per program, cached on disk and imported.
 
-``build(program, fetches, options)`` returns a :class:`NumpyExecutable` whose ``run(feeds)``
-calls the module's ``run(**feeds)``. The module is the host layer's (:mod:`symgrad.backends.host`)
-with every group a chunked NumPy loop: see :mod:`~symgrad.backends.host.generator` for the
-module contract, :mod:`~symgrad.backends.host.chunks` for how fused groups become chunked loops
-and :mod:`~symgrad.backends.host.lowering` for the lowering table.
+``build(program, fetches, options)`` returns a :class:`NumpyExecutable` whose ``run(feeds,
+buffers, dims)`` calls the module's ``run(dims, buffers, **feeds)``. The module is the host
+layer's (:mod:`symgrad.backends.host`) with every group a chunked NumPy loop: see
+:mod:`~symgrad.backends.host.generator` for the module contract,
+:mod:`~symgrad.backends.host.chunks` for how fused groups become chunked loops and
+:mod:`~symgrad.backends.host.lowering` for the lowering table.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ __all__ = ["BACKEND", "NumpyExecutable", "PACKAGE", "RUNTIME_MODULES", "bind_ref
 
 
 class NumpyExecutable:
-    """A loaded generated module: ``run(feeds_by_name, buffers=None) -> list of arrays`` (the
+    """A loaded generated module: ``run(feeds_by_name, buffers=None, dims=None) -> list of arrays``
+    (``dims``: the binding of the symbolic dims, ``{symbol text: size}``; the
     fetches, then the state outputs; ``buffers``: output buffers of the ``in_place``
     parameters); ``source``, ``module``, ``constants`` (name -> array, the module's
     ``CONSTANTS``), ``references`` (name -> ``HelperReference``: functions bound into the
@@ -41,13 +43,10 @@ class NumpyExecutable:
         self.kernels = {}
         self.stats = stats
         self.numpy_module = (source, constants, self.references)
-        self.stateful = hasattr(module, "STATE")
         self.in_place = tuple(getattr(module, "IN_PLACE", ()))
 
-    def run(self, feeds, buffers=None):
-        if self.stateful:
-            return self.module.run(buffers, **feeds)
-        return self.module.run(**feeds)
+    def run(self, feeds, buffers=None, dims=None):
+        return self.module.run(dims, buffers, **feeds)
 
 
 def build(program, fetches, options):
