@@ -106,5 +106,14 @@ matmul_p = register(OpDef(
 
 def matmul(a, b):
     """``a @ b`` as ``np.matmul``: operands of rank >= 1; the last dim of ``a`` must equal
-    the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast."""
-    return bind(matmul_p, as_values(a, b))
+    the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast.
+
+    A product of matrices whose contracted dim is statically 1 is an outer product, built as
+    ``a * b`` (``[..., n, 1] * [..., 1, m]``, each element one product, as in the matmul):
+    an elementwise op that fuses and writes its result once, where a GEMM with ``k = 1`` per
+    matrix would not (the per-example weight gradient of a layer under ``vmap`` is one)."""
+    a, b = as_values(a, b)
+    if a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1 and b.shape[-2] == 1 and \
+            a.dtype.kind != "b" and b.dtype.kind != "b":
+        return _ops().multiply(a, b)
+    return bind(matmul_p, [a, b])
