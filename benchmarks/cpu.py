@@ -133,7 +133,7 @@ def framework_worker(name, framework, inputs, repeats):
     if optional_import(FRAMEWORK_MODULES[framework]) is None:
         print("null")
         return
-    if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7)
+    if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7, W9)
         print(json.dumps(OWN_WORKERS[name](framework, inputs, repeats)))
         return
     workload = FRAMEWORK_WORKLOADS[name](**inputs)
@@ -949,7 +949,8 @@ def w9_framework_worker(framework, inputs, repeats):
     return rows
 
 
-OWN_WORKERS = {"W7": w7_framework_worker, "W9": w9_framework_worker}   # (framework, inputs, repeats) -> results
+# workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
+OWN_WORKERS = {"W7": w7_framework_worker, "W9": w9_framework_worker}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
