@@ -189,3 +189,39 @@ def test_random_ops_in_a_loop_body_draw_per_example():
     assert _names(prog).count("scan") == 1
     out, = _run(prog, [y], x=np.zeros((6, 3), "float32"))
     assert len({tuple(row) for row in out.round(6)}) == 6
+
+
+def test_vmap_of_grad_and_grad_of_vmap_through_cond_and_scan():
+    a, w = np.array([-1.5, 0.5, 2.0]), np.array([0.3, -0.7])
+    with sg.program_guard(sg.Program()) as prog:
+        x, wv = sg.data("x", [3], "float64"), sg.data("w", [2], "float64")
+
+        def f(s):
+            z = sg.cond(s > 0, lambda u: u * u * wv, lambda u: sg.sin(u) + wv, s)
+            c, _ = sg.scan(lambda c, t: (c * t + z, None), sg.zeros_like(wv), wv)
+            return sg.sum(c)
+
+        per_example = sg.vmap(lambda s: ir_backward.grad(f(s), [s, wv]))(x)
+        total, = ir_backward.grad(sg.sum(sg.vmap(f)(x)), [wv])
+    assert "cond" not in _names(prog)
+    got = _run(prog, list(per_example) + [total], x=a, w=w)
+    eps = 1e-6
+
+    def f_np(s, wv):
+        z = s * s * wv if s > 0 else np.sin(s) + wv
+        c = np.zeros(2)
+        for t in wv:
+            c = c * t + z
+        return c.sum()
+
+    for i, s in enumerate(a):
+        np.testing.assert_allclose(got[0][i], (f_np(s + eps, w) - f_np(s - eps, w)) / (2 * eps),
+                                   rtol=1e-6)
+        for j in range(2):
+            dw = np.eye(2)[j] * eps
+            np.testing.assert_allclose(got[1][i][j],
+                                       (f_np(s, w + dw) - f_np(s, w - dw)) / (2 * eps),
+                                       rtol=1e-6, atol=1e-9)
+    numeric = [sum(f_np(s, w + np.eye(2)[j] * eps) - f_np(s, w - np.eye(2)[j] * eps)
+                   for s in a) / (2 * eps) for j in range(2)]
+    np.testing.assert_allclose(got[2], numeric, rtol=1e-6)
