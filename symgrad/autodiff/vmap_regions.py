@@ -55,11 +55,13 @@ __all__ = ["cond_batch", "scan_batch", "while_batch"]
 
 # --- which Values depend on the examples --------------------------------------------------------
 def _draws(op) -> bool:
-    """Does ``op`` (or an op nested in its blocks) draw per example even with shared inputs?"""
-    if getattr(batch_rule(op.opdef), "per_example", False) and not op.blocks:
-        return True
-    return any(getattr(batch_rule(inner.opdef), "per_example", False) and not inner.blocks
-               for block in walk_blocks(op.blocks) for inner in block.ops)
+    """Does ``op`` (or an op nested in its blocks) draw per example even with shared inputs
+    (a random op, whose rule runs with no batched input)?"""
+    def draws(one):
+        return not one.blocks and getattr(batch_rule(one.opdef), "per_example", False)
+
+    return draws(op) or any(draws(inner) for block in walk_blocks(op.blocks)
+                            for inner in block.ops)
 
 
 def _batched_yields(block, arg_flags, outer) -> list:
@@ -75,10 +77,6 @@ def _batched_yields(block, arg_flags, outer) -> list:
         if _draws(op) or any(is_batched(v) for v in op.inputs):
             batched.update(op.results)
     return [is_batched(v) for v in block.yields]
-
-
-def _region_draws(op) -> bool:
-    return any(_draws(inner) for block in walk_blocks(op.blocks) for inner in block.ops)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -173,7 +171,7 @@ def _unstack(results, axes):
 def cond_batch(op, inputs, axes, size):
     """``cond`` over a batch (see the module docstring)."""
     size = size if size is not None else batch_size(inputs, axes)
-    if all(a is None for a in axes) and not _region_draws(op):
+    if all(a is None for a in axes) and not _draws(op):
         return NotImplemented
     count = op.attrs["num_operands"]
     env = _outer_env(op, inputs, axes)
@@ -213,7 +211,7 @@ def _select_branches(op, pred, operands, operand_axes, env, size):
 def scan_batch(op, inputs, axes, size):
     """``scan`` over a batch (see the module docstring)."""
     size = size if size is not None else batch_size(inputs, axes)
-    if all(a is None for a in axes) and not _region_draws(op):
+    if all(a is None for a in axes) and not _draws(op):
         return NotImplemented
     layout = loop_layout(op)
     carries, count = layout.num_carry, layout.num_xs
@@ -226,15 +224,14 @@ def scan_batch(op, inputs, axes, size):
     inits = _as_batched(inputs[:carries], axes[:carries], flags, size)
     if inits is None:
         return NotImplemented
-    xs = [x if a is None else _swap_leading(x) for x, a in zip(inputs[carries:carries + count],
-                                                               x_axes)]
-    slices = [_Slice(x) for x in xs]
-    stacked_flags = [True] * len(layout.stacked_yields)
-    body = _batched_block(layout.body, inits + slices, [0 if f else None for f in flags] +
-                          list(x_axes), env, size, flags + [False] * len(stacked_flags))
+    xs = inputs[carries:carries + count]
+    body = _batched_block(layout.body, inits + [_Slice(x, a) for x, a in zip(xs, x_axes)],
+                          [0 if f else None for f in flags] + list(x_axes), env, size,
+                          flags + [False] * len(layout.stacked_yields))
     if body is None:
         return NotImplemented
     block, yield_axes = body
+    xs = [x if a is None else _swap_leading(x) for x, a in zip(xs, x_axes)]
     explicit = inits + xs + ([inputs[carries + count]] if layout.has_length_input else [])
     new = bind_region(scan_p, explicit, dict(op.attrs), [block], op.block.program)
     finals = list(new.results[:carries])
@@ -243,10 +240,13 @@ def scan_batch(op, inputs, axes, size):
 
 
 class _Slice:
-    """The type of one step's slice of ``xs`` (what a scan body's argument takes)."""
+    """The type of one step's slice of ``xs`` (what a scan body's argument takes); a batched
+    ``xs`` (batch axis ``axis`` = 0) is scanned with its batch second, so its slice keeps the
+    batch in front."""
 
-    def __init__(self, xs):
-        self.dims, self.dtype = xs.dims[1:], xs.dtype
+    def __init__(self, xs, axis):
+        self.dims = xs.dims[1:] if axis is None else xs.dims[:1] + xs.dims[2:]
+        self.dtype = xs.dtype
 
 
 # --- while_loop ---------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ class _Slice:
 def while_batch(op, inputs, axes, size):
     """``while_loop`` over a batch (see the module docstring)."""
     size = size if size is not None else batch_size(inputs, axes)
-    if all(a is None for a in axes) and not _region_draws(op):
+    if all(a is None for a in axes) and not _draws(op):
         return NotImplemented
     layout = loop_layout(op)
     count = layout.num_carry
