@@ -34,7 +34,8 @@ W9  per-example gradients (``sg.vmap`` of ``grad``) of a tanh MLP 784-128-10 wit
     in all. Against a hand-written NumPy per-example gradient (an einsum over the batch per
     weight); JAX (``jit(vmap(grad))``) and PyTorch (``torch.func.vmap(grad)``, eager and
     ``torch.compile``) each in a process of its own; the floor, the gradients' bytes over the
-    copy bandwidth measured in the same run (the time to copy 103 MB); and the grad + compile
+    copy bandwidth measured in the same run (the time to copy 103 MB with NumPy, one thread,
+    timed in alternation with symgrad and the hand-written code); and the grad + compile
     time of the vmapped program against the plain one (the gradient of the batch's mean loss).
 """
 from __future__ import annotations
@@ -824,14 +825,7 @@ def _check_w9(got, want, label):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-3, atol=1e-5, err_msg=label)
 
 
-def copy_seconds(nbytes, repeats):
-    """Median seconds to copy ``nbytes`` between two arrays (NumPy's copy, one thread)."""
-    src = np.ones(nbytes // 4, "float32")
-    dst = np.empty_like(src)
-    return paired_median_times([lambda: np.copyto(dst, src)], repeats)[0]
-
-
-def w9_compile_seconds(init, backend, repeats=3):
+def w9_compile_seconds(init, backend, repeats=5):
     """Median seconds of W9's plain program and of its vmapped one, built and compiled in
     alternation, each compiled into an empty cache directory (C: gcc runs every time), after a
     warm-up (imports and templates load once per process): ``{per_example: (build with grad
@@ -871,8 +865,12 @@ def w9(repeats):
                      f"{format_seconds(build + compile_)}, "
                      f"{(build + compile_) / (plain_build + plain_compile):.2f}x; "
                      f"{fn.stats['ops_before']} ops")
-    times = paired_median_times([lambda: w9_by_hand(init, x, labels)] + runs, repeats * 3)
-    hand = times[0]
+    src = np.ones(nbytes // 4, "float32")      # the floor: a copy of the gradients' bytes,
+    dst = np.empty_like(src)                    # timed in alternation with the others
+    times = paired_median_times([lambda: w9_by_hand(init, x, labels)] + runs +
+                                [lambda: np.copyto(dst, src)], repeats * 3)
+    hand, floor = times[0], times[-1]
+    times = times[:-1]
     rows = [_row(f"W9 symgrad {backend}: per-example grads, MLP 784-128-10, batch 256", ours,
                  hand, note) for backend, ours, note in zip(BACKENDS, times[1:], notes)]
     for framework in FRAMEWORKS:
@@ -891,7 +889,6 @@ def w9(repeats):
             row["note"] = f"{result['version']}; first call {format_seconds(result['first'])}; " \
                           f"{relative}"
             rows.append(row)
-    floor = copy_seconds(nbytes, repeats * 3)
     rows.append(_row("W9 floor: gradients' bytes / copy bandwidth", floor, hand,
                      f"{nbytes / 1e6:.0f} MB at {nbytes / floor / 1e9:.1f} GB/s; " + ", ".join(
                          f"symgrad {backend} {ours / floor:.2f}x the floor"
