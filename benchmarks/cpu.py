@@ -29,6 +29,14 @@ W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimi
     in place); PyTorch (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and
     of the optimizer step) when installed, each timed in a process of its own against the
     hand-written step.
+W9  per-example gradients (``sg.vmap`` of ``grad``) of a tanh MLP 784-128-10 with softmax
+    cross-entropy, batch 256, float32: every example's gradient of every weight and bias, 103 MB
+    in all. Against a hand-written NumPy per-example gradient (an einsum over the batch per
+    weight); JAX (``jit(vmap(grad))``) and PyTorch (``torch.func.vmap(grad)``, eager and
+    ``torch.compile``) each in a process of its own; the floor, the gradients' bytes over the
+    copy bandwidth measured in the same run (the time to copy 103 MB with NumPy, one thread,
+    timed in alternation with symgrad and the hand-written code); and the grad + compile
+    time of the vmapped program against the plain one (the gradient of the batch's mean loss).
 """
 from __future__ import annotations
 
@@ -48,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
 from workloads import (ADAM, mlp_adam_program, mlp_init, mlp_program, rnn_by_hand,  # noqa: E402
-                       rnn_init, rnn_program, w2_program)
+                       rnn_init, rnn_program, w2_program, w9_init, w9_program)
 from common import (format_seconds, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -126,7 +134,7 @@ def framework_worker(name, framework, inputs, repeats):
     if optional_import(FRAMEWORK_MODULES[framework]) is None:
         print("null")
         return
-    if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7)
+    if name in OWN_WORKERS:   # a workload that times its frameworks its own way (W7, W9)
         print(json.dumps(OWN_WORKERS[name](framework, inputs, repeats)))
         return
     workload = FRAMEWORK_WORKLOADS[name](**inputs)
@@ -788,7 +796,158 @@ def w7_framework_worker(framework, inputs, repeats):
     return rows
 
 
-OWN_WORKERS = {"W7": w7_framework_worker}   # (framework, inputs, repeats) -> results
+# --- W9 ---------------------------------------------------------------------------------------
+W9_BATCH = 256
+
+
+def w9_by_hand(init, x, labels):
+    """Per-example gradients of W9's loss in hand-written NumPy: the backward of the whole
+    batch, each weight's gradient an outer product per example (an einsum over the batch).
+    Returns ``[gw0, gb0, gw1, gb1]``, each with a leading batch axis."""
+    (w0, b0), (w1, b1) = init
+    h = np.tanh(x @ w0 + b0)
+    z = h @ w1 + b1
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    g = e / e.sum(axis=1, keepdims=True)
+    g[np.arange(len(labels)), labels] -= 1
+    dh = (g @ w1.T) * (1 - h * h)
+    return [np.einsum("bi,bj->bij", x, dh), dh, np.einsum("bi,bj->bij", h, g), g]
+
+
+def w9_data():
+    rng = np.random.default_rng(9)
+    return (rng.standard_normal((W9_BATCH, 784)).astype("float32"),
+            rng.integers(0, 10, W9_BATCH))
+
+
+def _check_w9(got, want, label):
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-3, atol=1e-5, err_msg=label)
+
+
+def w9_compile_seconds(init, backend, repeats=5):
+    """Median seconds of W9's plain program and of its vmapped one, built and compiled in
+    alternation, each compiled into an empty cache directory (C: gcc runs every time), after a
+    warm-up (imports and templates load once per process): ``{per_example: (build with grad
+    and vmap, compile)}``."""
+    for per_example in (False, True):
+        sg.compile(*w9_program(init, 8, per_example), backend=backend)
+    seconds = {False: [], True: []}
+    for _ in range(repeats):
+        for per_example in (False, True):
+            gc.collect()
+            start = time.perf_counter()
+            built = w9_program(init, W9_BATCH, per_example)
+            middle = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix="symgrad-w9-") as cache:
+                sg.compile(*built, backend=backend, cache_dir=cache)
+                seconds[per_example].append((middle - start, time.perf_counter() - middle))
+    return {key: tuple(np.median(np.array(value), axis=0)) for key, value in seconds.items()}
+
+
+def w9(repeats):
+    """symgrad (each of :data:`BACKENDS`) against hand-written NumPy, timed in alternation, with
+    its compile time against the plain program's; JAX and PyTorch in processes of their own;
+    then the floor."""
+    init = w9_init()
+    x, labels = w9_data()
+    want = w9_by_hand(init, x, labels)
+    nbytes = sum(g.nbytes for g in want)
+    runs, notes = [], []
+    for backend in BACKENDS:
+        seconds = w9_compile_seconds(init, backend)
+        (plain_build, plain_compile), (build, compile_) = seconds[False], seconds[True]
+        fn = sg.compile(*w9_program(init, W9_BATCH), backend=backend)
+        _check_w9(fn(x=x, labels=labels), want, f"symgrad {backend}")
+        runs.append(lambda fn=fn: fn(x=x, labels=labels))
+        notes.append(f"compile {format_seconds(compile_)}, {compile_ / plain_compile:.2f}x the "
+                     f"plain program's; build (grad, vmap) + compile "
+                     f"{format_seconds(build + compile_)}, "
+                     f"{(build + compile_) / (plain_build + plain_compile):.2f}x; "
+                     f"{fn.stats['ops_before']} ops")
+    src = np.ones(nbytes // 4, "float32")      # the floor: a copy of the gradients' bytes,
+    dst = np.empty_like(src)                    # timed in alternation with the others
+    times = paired_median_times([lambda: w9_by_hand(init, x, labels)] + runs +
+                                [lambda: np.copyto(dst, src)], repeats * 3)
+    hand, floor = times[0], times[-1]
+    times = times[:-1]
+    rows = [_row(f"W9 symgrad {backend}: per-example grads, MLP 784-128-10, batch 256", ours,
+                 hand, note) for backend, ours, note in zip(BACKENDS, times[1:], notes)]
+    for framework in FRAMEWORKS:
+        results = _in_own_process("W9", framework, {}, repeats)
+        if results is None:
+            rows.append({"workload": f"W9 {framework}", "note": "not installed, skipped"})
+            continue
+        if "error" in results:    # the worker failed or timed out: one dict, not a list
+            rows.append({"workload": f"W9 {framework}", "note": results["error"]})
+            continue
+        for result in results:
+            row = _row(f"W9 {result['label']}", result["seconds"], result["hand"])
+            relative = ", ".join(
+                f"symgrad {backend} {(result['seconds'] / result['hand']) / (ours / hand):.2f}x "
+                f"faster" for backend, ours in zip(BACKENDS, times[1:]))
+            row["note"] = f"{result['version']}; first call {format_seconds(result['first'])}; " \
+                          f"{relative}"
+            rows.append(row)
+    rows.append(_row("W9 floor: gradients' bytes / copy bandwidth", floor, hand,
+                     f"{nbytes / 1e6:.0f} MB at {nbytes / floor / 1e9:.1f} GB/s; " + ", ".join(
+                         f"symgrad {backend} {ours / floor:.2f}x the floor"
+                         for backend, ours in zip(BACKENDS, times[1:]))))
+    return rows
+
+
+def w9_framework_worker(framework, inputs, repeats):
+    """JAX's ``jit(vmap(grad))``, or PyTorch's ``torch.func.vmap(grad)`` eager and under
+    ``torch.compile``, each checked against and timed in alternation with the hand-written
+    per-example gradients."""
+    init = w9_init()
+    x, labels = w9_data()
+    want = w9_by_hand(init, x, labels)
+    contenders = []
+    if framework == "JAX":
+        jax, jnp = _jax()
+
+        def jax_loss(params, xi, li):
+            h = jnp.tanh(xi @ params[0] + params[1])
+            z = h @ params[2] + params[3]
+            return -jax.nn.log_softmax(z)[li]
+        f = jax.jit(jax.vmap(jax.grad(jax_loss), in_axes=(None, 0, 0)))
+        args = ([jnp.asarray(a) for pair in init for a in pair], jnp.asarray(x),
+                jnp.asarray(labels))
+        contenders.append(("JAX jit(vmap(grad))", f"JAX {jax.__version__}",
+                           lambda: jax.block_until_ready(f(*args))))
+    else:
+        torch = _torch()
+        from torch.func import grad, vmap
+
+        def torch_loss(params, xi, li):
+            h = torch.tanh(xi @ params[0] + params[1])
+            z = h @ params[2] + params[3]
+            return torch.nn.functional.cross_entropy(z[None], li[None])
+        params = [torch.from_numpy(a) for pair in init for a in pair]
+        xt, lt = torch.from_numpy(x), torch.from_numpy(labels)
+        per_example = vmap(grad(torch_loss), in_dims=(None, 0, 0))
+        compiled = torch.compile(per_example)
+        version = f"PyTorch {torch.__version__}"
+        contenders.append(("PyTorch torch.func.vmap(grad) (eager)", version,
+                           lambda: per_example(params, xt, lt)))
+        contenders.append(("PyTorch torch.func.vmap(grad) (torch.compile)", version,
+                           lambda: compiled(params, xt, lt)))
+    rows = []
+    for label, version, run in contenders:
+        start = time.perf_counter()
+        got = run()
+        first = time.perf_counter() - start
+        _check_w9([np.asarray(g) for g in got], want, label)
+        seconds, hand = paired_median_times([run, lambda: w9_by_hand(init, x, labels)],
+                                            repeats * 3)
+        rows.append({"label": label, "version": version, "seconds": seconds, "hand": hand,
+                     "first": first})
+    return rows
+
+
+# workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
+OWN_WORKERS = {"W7": w7_framework_worker, "W9": w9_framework_worker}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
@@ -801,6 +960,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
                                     (100,) if quick else (100, 1000)),
     "W7": lambda repeats, quick: w7(repeats),
+    "W9": lambda repeats, quick: w9(repeats),
 }
 
 

@@ -122,3 +122,43 @@ def rnn_by_hand(xs, h0, W, U, b):
         db += g.sum(0)
         g = g @ W.T
     return loss, dW, dU, db
+
+
+W9_SIZES = [784, 128, 10]
+
+
+def w9_init(seed=0):
+    """``[(w, b), ...]`` float32 parameters of W9's 784-128-10 MLP."""
+    rng = np.random.default_rng(seed)
+    return [((rng.standard_normal((a, b)) / np.sqrt(a)).astype("float32"), np.zeros(b, "float32"))
+            for a, b in zip(W9_SIZES, W9_SIZES[1:])]
+
+
+def w9_program(init, batch, per_example=True):
+    """W9: a tanh MLP with softmax cross-entropy. ``per_example``: the gradients of every
+    example's own loss, ``sg.vmap`` of ``grad`` (each gradient with a leading batch axis);
+    else the gradient of the mean loss over the batch (the plain program, to compare compile
+    times). Fetches the gradients of every weight and bias."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [batch, W9_SIZES[0]], "float32")
+        labels = sg.data("labels", [batch], "int64")
+        params = []
+        for i, (w, b) in enumerate(init):
+            params += [sg.parameter(f"w{i}", w.shape, "float32", init=w),
+                       sg.parameter(f"b{i}", b.shape, "float32", init=b)]
+
+        def loss(inputs, classes):
+            h = inputs
+            for i in range(len(init)):
+                h = sg.nn.linear(h, params[2 * i], params[2 * i + 1])
+                if i < len(init) - 1:
+                    h = sg.tanh(h)
+            return sg.nn.softmax_cross_entropy(h, classes)
+
+        if per_example:
+            grads = sg.vmap(lambda xi, li: ir_backward.grad(loss(xi[None], li[None]), params))(
+                x, labels)
+        else:
+            grads = ir_backward.grad(loss(x, labels), params)
+    return prog, list(grads)

@@ -5,7 +5,8 @@
 lives in :mod:`.registry` (``show_registry`` and ``custom_op``, which also reach the backends'
 lowering tables, in :mod:`symgrad.registry`).
 """
-from . import ir_backward, regions  # noqa: F401  (regions registers the region ops' VJPs)
+# regions and vmap_regions register the region ops' VJPs and batching rules
+from . import ir_backward, regions, vmap_regions  # noqa: F401
 from .functional import hessian, jacobian, jvp, vjp
 from .ir_backward import append_backward, grad
 from .registry import register_vjp

@@ -5,9 +5,10 @@ axis), into a scratch block that is never attached to the program, then rewrites
 into the insertion block by its batching rule (:func:`symgrad.ops.core.batch_rule`; the
 contract is in :mod:`symgrad.ops.batching`). An op none of whose inputs is batched is built
 again as it is; an op without a rule, or whose rule does not cover the case, is batched by a
-loop: a ``scan`` over the batch axis whose body is that one op (region ops, ``cond``, ``scan``
-and ``while_loop``, are batched this way for now). So a vmapped function of n ops adds about
-n ops whatever the batch size, and ``grad`` differentiates the result like any other ops.
+loop: a ``scan`` over the batch axis whose body is that one op. The region ops' rules
+(:mod:`symgrad.autodiff.vmap_regions`) batch their blocks with :func:`batch_ops` again, so a
+loop stays one loop. A vmapped function of n ops adds about n ops whatever the batch size,
+and ``grad`` differentiates the result like any other ops.
 
 Inside the transformation every batched Value carries its batch axis in front; ``in_axes``
 are moved there on entry and ``out_axes`` from there on exit. The walk over the traced ops is a

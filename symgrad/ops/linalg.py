@@ -85,16 +85,31 @@ def matmul_vjp(op, cotangents):
 
 def matmul_batch(op, inputs, axes):
     """Batched operands of per-example rank 2 or more get size-1 axes after the batch up to
-    the larger rank, so matmul's own broadcasting pairs examples; a batched vector is
-    batched here only as the left operand of a matrix or vector."""
+    the larger rank, so matmul's own broadcasting pairs examples; a batched vector on the left
+    of a shared matrix is a matrix of rows as it is. Any other 1-D operand is promoted to a
+    matrix as matmul does (a row ``[1, n]`` on the left, a column ``[n, 1]`` on the right) and
+    the promoted axes are squeezed from the result."""
     a, b = op.inputs
-    ndim = max(a.ndim, b.ndim)
-    if (axes[0] is not None and a.ndim == 1 and (axes[1] is not None or b.ndim > 2)) or \
-            (axes[1] is not None and b.ndim == 1):
-        return NotImplemented
-    aligned = [v if axis is None or example.ndim < 2 else with_rank(v, ndim)
-               for v, axis, example in zip(inputs, axes, op.inputs)]
-    return [bind(matmul_p, aligned)], [0]
+    x, y = inputs
+    if not ((axes[0] is not None and a.ndim == 1 and (axes[1] is not None or b.ndim > 2))
+            or (axes[1] is not None and b.ndim == 1)):
+        ndim = max(a.ndim, b.ndim)
+        aligned = [v if axis is None or example.ndim < 2 else with_rank(v, ndim)
+                   for v, axis, example in zip(inputs, axes, op.inputs)]
+        return [bind(matmul_p, aligned)], [0]
+    ops = _ops()
+    if a.ndim == 1:
+        x = ops.expand_dims(x, x.ndim - 1)
+    if b.ndim == 1:
+        y = ops.expand_dims(y, y.ndim)
+    ndim = max(a.ndim, b.ndim, 2)
+    x = x if axes[0] is None else with_rank(x, ndim)
+    y = y if axes[1] is None else with_rank(y, ndim)
+    out = bind(matmul_p, [x, y])
+    promoted = (-2,) * (a.ndim == 1) + (-1,) * (b.ndim == 1)
+    if promoted:
+        out = ops.squeeze(out, (-2, -1) if len(promoted) == 2 else promoted[0])
+    return [out], [0]
 
 
 matmul_p = register(OpDef(
@@ -106,5 +121,14 @@ matmul_p = register(OpDef(
 
 def matmul(a, b):
     """``a @ b`` as ``np.matmul``: operands of rank >= 1; the last dim of ``a`` must equal
-    the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast."""
-    return bind(matmul_p, as_values(a, b))
+    the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast.
+
+    A product of matrices whose contracted dim is statically 1 is an outer product, built as
+    ``a * b`` (``[..., n, 1] * [..., 1, m]``, each element one product, as in the matmul):
+    an elementwise op that fuses and writes its result once, where a GEMM with ``k = 1`` per
+    matrix would not (the per-example weight gradient of a layer under ``vmap`` is one)."""
+    a, b = as_values(a, b)
+    if a.ndim >= 2 and b.ndim >= 2 and a.shape[-1] == 1 and b.shape[-2] == 1 and \
+            a.dtype.kind != "b" and b.dtype.kind != "b":
+        return _ops().multiply(a, b)
+    return bind(matmul_p, [a, b])

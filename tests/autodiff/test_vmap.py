@@ -5,6 +5,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.ir.graph import walk_ops
 
 R = np.random.default_rng(7)
 
@@ -93,29 +94,54 @@ def test_grad_through_vmap():
                                rtol=1e-12)
 
 
-def _program_size(batch):
+def _chain(row, w):
+    """About 50 ops per example: seven rounds of matmul, tanh, a multiply, softmax, mean and
+    the adds."""
+    for _ in range(7):
+        row = sg.tanh(row @ w) * 0.5 + sg.nn.softmax(row) - sg.mean(row)
+    return row
+
+
+def _added_ops(batch):
     with sg.program_guard(sg.Program()) as prog:
-        x = sg.data("x", [batch, 8])
-        w = sg.data("w", [8, 8])
-
-        def chain(row):
-            for _ in range(10):
-                row = sg.tanh(row @ w) * 0.5 + sg.nn.softmax(row) - sg.mean(row)
-            return row
-
-        sg.vmap(chain)(x)
-    return len(prog.ops)
+        x, w = sg.data("x", [batch, 8]), sg.data("w", [8, 8])
+        before = len(prog.ops)
+        sg.vmap(lambda row: _chain(row, w))(x)
+    return len(prog.ops) - before
 
 
-def test_program_size_does_not_depend_on_the_batch_size():
-    size = _program_size(3)
-    assert size == _program_size(1000)
+def test_a_50_op_function_over_1000_examples_adds_about_50_ops():
     with sg.program_guard(sg.Program()) as prog:
         x, w = sg.data("x", [8]), sg.data("w", [8, 8])
-        row = x
-        for _ in range(10):
-            row = sg.tanh(row @ w) * 0.5 + sg.nn.softmax(row) - sg.mean(row)
-    assert size <= 1.2 * len(prog.ops)
+        before = len(prog.ops)
+        _chain(x, w)
+    plain = len(prog.ops) - before
+    assert 45 <= plain <= 60
+    added = _added_ops(1000)
+    assert added == _added_ops(3) and added <= 1.2 * plain
+
+
+def test_no_per_example_loop_in_the_generated_code():
+    """Per-example gradients of an MLP: every op has a rule, so the compiled program holds
+    no loop op and the generated NumPy no Python loop; the C computes the same."""
+    feeds = {"w1": R.normal(size=(3, 4)), "w2": R.normal(size=(4, 2)),
+             "x": R.normal(size=(6, 3)), "y": R.normal(size=(6, 2))}
+    feeds = {k: v.astype("float32") for k, v in feeds.items()}
+    with sg.program_guard(sg.Program()) as prog:
+        w1, w2 = sg.data("w1", [3, 4]), sg.data("w2", [4, 2])
+        x, y = sg.data("x", [6, 3]), sg.data("y", [6, 2])
+        grads = sg.vmap(lambda xi, yi: ir_backward.grad(_mlp_loss(w1, w2, xi, yi), [w1, w2]))(
+            x, y)
+    want = _run(prog, grads, **feeds)
+    for backend in ("numpy", "c"):
+        fn = sg.compile(prog, grads, backend=backend)
+        loops = {"scan", "while_loop", "cond"}
+        assert not any(op.name in loops for op in walk_ops(fn.program.ops)), backend
+        if backend == "numpy":
+            run = fn.source[fn.source.index("def run("):]
+            assert "for " not in run and "while " not in run
+        for got, expected in zip(fn(**feeds), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_symbolic_batch_size():
@@ -125,6 +151,18 @@ def test_symbolic_batch_size():
     assert y.shape == (None,)
     a = R.normal(size=(6, 3)).astype("float32")
     np.testing.assert_allclose(_run(prog, [y], x=a)[0], (a * a).sum(1), rtol=1e-6)
+
+
+def test_negative_in_axes_and_axis_size_with_no_batched_argument():
+    a = R.normal(size=(3, 4)).astype("float32")
+    with sg.program_guard(sg.Program()) as prog:
+        x = sg.data("x", [3, 4])
+        col_sums = sg.vmap(lambda col: sg.sum(col), in_axes=-1)(x)
+        tiled = sg.vmap(lambda m: sg.sum(m, axis=0), in_axes=None, axis_size=5)(x)
+    assert col_sums.shape == (4,) and tiled.shape == (5, 4)
+    got = _run(prog, [col_sums, tiled], x=a)
+    np.testing.assert_allclose(got[0], a.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.tile(a.sum(0), (5, 1)), rtol=1e-6)
 
 
 def test_errors_name_the_argument():
@@ -141,6 +179,11 @@ def test_errors_name_the_argument():
             sg.vmap(lambda a: a, in_axes=None)(x)
         with pytest.raises(ValueError, match="out_axes is None for result"):
             sg.vmap(lambda a: a * 2.0, out_axes=None)(x)
+        with pytest.raises(ValueError, match="in_axes entry \\(0, 0\\) does not match the "
+                                             "structure of argument 0"):
+            sg.vmap(lambda a: a, in_axes=((0, 0),))(x)
+        with pytest.raises(ValueError, match="in_axes -3 is out of range for argument 1"):
+            sg.vmap(lambda a, b: a, in_axes=(0, -3))(x, x)
         with pytest.raises(TypeError, match="in_axes must be an int"):
             sg.vmap(lambda a: a, in_axes="0")
         assert len(prog.ops) == before

@@ -28,9 +28,6 @@ NUMPY_SUBSET = {"add", "matmul", "einsum", "sum", "softmax", "transpose", "resha
 
 # Ops without a batching rule, batched by the loop fallback (docs/vmap.md says so), and why.
 LOOP_FALLBACK = {
-    "cond": "region ops use the loop fallback in this step",
-    "scan": "region ops use the loop fallback in this step",
-    "while_loop": "region ops use the loop fallback in this step",
     "conv2d_weight_grad": "it sums over the examples' leading axis, which cannot hold the batch",
     "assign": "it writes program state, which examples cannot each own",
 }

@@ -75,3 +75,22 @@ def test_matmul_vjp_shapes():
             y = a @ b
             ga, gb = evaluate_vjp(y.op, [y])
         assert ga.shape == sa and gb.shape == sb, (sa, sb)
+
+
+def test_a_contracted_dim_of_one_is_an_outer_product_multiply():
+    """``[..., n, 1] @ [..., 1, m]`` is built as a broadcast multiply (each element one product,
+    as in the matmul): the per-example weight gradients under vmap lower to one fused loop
+    that writes each gradient once, not a GEMM with k = 1 per example."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(4, 5, 1)), rng.normal(size=(4, 1, 3))
+    with sg.program_guard(sg.Program()) as prog:
+        x, y = sg.data("x", [4, 5, 1], "float64"), sg.data("y", [4, 1, 3], "float64")
+        out = x @ y
+        w = sg.data("w", [5, 3], "float64")
+        grads = sg.vmap(lambda row: sg.ir_backward.grad(sg.sum(sg.tanh(row @ w)), [w])[0])(
+            sg.data("rows", [4, 5], "float64"))
+    assert out.op.name == "multiply" and out.shape == (4, 5, 3)
+    assert [op.name for op in prog.ops].count("matmul") == 1        # the forward row @ w
+    got = sg.compile(prog, [out], backend="interpreter")(x=a, y=b)[0]
+    np.testing.assert_array_equal(got, a @ b)
+    assert grads.shape == (4, 5, 3)
