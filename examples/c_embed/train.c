@@ -3,7 +3,7 @@
 
        symgrad export examples/c_embed/model.py --target c-library -o mlp_step --name mlp_step
        cc -std=gnu11 -O2 -Imlp_step examples/c_embed/train.c mlp_step/libmlp_step.a \
-          $(sed -n 's/^BLAS_LIBS ?= //p' mlp_step/Makefile) -lm -lpthread -o train
+          $(make -s -C mlp_step libs) -o train
        ./train mlp_step/mlp_step.params
 
    Arguments: the parameter file, then optionally the batch size (64), the number of steps

@@ -29,7 +29,6 @@ import dataclasses
 
 import numpy as np
 
-from ....ir.dims import dim_to_json
 from ....ir.graph import users
 from ....ir.printer import format_op_head
 from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
@@ -429,4 +428,4 @@ def generate_library(program, fetches, options, spec, environment) -> GeneratedL
     return LibraryGenerator(program, fetches, options, spec, environment).generate()
 
 
-__all__ = ["GeneratedLibrary", "LibraryExportError", "generate_library", "dim_to_json"]
+__all__ = ["GeneratedLibrary", "LibraryExportError", "generate_library"]
