@@ -28,7 +28,8 @@ class Library:
         self.outputs = manifest["outputs"]
 
     def load(self, path) -> int:
-        return getattr(self.lib, f"{self.name}_state_load")(ctypes.c_void_p(self.state), path.encode())
+        load = getattr(self.lib, f"{self.name}_state_load")
+        return load(ctypes.c_void_p(self.state), path.encode())
 
     def error(self) -> str:
         return getattr(self.lib, f"{self.name}_last_error")().decode()

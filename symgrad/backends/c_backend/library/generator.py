@@ -16,8 +16,8 @@ into Python. The rules:
   computed); another 2-D ``transpose``: a copy loop;
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
-Every computed value lives in a buffer the entry allocates (``malloc``), freed when it
-returns; a fetched value computed by an op and fetched once is written into the caller's
+Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
+op that reads it (and, on an error, when the entry returns); a fetched value computed by an op and fetched once is written into the caller's
 output buffer directly, the others copied there at the end. The state's new values are
 committed only after everything else succeeded, by swapping the state's arrays with the
 buffers holding them (a value the entry does not own is first copied into one): a call that
@@ -164,16 +164,40 @@ class LibraryGenerator:
 
     # --- the walk ----------------------------------------------------------------------------
     def generate(self) -> GeneratedLibrary:
-        for op in self.program.ops:
+        last = self._last_uses()
+        for index, op in enumerate(self.program.ops):
             for rule in RULES:
                 if rule(self, op):
                     break
             else:
                 raise LibraryExportError(_refusal(op))
+            for value in last.get(index, ()):   # buffers no later op reads
+                buffer = self.owned.get(value)
+                if buffer is not None:
+                    self.body.append(f"    free({buffer});\n    {buffer} = NULL;")
         return GeneratedLibrary(
             self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
             self.dims.lines, self.declarations, self.body, self.finish_lines(),
             list(self.functions.values()), self.rows, self.constants, self.gemm_types)
+
+    def _last_uses(self) -> dict:
+        """``{op index: [values whose buffer no later op reads]}``, without the values the
+        entry reads at the end (fetches copied out, new state values). A value read through
+        another (an assign's result, a transpose a GEMM reads through its flag) counts as
+        read where that one is."""
+        keep = {_origin(v, transposes=True) for v in self.user_fetches}
+        keep |= {_origin(v, transposes=True) for _, v in self.state}
+        last: dict = {}
+        for index, op in enumerate(self.program.ops):
+            for value in op.results:
+                last[value] = index
+            for value in op.inputs:
+                last[_origin(value, transposes=True)] = index
+        table: dict = {}
+        for value, index in last.items():
+            if value not in keep:
+                table.setdefault(index, []).append(value)
+        return table
 
     def finish_lines(self) -> list:
         """Copy the fetches not computed in place, then commit the state: copies of the new
@@ -207,9 +231,12 @@ class LibraryGenerator:
             + swaps
 
 
-def _origin(value):
-    """The value whose buffer holds ``value`` (an assign's result is its new value)."""
-    while value.op is not None and value.op.name == "assign":
+def _origin(value, transposes=False):
+    """The value whose buffer holds ``value`` (an assign's result is its new value; with
+    ``transposes``, a 2-D transpose's result counts as its input, which a GEMM may read in
+    its place)."""
+    while value.op is not None and (value.op.name == "assign" or
+                                    transposes and _transposed_matrix(value)):
         value = value.op.inputs[0]
     return value
 
