@@ -440,8 +440,8 @@ def make_parser() -> argparse.ArgumentParser:
     export.add_argument("--embed-parameters", action="store_true",
                         help="compile the parameters into the library as well")
     export.add_argument("--blas", metavar="FLAGS", default=None,
-                        help="linker flags of the CBLAS to link (default: found on this "
-                             "machine)")
+                        help="linker flags of the CBLAS to link, or 'numpy' for the OpenBLAS "
+                             "NumPy bundles (default: found on this machine)")
     export.set_defaults(handler=cmd_export)
 
     ops = commands.add_parser("ops", help="list the registered ops")

@@ -35,8 +35,8 @@ def export_c(compiled, path, name="program", embed_parameters=False, blas=None) 
     """Write the C library of ``compiled`` into the folder ``path`` (created; files of an
     earlier export there are replaced) and return ``path``. ``name``: the C prefix of every
     symbol and file (``lib<name>.so``, ``<name>.h``...); ``embed_parameters``: compile the
-    parameters into the library too; ``blas``: linker flags of the CBLAS to use (default:
-    found on this machine). See ``docs/c-library.md``."""
+    parameters into the library too; ``blas``: linker flags of the CBLAS to use, or ``"numpy"``
+    for the OpenBLAS NumPy bundles (default: found on this machine). See ``docs/c-library.md``."""
     backend = get_backend(compiled.backend)
     if backend.export_library is None:
         raise ExportError(f"a program compiled with backend={compiled.backend!r} cannot be "

@@ -1,5 +1,7 @@
 """Fixtures of the C library export tests: one BLAS thread while comparing (OpenBLAS rounds
-differently when it splits a GEMM between threads), and a skip when no CBLAS links."""
+differently when it splits a GEMM between threads), and NumPy's bundled OpenBLAS, which the
+libraries that are compared with Python link (``blas="numpy"``): the C backend's GEMM, so
+that float64 results can be compared exactly even where a system CBLAS is installed."""
 import contextlib
 import ctypes
 
@@ -32,8 +34,8 @@ def one_blas_thread():
 
 @pytest.fixture(scope="session")
 def cblas():
-    """The CBLAS an export links on this machine (skips the test when there is none)."""
+    """NumPy's bundled OpenBLAS as an export links it (skips the test without one)."""
     try:
-        return find_blas(toolchain().compiler)
+        return find_blas(toolchain().compiler, "numpy")
     except (LibraryExportError, CCompilerNotFoundError) as exc:
         pytest.skip(f"no C compiler or no CBLAS to link an exported library with: {exc}")

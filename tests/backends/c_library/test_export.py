@@ -51,7 +51,9 @@ def batch(n, dtype="float32", features=12, classes=3, seed=1):
 
 
 def export(tmp_path, program, name, **options):
+    """Compile and export with NumPy's OpenBLAS (the C backend's GEMM: see conftest)."""
     fn = sg.compile(*program, backend="c")
+    options.setdefault("blas", "numpy")
     folder = fn.export_c(str(tmp_path / name), name=name, **options)
     with open(os.path.join(folder, "manifest.json")) as handle:
         manifest = json.load(handle)
@@ -169,6 +171,25 @@ def test_the_parameter_file_is_checked(gradients, tmp_path):
     assert "checksum does not match" in library.error()
     assert library.load(str(tmp_path / "missing.params")) == 5
     assert "cannot open" in library.error()
+
+
+def test_the_blas_found_on_this_machine(tmp_path):
+    """Without blas=: a system CBLAS when one links (pkg-config, -lopenblas, -lcblas), else
+    NumPy's; the README says which."""
+    try:
+        fn, folder, manifest = export(tmp_path, small_mlp(), "found", blas=None)
+    except sg.errors.SymgradError as exc:
+        pytest.skip(f"no CBLAS: {exc}")
+    assert manifest["library"]["blas"] in open(os.path.join(folder, "README.md")).read()
+    library = Library(folder, manifest)
+    assert library.load(os.path.join(folder, "found.params")) == 0
+    feeds = batch(7)
+    want = fn(**feeds)
+    code, got = library.run(feeds, [a.shape for a in want])
+    assert code == 0, library.error()
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+    library.close()
 
 
 def test_an_op_without_c_is_refused_by_name(tmp_path, cblas):

@@ -1,6 +1,7 @@
 """The CBLAS an exported library links, found when it is exported.
 
-In order: the flags given (``blas=``, or the ``SYMGRAD_BLAS_LIBS`` environment variable);
+In order: the flags given (``blas=``, or the ``SYMGRAD_BLAS_LIBS`` environment variable;
+``"numpy"`` names NumPy's bundled OpenBLAS, the one the C backend calls from Python);
 pkg-config's ``cblas`` or ``openblas``; ``-lopenblas``, ``-lcblas``; else the OpenBLAS that
 NumPy's wheels bundle (:func:`..blas._candidates`), whose GEMM is ``scipy_cblas_sgemm64_``
 with 64-bit integers: the library is then built with ``-DSG_CBLAS_SGEMM=...`` naming it (the
@@ -102,6 +103,12 @@ def find_blas(compiler: str, given: str | None = None) -> BlasChoice:
     """The CBLAS to link (see the module docstring); a :class:`LibraryExportError` when none
     links."""
     given = given if given is not None else os.environ.get("SYMGRAD_BLAS_LIBS")
+    if given == "numpy":
+        choice = numpy_openblas()
+        if choice is None or not links(compiler, choice):
+            raise LibraryExportError("blas=\"numpy\": this NumPy bundles no OpenBLAS that a "
+                                     "C program links")
+        return choice
     if given:
         choice = BlasChoice(f"the CBLAS given ({given})", "", given)
         if not links(compiler, choice):
