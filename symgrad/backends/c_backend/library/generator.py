@@ -17,11 +17,28 @@ into Python. The rules:
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
 Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
-op that reads it (and, on an error, when the entry returns); a fetched value computed by an op and fetched once is written into the caller's
-output buffer directly, the others copied there at the end. The state's new values are
-committed only after everything else succeeded, by swapping the state's arrays with the
-buffers holding them (a value the entry does not own is first copied into one): a call that
-fails leaves the state as it was.
+op that reads it (and, on an error, when the entry returns); a fetched value computed by an op
+and fetched once is written into the caller's output buffer directly, the others copied there
+at the end. The state's new values are committed only after everything else succeeded, by
+swapping the state's arrays with the buffers holding them (a value the entry does not own is
+first copied into one): a call that fails leaves the state as it was. Emitted (W7, abridged)::
+
+    v4 = (float *)malloc((size_t)(sg_s0) * (size_t)(512) * sizeof(float) + 1);
+    if (v4 == NULL) { sg_status = sg_fail(SG_ERROR_MEMORY, "out of memory for %%4"); goto done; }
+    /* %4 = matmul(%x, %w0) */
+    if (sg_gemm_float(0, 0, (int64_t)(sg_s0), 512, 784, x, 784, ((float *)state->data[0]),
+                      512, v4, 512) != 0) { sg_status = SG_ERROR_BLAS; goto done; }
+    /* fused group 0 (2 ops) -> %6 */
+    {
+        const int64_t sg_d[2] = {sg_s0, 512};
+        const int sg_rc = sg_g_7682cb16f50aaa0a(sg_d, v4, ((float *)state->data[1]), v6);
+        ...
+    }
+    free(v4);
+    v4 = NULL;
+    ...
+    /* commit the state: nothing fails from here */
+    { void *sg_old = state->data[0]; state->data[0] = v84; v84 = sg_old; }   /* w0 */
 """
 from __future__ import annotations
 
