@@ -76,7 +76,6 @@ def export_library(program, fetches, options, spec, folder) -> dict:
     blas = find_blas(tools.compiler, spec.get("blas")) if library.dtypes else NONE
     arguments, null_checks = _arguments(name, library)
     embedded = bool(spec.get("embed"))
-    owned = [line.split("*")[1].split("=")[0].strip() for line in library.declarations]
     context = dict(
         name=name, NAME=name.upper(), symgrad_version=library_version(),
         inputs=library.inputs, outputs=library.outputs,
@@ -94,7 +93,7 @@ def export_library(program, fetches, options, spec, folder) -> dict:
             gemm_types=library.dtypes, max_rank=max_rank, constants=library.constants,
             functions=library.functions, rows=library.rows, binding=library.binding,
             declarations=library.declarations, body=library.body, finish=library.finish,
-            owned=owned, null_checks=null_checks, **context),
+            owned=library.buffers, null_checks=null_checks, **context),
     }
     values = spec["parameters"]
     missing = [p.name for p in library.parameters if p.name not in values]

@@ -102,6 +102,7 @@ class GeneratedLibrary:
     state_outputs: list     # parameter names the entry updates
     binding: list           # C lines binding and checking dims
     declarations: list      # C lines declaring the entry's buffers
+    buffers: list           # their C names (freed when the entry returns)
     body: list              # C lines of the entry
     finish: list            # C lines after success (outputs, state commits)
     functions: list         # CFunction of loop groups
@@ -130,6 +131,7 @@ class LibraryGenerator:
         self.scalars: dict = {}        # Value -> 0-d array inlined into loop groups
         self.parameters: list = []
         self.declarations: list = []
+        self.buffers: list = []
         self.body: list = []
         self.functions: dict = {}
         self.rows: list = []
@@ -166,7 +168,7 @@ class LibraryGenerator:
             return name
         name = f"v{value.id}"
         ctype = c_type(value.dtype)
-        self.declarations.append(f"    {ctype} *{name} = NULL;")
+        self.declare(name, ctype)
         self.body.append(f"    {name} = ({ctype} *)malloc({self.count(value)} * "
                          f"sizeof({ctype}) + 1);")
         self.body.append(f'    if ({name} == NULL) {{\n        sg_status = sg_fail('
@@ -175,6 +177,11 @@ class LibraryGenerator:
         self.pointer[value] = name
         self.owned[value] = name
         return name
+
+    def declare(self, name, ctype) -> None:
+        """Declare the entry's buffer ``name`` (NULL until allocated)."""
+        self.declarations.append(f"    {ctype} *{name} = NULL;")
+        self.buffers.append(name)
 
     def read(self, value) -> str:
         return self.pointer[value]
@@ -192,9 +199,10 @@ class LibraryGenerator:
                 buffer = self.owned.get(value)
                 if buffer is not None:
                     self.body.append(f"    free({buffer});\n    {buffer} = NULL;")
+        finish = self.finish_lines()
         return GeneratedLibrary(
             self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
-            self.dims.lines, self.declarations, self.body, self.finish_lines(),
+            self.dims.lines, self.declarations, self.buffers, self.body, finish,
             list(self.functions.values()), self.rows, self.constants, self.gemm_types)
 
     def _last_uses(self) -> dict:
@@ -232,7 +240,7 @@ class LibraryGenerator:
             buffer = self.owned.get(_origin(value))
             if buffer is None or buffer in swapped:
                 buffer = f"sg_new{index[name]}"
-                self.declarations.append(f"    {ctype} *{buffer} = NULL;")
+                self.declare(buffer, ctype)
                 lines.append(f"    {buffer} = ({ctype} *)malloc({self.count(value)} * "
                              f"sizeof({ctype}) + 1);")
                 lines.append(f'    if ({buffer} == NULL) {{\n        sg_status = sg_fail('
