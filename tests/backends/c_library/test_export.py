@@ -15,6 +15,8 @@ from symgrad import ir_backward
 from .conftest import one_blas_thread
 from .library_ctypes import Library
 
+pytestmark = pytest.mark.slow   # each test builds a library with the C compiler: seconds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
