@@ -194,6 +194,28 @@ def test_the_blas_found_on_this_machine(tmp_path):
     library.close()
 
 
+def test_reshapes_read_the_same_buffer(tmp_path, cblas):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", ["n", 6], "float32")
+        w = sg.parameter("w", [2, 2], "float32", init=np.eye(2, dtype="float32") * 3.0)
+        y = sg.tanh(sg.reshape(x * 2.0, [-1, 3, 2])) + 1.0
+        z = sg.reshape(sg.matmul(sg.reshape(y, [-1, 2]), w), [-1, 6])
+        loss = sg.sum(z * z)
+        gx, gw = ir_backward.grad(loss, [x, w])
+    fn, folder, manifest = export(tmp_path, (prog, [loss, z, gx, gw]), "views")
+    library = Library(folder, manifest)
+    assert library.load(os.path.join(folder, "views.params")) == 0
+    feeds = {"x": np.random.default_rng(0).standard_normal((4, 6)).astype("float32")}
+    with one_blas_thread():
+        want = fn(**feeds)
+        code, got = library.run(feeds, [a.shape for a in want])
+    assert code == 0, library.error()
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+    library.close()
+
+
 def test_an_op_without_c_is_refused_by_name(tmp_path, cblas):
     prog = sg.Program()
     with sg.program_guard(prog):

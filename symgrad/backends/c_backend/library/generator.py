@@ -14,6 +14,7 @@ into Python. The rules:
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
   computed); another 2-D ``transpose``: a copy loop;
+- ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
 Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
@@ -155,7 +156,7 @@ class LibraryGenerator:
         state = {v for _, v in self.state}
         return {v: k for k, v in enumerate(self.user_fetches)
                 if counts[v] == 1 and v not in state and v.op is not None
-                and v.op.opdef.category != SOURCE and v.op.name != "assign"}
+                and v.op.opdef.category != SOURCE and v.op.name not in ALIASES}
 
     def count(self, value) -> str:
         return " * ".join(f"(size_t)({d})" for d in self.dims.dims_of(value)) or "1"
@@ -256,11 +257,15 @@ class LibraryGenerator:
             + swaps
 
 
+# ops whose result is their first input's buffer: an assign's result is its new value, and a
+# view that keeps the order of the elements is the same C-contiguous buffer
+ALIASES = ("assign", "reshape", "expand_dims", "squeeze")
+
+
 def _origin(value, transposes=False):
-    """The value whose buffer holds ``value`` (an assign's result is its new value; with
-    ``transposes``, a 2-D transpose's result counts as its input, which a GEMM may read in
-    its place)."""
-    while value.op is not None and (value.op.name == "assign" or
+    """The value whose buffer holds ``value`` (see :data:`ALIASES`; with ``transposes``, a
+    2-D transpose's result counts as its input, which a GEMM may read in its place)."""
+    while value.op is not None and (value.op.name in ALIASES or
                                     transposes and _transposed_matrix(value)):
         value = value.op.inputs[0]
     return value
@@ -465,14 +470,15 @@ def size_rule(gen, op) -> bool:
     return True
 
 
-def assign_rule(gen, op) -> bool:
-    if op.name != "assign":
+def alias_rule(gen, op) -> bool:
+    """An op of :data:`ALIASES`: its result reads its input's buffer."""
+    if op.name not in ALIASES:
         return False
     gen.pointer[op.results[0]] = gen.read(op.inputs[0])
     return True
 
 
-RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule, assign_rule)
+RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule, alias_rule)
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
