@@ -53,7 +53,7 @@ from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from ....ops.fused import is_fusion
 from ....ops.state import split_state_fetches
 from ...plan import plan_group
-from ..ctype import c_type, literal, supported
+from ..ctype import c_comment, c_type, literal, supported
 from ..kernels import group_heading, lowerable, pointer_inputs, render_group
 from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
@@ -252,7 +252,7 @@ class LibraryGenerator:
             swapped.add(buffer)
             swaps.append(f"    {{ void *sg_old = state->data[{index[name]}]; "
                          f"state->data[{index[name]}] = {buffer}; {buffer} = sg_old; }}"
-                         f"   /* {name} */".replace("*/ */", "* / */"))
+                         f"   /* {c_comment(name)} */")
         return lines + ["    /* commit the state: nothing fails from here */"] * bool(swaps) \
             + swaps
 
@@ -324,7 +324,7 @@ def source_rule(gen, op) -> bool:
 
 
 def group_heading_of(op) -> str:
-    return format_op_head(op).replace("*/", "* /")
+    return c_comment(format_op_head(op))
 
 
 def group_rule(gen, op) -> bool:
