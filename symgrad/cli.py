@@ -7,6 +7,8 @@
     symgrad run ARTIFACT --input x=x.npy ... [--names a,b] [--output out.npz] [--backend B]
                 [--key-file KEY]
     symgrad inspect ARTIFACT [--key-file KEY]
+    symgrad export FILE.py[:builder] --target c-library -o DIR [--name NAME] [--embed-parameters]
+                   [--blas FLAGS]
     symgrad ops
     symgrad --version
 
@@ -291,9 +293,43 @@ def _table(manifest, name) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def cmd_export(args):
+    compiled, _ = compile_target(args.target, "c")
+    print(compiled.export_c(args.output, name=args.name, embed_parameters=args.embed_parameters,
+                            blas=args.blas))
+
+
+def inspect_export(path):
+    """``symgrad inspect`` of a C library export (``symgrad export``)."""
+    from .runtime.export_c import inspect_export as verified
+
+    manifest, sizes = verified(path)
+    library = _table(manifest, "library")
+    versions = ", ".join(f"{k} {v}" for k, v in _table(manifest, "versions").items() if v)
+    print(printable(f"C library export {path} (format {manifest.get('format_version')}, "
+                    f"name {manifest.get('name')}; {versions})"))
+    print(printable(f"entry: {library.get('entry')}"))
+    print("inputs:")
+    for spec in manifest.get("inputs", []):
+        print(f"  {_format_spec(spec)}")
+    print("outputs:")
+    for index, spec in enumerate(manifest.get("outputs", [])):
+        print(f"  {index}. {_format_spec(spec) if isinstance(spec, dict) else printable(spec)}")
+    state = manifest.get("state")
+    if isinstance(state, list) and state:
+        print(printable(f"state (parameters each call updates): {', '.join(map(str, state))}"))
+    print(printable(f"BLAS: {library.get('blas')}"))
+    print("files (size and sha256 verified):")
+    for rel, size in sorted(sizes.items()):
+        print(f"  {size:>10}  {printable(rel)}")
+
+
 def cmd_inspect(args):
     from .runtime.artifact import inspect
+    from .runtime.export_c import is_export
 
+    if is_export(args.artifact):
+        return inspect_export(args.artifact)
     manifest, sizes = inspect(args.artifact, key=_key(args))
     versions = ", ".join(f"{k} {v}" for k, v in _table(manifest, "versions").items() if v)
     signed = "signed, signature verified" if args.key_file else "unsigned or not checked"
@@ -390,6 +426,23 @@ def make_parser() -> argparse.ArgumentParser:
     insp.add_argument("--key-file", metavar="KEY", help=KEY_HELP + "; the artifact must be "
                                                            "signed with it")
     insp.set_defaults(handler=cmd_inspect)
+
+    export = commands.add_parser("export", help="export a program as a C library (no Python)",
+                                 formatter_class=text_help, epilog=BUILDER_HELP)
+    add_target(export)
+    export.add_argument("--target", dest="export_target", choices=["c-library"], required=True,
+                        help="what to export: c-library (lib<name>.so/.a, <name>.h, sources, "
+                             "Makefile, parameters; docs/c-library.md)")
+    export.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="the folder to write")
+    export.add_argument("--name", default="program",
+                        help="the C name of the library (a C identifier; default: program)")
+    export.add_argument("--embed-parameters", action="store_true",
+                        help="compile the parameters into the library as well")
+    export.add_argument("--blas", metavar="FLAGS", default=None,
+                        help="linker flags of the CBLAS to link, or 'numpy' for the OpenBLAS "
+                             "NumPy bundles (default: found on this machine)")
+    export.set_defaults(handler=cmd_export)
 
     ops = commands.add_parser("ops", help="list the registered ops")
     ops.set_defaults(handler=cmd_ops)

@@ -71,6 +71,9 @@ class Backend:
     ``fusion_policy(options) -> FusionPolicy``: how the fusion pass should group for it.
     ``generates_code``: it generates source (``symgrad dump`` shows it). ``custom_lowering``:
     a :class:`CustomLowering` when a user op may bring its own lowering for this backend.
+    ``export_library(program, fetches, options, spec, folder) -> dict``: writes and builds
+    the program as a C library needing no Python (``fn.export_c``; None: this backend cannot);
+    the C backend's is :func:`symgrad.backends.c_backend.library.export_library`.
     """
 
     name: str
@@ -87,6 +90,7 @@ class Backend:
     fusion_policy: Callable = _no_fusion_policy
     generates_code: bool = True
     custom_lowering: CustomLowering | None = None
+    export_library: Callable | None = None
 
 
 def get_backend(name: str) -> Backend:

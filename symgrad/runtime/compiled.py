@@ -156,6 +156,16 @@ class CompiledProgram:
                             "compile it with symgrad.compile to save it")
         return self._saver(self, path, cubin_archs, key)
 
+    def export_c(self, path, name="program", embed_parameters=False, blas=None):
+        """Write this program as a C library that needs no Python into the folder ``path``
+        (``lib<name>.so``, ``lib<name>.a``, ``<name>.h``, the sources, a Makefile and
+        CMakeLists.txt, ``<name>.params`` and ``manifest.json``) and return ``path``; the
+        state is exported as it is now. Only for ``backend="c"``; an op the library cannot
+        compute in C is refused by name. See ``docs/c-library.md``."""
+        from .export_c import export_c
+
+        return export_c(self, path, name, embed_parameters, blas)
+
     def __repr__(self):
         names = ", ".join(self.input_names)
         return (f"<CompiledProgram backend={self.backend} inputs=({names}) "

@@ -111,6 +111,12 @@ def artifact_files(executable, tree, save_options) -> dict:
             "cpu_features": compiler.cpu_features() if native else None}
 
 
+def _export_library(program, fetches, options, spec, folder) -> dict:
+    from .library import export_library   # its templates load only when exporting
+
+    return export_library(program, fetches, options, spec, folder)
+
+
 def _require_build() -> None:
     compiler.toolchain()
 
@@ -131,4 +137,5 @@ BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_build_facts=("machine", "cpu_features"), require_build=_require_build,
                   options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
                   fusion_policy=chunk_loop_policy,
-                  custom_lowering=CustomLowering(check_custom_expression, register_lowering))
+                  custom_lowering=CustomLowering(check_custom_expression, register_lowering),
+                  export_library=_export_library)

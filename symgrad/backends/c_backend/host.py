@@ -58,10 +58,12 @@ def environment() -> jinja2.Environment:
     return template_environment(".")
 
 
-def render_prelude() -> str:
-    """The C prelude every program starts with (``c/prelude.h.j2``)."""
+def render_prelude(library: bool = False) -> str:
+    """The C prelude every program starts with (``c/prelude.h.j2``); ``library``: for an
+    exported C library (:mod:`.library`), without the CPython buffer calls."""
     return environment().get_template("c/prelude.h.j2").render(
-        math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK)
+        math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK,
+        library=library)
 
 
 @dataclasses.dataclass
