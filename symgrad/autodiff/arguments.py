@@ -95,7 +95,7 @@ def _per_value(arg, values, what, program):
                             f"{describe(value)}")
         for axis, (dim, expected) in enumerate(zip(item.dims, value.dims)):
             unify(dim, expected, f"grad: {what}[{index}] {item.type_str} for "
-                                 f"{describe(value)} {value.type_str}, axis {axis}")
+                                 f"{describe(value)}, axis {axis}")
         if item.dtype != value.dtype:
             raise DTypeError(f"grad: {what}[{index}] has dtype {item.dtype}, but "
                              f"{describe(value)} has dtype {value.dtype}")

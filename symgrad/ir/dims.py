@@ -17,7 +17,9 @@ A dim of a :class:`~symgrad.ir.value.Value` is an ``int``, a :class:`Symbol` or 
 :func:`unify` is the one place two dims that must be equal meet: two different names, a name
 and a constant other than 1, or two different constants are a ``ShapeError`` naming both; an
 anonymous symbol or an expression unifies with what it meets, and the equality is recorded as
-a :class:`Constraint` that the run-time binding checks. Symbols and expressions are immutable
+a :class:`Constraint` that the run-time binding checks, unless the two differ by a constant
+(``n + 1`` and ``n``, ``?0*2 + 2`` and ``?0*2``): no size makes those equal, so they are a
+``ShapeError`` too. Symbols and expressions are immutable
 and hashable; nothing here depends on a program.
 """
 from __future__ import annotations
@@ -315,6 +317,10 @@ def unify(a, b, what: str = "dims"):
         raise ShapeError(f"{what}: dim {dim_text(a)} meets dim {dim_text(b)}, and they cannot "
                          f"be the same size (a named dim is one size, the same wherever it "
                          f"appears, and only meets itself or an anonymous dim)")
+    difference = add(a, mul(b, -1))
+    if isinstance(difference, int):
+        raise ShapeError(f"{what}: dim {dim_text(a)} meets dim {dim_text(b)}, and they cannot "
+                         f"be the same size (they always differ by {abs(difference)})")
     sink = _recording.get()
     if sink is not None:
         sink.append(Constraint(a, b))

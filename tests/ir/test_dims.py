@@ -4,6 +4,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
+from symgrad.errors import ShapeError
 from symgrad.ir.dims import Symbol, add, dim_from_json, dim_to_json, floordiv, mul, unify
 from symgrad.runtime.standalone import _dim_size
 
@@ -214,3 +215,23 @@ def test_passes_and_serialization_keep_the_dims():
 
     loaded = program_from_json(program_to_json(prog, sink), arrays.__getitem__, op_table())
     assert str(loaded).splitlines()[1:] == str(prog).splitlines()[1:]
+
+
+@pytest.mark.parametrize("left, right", [
+    (lambda n, m: n + 1, lambda n, m: n),
+    (lambda n, m: n * 2 + 2, lambda n, m: n * 2),
+    (lambda n, m: n // 2 + 1, lambda n, m: n // 2),
+    (lambda n, m: n + m, lambda n, m: n + m + 3),
+])
+def test_dims_that_differ_by_a_constant_never_unify(left, right):
+    n, m = Symbol(), Symbol("m")
+    with pytest.raises(ShapeError, match="they always differ by"):
+        unify(left(n, m), right(n, m), "here")
+
+
+def test_a_loop_carry_that_grows_by_a_constant_is_refused_when_built():
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        c0, row = sg.data("c0", [None, 3]), sg.data("row", [1, 3])
+        with pytest.raises(ShapeError, match="carry"):
+            sg.fori_loop(0, 3, lambda i, c: sg.concatenate([c, row], axis=0), c0)
