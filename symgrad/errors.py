@@ -66,4 +66,4 @@ class PromotionWarning(UserWarning):
 
 # Errors generated modules raise: a module defines a NumPy-only stand-in class of the same name
 # (so that it runs without symgrad), which symgrad's loaders replace by the class itself.
-GENERATED_CODE_ERRORS = (IndexOutOfRangeError,)
+GENERATED_CODE_ERRORS = (IndexOutOfRangeError, FeedError)

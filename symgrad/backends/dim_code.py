@@ -26,10 +26,26 @@ that op runs. It is bound right after the op that produces it, from that op's re
 
 That is the only place generated code reads an array's shape for a size. A dim defined
 inside a region's block is local to that block (a loop body binds it at every step).
+
+**Checks at run time.** When an op was built, an anonymous dim that met another dim left a
+constraint (``program.dim_constraints``: ``x[1:] + t`` of ``[k]`` and ``[k]`` assumes the
+slice's ``?0`` is ``k``; a loop body that gives back a carry's ``?4`` for ``k`` assumes the
+same). The binding checks those written in the inputs' symbols before anything runs; one that
+mentions a dim an op defines is checked right after that op binds it (in a loop body, at
+every step), before anything reads the result (:class:`RunTimeChecks`)::
+
+    _d2 = t5.shape[0]  # dim ?0, defined by this op
+    if _d2 != _d0:
+        raise FeedError('op add (built at model.py:7) needs dim ?0 (= %d, defined at run time '
+                        'by an op) and dim k (= %d) to be equal ...' % (_d2, _d0))
+
+so a size that an op's result gets wrong is a ``FeedError`` naming the op that assumed it,
+never a silent wrong result nor a bare NumPy broadcasting error.
 """
 from __future__ import annotations
 
 from ..ir.dims import FloorDiv, Symbol, symbols_of
+from ..ir.location import op_site
 
 
 class UnboundDim(LookupError):
@@ -101,3 +117,39 @@ def shape_code(dims) -> str:
     if len(dims) == 1:
         return f"({dims[0]},)"
     return "(" + ", ".join(dims) + ")"
+
+
+class RunTimeChecks:
+    """The constraints of a program (``program.dim_constraints``: ``(Constraint, op)``) that
+    mention a dim some op defines at run time, by symbol: :meth:`after` tells which to check
+    once an op has bound its dims (see the module docstring)."""
+
+    def __init__(self, constraints):
+        self.by_symbol: dict = {}
+        for constraint, op in constraints:
+            for symbol in symbols_of(constraint.left) | symbols_of(constraint.right):
+                self.by_symbol.setdefault(symbol, []).append((constraint, op))
+
+    def after(self, defined, known) -> list:
+        """``(constraint, op)`` to check once the dims ``defined`` are bound: those that
+        mention one of them and whose every dim ``known(dim)`` can now evaluate."""
+        found = {}
+        for dim in defined:
+            for constraint, op in self.by_symbol.get(dim, ()):
+                if constraint not in found and known(constraint.left) \
+                        and known(constraint.right):
+                    found[constraint] = op
+        return list(found.items())
+
+    @staticmethod
+    def message(constraint, op, defined) -> str:
+        """The error of a failed check, with ``%d`` for the left and then the right size
+        (``defined``: the dims bound from an op's result)."""
+        def side(dim):
+            how = ", defined at run time by an op's result" if symbols_of(dim) & defined \
+                else ""
+            return f"dim {dim} (= %d{how})"
+        site = op_site(op).replace("%", "%%")
+        return (f"the shapes do not fit the program: op {site} needs "
+                f"{side(constraint.left)} and {side(constraint.right)} to be equal (a dim "
+                f"unknown when the program was built is never broadcast)")

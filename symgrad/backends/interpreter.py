@@ -20,11 +20,12 @@ import collections
 
 import numpy as np
 
-from ..errors import IndexOutOfRangeError
+from ..errors import FeedError, IndexOutOfRangeError
 from ..ir.dims import Symbol, evaluate
 from ..ir.graph import ancestors_of
 from ..ir.location import op_site
 from . import Backend
+from .dim_code import RunTimeChecks
 
 
 def needed_ops(program, fetches):
@@ -33,10 +34,11 @@ def needed_ops(program, fetches):
     return [op for op in program.ops if op in needed]
 
 
-def run_ops(ops, env, feeds=None, sizes=None) -> None:
+def run_ops(ops, env, feeds=None, sizes=None, checks=None) -> None:
     """Run ``ops`` in order, storing every result in ``env``; ``feeds`` maps feedable Values
     to arrays; ``sizes`` (symbol -> size; None: no symbolic dims) is the binding, which the
-    dims an op defines extend."""
+    dims an op defines extend, each checked right away against what the program assumed of
+    it (``checks``, a :class:`~.dim_code.RunTimeChecks`)."""
     for op in ops:
         if feeds and op.opdef.feedable and op.results[0] in feeds:
             outputs = (feeds[op.results[0]],)
@@ -44,7 +46,8 @@ def run_ops(ops, env, feeds=None, sizes=None) -> None:
             args = [env[v] for v in op.inputs]
             if op.blocks:
                 outputs = op.opdef.region.run(
-                    op, args, lambda block, arrays: run_block(block, arrays, env, sizes))
+                    op, args, lambda block, arrays: run_block(block, arrays, env, sizes,
+                                                              checks))
             else:
                 attrs = op.attrs if sizes is None else _bound_attrs(op, sizes)
                 try:
@@ -52,11 +55,14 @@ def run_ops(ops, env, feeds=None, sizes=None) -> None:
                 except IndexOutOfRangeError as exc:
                     raise IndexOutOfRangeError(f"{op_site(op)}: {exc}") from None
                 outputs = result if isinstance(result, tuple) else (result,)
+        defined = set()
         for value, array in zip(op.results, outputs):
             array = _typed(array, value)
             if sizes is not None and value.dims is not value.shape:
-                array = _check_dims(op, value, array, sizes)
+                array = _check_dims(op, value, array, sizes, defined)
             env[value] = array
+        if defined and checks is not None:
+            _check_constraints(checks, defined, sizes)
 
 
 def _bound_attrs(op, sizes) -> dict:
@@ -72,10 +78,10 @@ def _bound_attrs(op, sizes) -> dict:
     return {**op.attrs, "shape": tuple(bound)}
 
 
-def _check_dims(op, value, array, sizes):
+def _check_dims(op, value, array, sizes, defined):
     """``array``, checked against ``value``'s dims under the binding ``sizes`` (an empty
     array, such as the stack of a loop that ran no step, takes the shape the binding gives);
-    binds the dims ``op`` defines (no size yet) from it."""
+    binds the dims ``op`` defines (no size yet) from it, adding them to ``defined``."""
     if array.size == 0:
         bound = [evaluate(d, sizes) for d in value.dims]
         bound = [size if want is None else want for want, size in zip(bound, array.shape)]
@@ -87,6 +93,7 @@ def _check_dims(op, value, array, sizes):
         want = evaluate(dim, sizes)
         if want is None:
             sizes[dim] = int(size)
+            defined.add(dim)
         elif want != size:
             raise ValueError(f"{op_site(op)}: its result has {size} elements along axis "
                              f"{axis}, where the binding of the program's dims gives dim "
@@ -94,13 +101,26 @@ def _check_dims(op, value, array, sizes):
     return array
 
 
-def run_block(block, args, outer_env, sizes=None) -> list:
+def _check_constraints(checks, defined, sizes) -> None:
+    """Raise the FeedError of the first constraint on the dims ``defined`` that the sizes
+    bound so far break."""
+    def size(dim):
+        return evaluate(dim, sizes)
+
+    for constraint, op in checks.after(defined, lambda dim: size(dim) is not None):
+        left, right = size(constraint.left), size(constraint.right)
+        if left != right:
+            raise FeedError(RunTimeChecks.message(constraint, op, defined) % (left, right))
+
+
+def run_block(block, args, outer_env, sizes=None, checks=None) -> list:
     """Run ``block`` with its arguments bound to ``args``, reading captured Values from
     ``outer_env``; returns the yielded arrays. Dims defined inside stay inside."""
     env = collections.ChainMap({}, outer_env)
     for value, array in zip(block.args, args):
         env[value] = _typed(array, value)
-    run_ops(block.ops, env, sizes=None if sizes is None else collections.ChainMap({}, sizes))
+    run_ops(block.ops, env, sizes=None if sizes is None else collections.ChainMap({}, sizes),
+            checks=checks)
     return [env[v] for v in block.yields]
 
 
@@ -111,11 +131,12 @@ def _typed(array, value):
     return array
 
 
-def execute(ops, fetches, feeds, sizes=None):
+def execute(ops, fetches, feeds, sizes=None, checks=None):
     """Run ``ops`` in order; ``feeds`` maps feedable Values to arrays, ``sizes`` symbols to
-    their sizes (the binding). Returns the fetches."""
+    their sizes (the binding), ``checks`` what ops assumed of the dims others define. Returns
+    the fetches."""
     env: dict = {}
-    run_ops(ops, env, feeds, sizes)
+    run_ops(ops, env, feeds, sizes, checks)
     return [env[v] for v in fetches]
 
 
@@ -136,6 +157,7 @@ class InterpreterExecutable:
         self.numpy_module = None
         self.in_place = ()
         self.symbols = {str(d): d for v in program.inputs for d in v.dims if type(d) is Symbol}
+        self.checks = RunTimeChecks(program.dim_constraints)
 
     def run(self, feeds, buffers=None, dims=None):
         by_value = {}
@@ -146,7 +168,7 @@ class InterpreterExecutable:
         if dims is not None:
             sizes = {symbol: dims[text] for text, symbol in self.symbols.items()
                      if text in dims}
-        return execute(self.ops, self.fetches, by_value, sizes)
+        return execute(self.ops, self.fetches, by_value, sizes, self.checks)
 
 
 def build(program, fetches, options):

@@ -258,7 +258,11 @@ class Program:
                                          block, value_map, op_map))
         new._next_id = self._next_id
         new._next_dim = self._next_dim
-        new.dim_constraints = [(c, op_map[op]) for c, op in self.dim_constraints if op in op_map]
+        # an op of this program that was not kept takes its constraints along; one of an
+        # earlier program (a pass rebuilt this one) stays, for its name and line
+        new.dim_constraints = [(c, op_map.get(op, op)) for c, op in self.dim_constraints
+                               if op in op_map or op.block is None
+                               or op.block.program is not self]
         new.inputs = [value_map[v] for v in self.inputs if v in value_map]
         new.parameters = [value_map[v] for v in self.parameters if v in value_map]
         for old, value in value_map.items():

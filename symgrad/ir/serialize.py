@@ -27,11 +27,12 @@ gives it back. Other attrs are encoded with tags so that types survive the round
     ndarray                                {"$array": name}
 
 Layout: ``{"format", "version", "next_id", "inputs", "parameters", "grads", "fetches", "ops",
-"detached_ops"}``; each op is ``{"id", "op", "inputs", "attrs", "results", "forward_op", "loc",
+"detached_ops", "dim_constraints"}``; each op is ``{"id", "op", "inputs", "attrs", "results", "forward_op", "loc",
 "blocks"}`` where ``forward_op`` is the ``id`` of the op it is the backward of and ``blocks`` a
 list of ``{"args": [value records], "ops": [...], "yields": [positions]}``. ``detached_ops``
 keeps forward ops that passes removed from the program but that backward ops still name as
-their provenance. Walks are iterative (programs reach 100,000 ops).
+their provenance, or that assumed something of the dims (``dim_constraints``: ``[left, right,
+op id]``, what :mod:`symgrad.backends.dim_code` checks at run time). Walks are iterative (programs reach 100,000 ops).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import numpy as np
 
 from ..errors import ArtifactError
 from ..gc_pause import gc_paused
-from .dims import dim_from_json, dim_to_json
+from .dims import Constraint, dim_from_json, dim_to_json
 from .graph import walk_defined, walk_ops
 from .operation import Operation
 from .program import Block, Program
@@ -173,12 +174,19 @@ def _program_to_json(program, array_sink, fetches):
     for op in walk_ops(program.ops):
         op_ids[op] = len(op_ids)
     detached: list[Operation] = []
+
+    def detach(op):   # an op the program no longer holds, named for provenance
+        while op is not None and op not in op_ids:
+            op_ids[op] = len(op_ids)
+            detached.append(op)
+            op = op.forward_op
+
     for op in list(op_ids):
-        forward = op.forward_op
-        while forward is not None and forward not in op_ids:
-            op_ids[forward] = len(op_ids)
-            detached.append(forward)
-            forward = forward.forward_op
+        detach(op.forward_op)
+    for _, op in program.dim_constraints:
+        detach(op)
+    constraints = [[dim_to_json(c.left), dim_to_json(c.right), op_ids[op]]
+                   for c, op in program.dim_constraints]
     encode = _Encoder(array_sink)
 
     def op_record(op, inputs):
@@ -219,7 +227,7 @@ def _program_to_json(program, array_sink, fetches):
             "parameters": [_position(positions, v, "parameters") for v in program.parameters],
             "grads": grads,
             "fetches": [_position(positions, v, "fetches") for v in fetches],
-            "ops": top, "detached_ops": detached_records}
+            "ops": top, "detached_ops": detached_records, "dim_constraints": constraints}
 
 
 def _position(positions, value, where):
@@ -358,6 +366,13 @@ def _program_from_json(obj, array_source, table):
         block.yields = [_at(values, v, "a block's yields") for v in positions]
 
     program._next_id = max([int(obj["next_id"])] + [v.id + 1 for v in values])
+    for left, right, op_id in obj.get("dim_constraints", []):
+        if op_id not in ops:
+            raise ArtifactError(f"a dim constraint names unknown op id {op_id}")
+        program.dim_constraints.append((Constraint(dim_from_json(left, program._anonymous_dims),
+                                                   dim_from_json(right,
+                                                                 program._anonymous_dims)),
+                                        ops[op_id]))
     program._next_dim = max(program._anonymous_dims, default=-1) + 1
     del program._anonymous_dims
     program.inputs = [_at(values, i, "inputs") for i in obj["inputs"]]

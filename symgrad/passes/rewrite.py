@@ -34,6 +34,10 @@ class Rebuilder:
         self.source = source
         self.program = Program()
         self.program._next_id = source._next_id
+        self.program._next_dim = source._next_dim
+        # what the ops assumed of anonymous dims (checked at run time): the dims are the same
+        # in every rebuilt program; each stays with the op that assumed it, for its messages
+        self.program.dim_constraints = list(source.dim_constraints)
         self.block = self.program.global_block()
         self.value_map: dict[Value, Value] = {}
         self.op_map: dict = {}

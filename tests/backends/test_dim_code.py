@@ -229,3 +229,50 @@ def test_dim_names_render_expressions_as_integer_arithmetic():
     assert names.known(Symbol("k") * 2)
     names.pop()
     assert not names.known(Symbol("k"))
+
+
+def _meets_sliced(s, t):
+    """``s[1:]`` (a dim the slice defines at run time) meets ``t``'s: the program assumes
+    they are equal; a scan whose body gives back a slice of its carry assumes it keeps ``k``."""
+    return [s[1:] + t]
+
+
+def _carry_sliced(s):
+    return [sg.fori_loop(0, 2, lambda i, c: c[1:] * 2.0, s)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dim_an_op_defines_is_checked_against_what_the_program_assumed(backend):
+    prog, fetches = _program(_meets_sliced, ("s", ["k"]), ("t", [None]))
+    fn = sg.compile(prog, fetches, backend=backend)
+    got, = fn(s=np.arange(5.0), t=np.ones(4))
+    np.testing.assert_array_equal(got, np.arange(1.0, 5.0) + 1)
+    with pytest.raises(sg.errors.FeedError,
+                       match=r"op add \(built at .*test_dim_code.py:\d+\) needs dim \?\d+ "
+                             r"\(= 4, defined at run time by an op's result\) and dim \?\d+ "
+                             r"\(= 5\) to be equal"):
+        fn(s=np.arange(5.0), t=np.ones(5))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_loop_carry_that_changes_size_at_run_time_is_a_feed_error_naming_the_loop(backend):
+    prog, fetches = _program(_carry_sliced, ("s", ["k"]))
+    fn = sg.compile(prog, fetches, backend=backend)
+    with pytest.raises(sg.errors.FeedError, match=r"op scan \(built at .*\) needs dim k \(= 5\) "
+                                                  r"and dim \?\d+ \(= 4, defined at run time"):
+        fn(s=np.ones(5))
+    if backend != "interpreter":
+        assert "raise FeedError(" in fn.sources[".py"]   # the host module
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_the_check_of_a_dim_an_op_defines_runs_in_the_standalone_runner(tmp_path, backend):
+    prog, fetches = _program(_meets_sliced, ("s", ["k"]), ("t", [None]))
+    path = sg.compile(prog, fetches, backend=backend).save(tmp_path / "model")
+    runner = runpy.run_path(standalone.__file__)["load"](path)
+    np.testing.assert_array_equal(runner(s=np.arange(3.0), t=np.zeros(2))[0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="needs dim") as info:
+        runner(s=np.arange(3.0), t=np.zeros(3))
+    assert type(info.value).__name__ == "FeedError"
+    with pytest.raises(sg.errors.FeedError, match="needs dim"):
+        sg.load(path)(s=np.arange(3.0), t=np.zeros(3))

@@ -190,8 +190,9 @@ class CHostGenerator(Generator):
 
     def helpers_used(self) -> dict:
         """The helpers of the ops the host computes with NumPy (a fused group's members
-        included; a region's body ops are lowered, and counted, one by one)."""
-        return helpers_of(self.numpy_ops, descend=is_fusion)
+        included; a region's body ops are lowered, and counted, one by one), and those of its
+        own lines."""
+        return {**helpers_of(self.numpy_ops, descend=is_fusion), **self.statement_helpers}
 
     def c_function(self, plan):
         """The C function of ``plan``, rendered once per group structure."""

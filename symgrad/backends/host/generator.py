@@ -38,6 +38,7 @@ import textwrap
 import jinja2
 import numpy as np
 
+from ...errors import FeedError
 from ...ir.dims import Symbol
 from ...ir.graph import last_uses, walk_ops
 from ...ops.core import SOURCE, HelperReference, HelperSource
@@ -45,11 +46,11 @@ from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
-from ..dim_code import DimNames
+from ..dim_code import DimNames, RunTimeChecks
 from . import chunks, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, Function, FunctionTable, wrap_doc
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
-from .lowering import LOWERINGS, rule_of
+from .lowering import LOWERINGS, rule_of, standin
 from .ops_text import OpText, numpy_emitter, visible_attrs
 from .state_buffers import BUFFERS, StateBuffer, in_place_slots
 
@@ -134,6 +135,7 @@ class Generator:
         self.fetches = list(fetches)
         self.options = options
         self.helpers = helpers_of(program.ops)
+        self.statement_helpers: dict = {}   # what the generator's own lines need (FeedError)
         self.namer = Namer(reserved=self.helpers)
         self.scalars: dict = {}        # Value -> 0-d array inlined as a literal
         self.constants: dict = {}      # CONSTANTS key -> array
@@ -151,9 +153,10 @@ class Generator:
         self.hidden: set = set()       # Values the module never names (a subclass keeps them)
         self.region_depth = 0          # regions around the statements being generated
         self.dim_names = DimNames()    # symbolic dim -> the local holding its size
+        self.run_time_checks = RunTimeChecks(program.dim_constraints)
         self.bound_dims = []           # (symbol text, local) read from the binding
         self.dim_count = 0
-        self.namer.used.add(DIMS)
+        self.namer.used.update((DIMS, FeedError.__name__))
         for value in program.inputs:
             for dim in value.dims:
                 if type(dim) is Symbol and not self.dim_names.known(dim):
@@ -188,15 +191,28 @@ class Generator:
         """Lines binding the dims ``op`` defines at run time, right after it: each result dim
         that nothing bound can express, read from the result (the one place a size is read
         from an array)."""
-        lines = []
+        lines, defined = [], set()
         for value in op.results:
             if value.dims is value.shape:
                 continue
             for axis, dim in enumerate(value.dims):
                 if not self.dim_names.known(dim):
                     name = self.new_dim(dim)
+                    defined.add(dim)
                     lines.append(f"{name} = {self.namer.value(value)}.shape[{axis}]"
                                  f"  # {comment(f'dim {dim}, defined by this op')}")
+        return lines + self.dim_checks(defined) if defined else lines
+
+    def dim_checks(self, defined) -> list[str]:
+        """Lines checking the constraints that the dims ``defined`` (just bound from an op's
+        result) let the module evaluate (see :class:`~symgrad.backends.dim_code.RunTimeChecks`)."""
+        lines = []
+        for constraint, op in self.run_time_checks.after(defined, self.dim_names.known):
+            left, right = self.dim_code(constraint.left), self.dim_code(constraint.right)
+            message = RunTimeChecks.message(constraint, op, defined)
+            self.statement_helpers[FeedError.__name__] = standin(FeedError)
+            lines += [f"if {left} != {right}:",
+                      f"    raise FeedError({ascii(message)} % ({left}, {right}))"]
         return lines
 
     # --- expressions ---------------------------------------------------------------------------
@@ -362,8 +378,9 @@ class Generator:
 
     def helpers_used(self) -> dict:
         """``{name: helper}`` of the helpers the module defines or gets by reference: those
-        of every op (a generator computing some ops without NumPy narrows them)."""
-        return self.helpers
+        of every op (a generator computing some ops without NumPy narrows them) and those of
+        its own lines."""
+        return {**self.helpers, **self.statement_helpers}
 
     def references(self) -> dict:
         """``{name: HelperReference}``: the functions the module gets by reference."""
