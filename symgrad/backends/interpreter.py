@@ -84,7 +84,7 @@ class InterpreterExecutable:
         self.kernels = {}
         self.stats = {"ops": len(self.ops)}
         self.numpy_module = None
-        self.in_place = ()
+        self.in_place = self.overwrites = ()
 
     def run(self, feeds, buffers=None):
         by_value = {}

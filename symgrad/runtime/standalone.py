@@ -934,16 +934,21 @@ class ProgramState(Mapping):
         return f"<ProgramState {{{shown}}}>"
 
     # --- what a call uses ---------------------------------------------------------------------
-    def buffers(self, shapes, empty=np.empty) -> dict:
-        """An output buffer for each name of ``shapes`` (name -> (shape, dtype)): a spare
-        private buffer, else a new one."""
-        return {name: self._spares.pop(name, None) if name in self._spares
+    def buffers(self, shapes, overwrites=(), empty=np.empty) -> dict:
+        """An output buffer for each name of ``shapes`` (name -> (shape, dtype)): for a name
+        of ``overwrites`` whose current array is private, that array itself (the call
+        updates it in place); else a spare private buffer, else a new one."""
+        arrays, private = self._arrays, self._private
+        return {name: arrays[name] if name in private and name in overwrites
+                else self._spares.pop(name) if name in self._spares
                 else empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
 
     def give_back(self, buffers) -> None:
-        """Keep the output buffers of a call that failed (their contents do not matter)."""
+        """Keep the output buffers of a call that failed (their contents do not matter; a
+        parameter's own array given to be overwritten stays what it is)."""
         for name, buffer in buffers.items():
-            self._spares.setdefault(name, buffer)
+            if buffer is not self._arrays.get(name):
+                self._spares.setdefault(name, buffer)
 
     def commit(self, names, values, outputs, feeds, buffers) -> None:
         """After a successful call: parameter ``names[i]`` now holds ``values[i]``.
@@ -989,15 +994,18 @@ class StatefulCall:
     reads; ``own``: name -> the program's own value of a parameter (not fed while the state
     holds exactly it); ``assigned``: the parameters whose new values the program returns after
     its ``outputs`` fetches, in order; ``in_place``: name -> (shape, dtype) of those it writes
-    into an output buffer it is given."""
+    into an output buffer it is given; ``overwrites``: those of them whose buffer may be the
+    parameter's current array (the program reads each element before writing it, and raises
+    nothing after: see :mod:`symgrad.backends.host.state_buffers`)."""
 
-    def __init__(self, state, reads, own, assigned, in_place, outputs):
+    def __init__(self, state, reads, own, assigned, in_place, outputs, overwrites=()):
         self.state = state
         self.reads = list(reads)
         self.own = dict(own)
         self.assigned = list(assigned)
         self.in_place = dict(in_place)
         self.outputs = outputs
+        self.overwrites = frozenset(overwrites)
 
     def __call__(self, run, feeds, commit=True) -> list:
         """``run(feeds, buffers)`` with the state's parameters fed (those not in ``feeds``);
@@ -1013,7 +1021,7 @@ class StatefulCall:
                 full = self._feeds(feeds, seen=True)
             return list(run(full, None))[:self.outputs]
         with state.lock:
-            buffers = state.buffers(self.in_place)
+            buffers = state.buffers(self.in_place, self.overwrites)
             try:
                 results = list(run(self._feeds(feeds), buffers or None))
             except BaseException:
@@ -1060,7 +1068,7 @@ class Runner:
         in_place = {name: (specs[name].shape, specs[name].dtype)
                     for name in getattr(self.module, "IN_PLACE", ())}
         self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
-                                  in_place, len(outputs))
+                                  in_place, len(outputs), getattr(self.module, "OVERWRITES", ()))
         self._dims = binder_of(contents)
 
     def _feeds(self, args, feeds) -> dict:

@@ -40,7 +40,6 @@ class CExecutable:
 
     backend = NAME
     numpy_module = None
-    in_place = ()   # new parameter values are new arrays
 
     def __init__(self, generated, path, library, resolve, stats, tools, options):
         self.source = generated.c_source
@@ -59,6 +58,8 @@ class CExecutable:
         if library is not None:
             self._bind(library)
         self.stateful = hasattr(self.module, "STATE")
+        self.in_place = tuple(getattr(self.module, "IN_PLACE", ()))
+        self.overwrites = tuple(getattr(self.module, "OVERWRITES", ()))
 
     def _bind(self, library) -> None:
         """Load ``library`` into the host module (:func:`compiler.load`: a library the
@@ -70,7 +71,7 @@ class CExecutable:
         if self.library is None:
             self._bind(self._resolve())
         if self.stateful:
-            return self.module.run(None, **feeds)
+            return self.module.run(buffers, **feeds)
         return self.module.run(**feeds)
 
 

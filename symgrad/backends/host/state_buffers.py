@@ -1,21 +1,37 @@
 """In-place parameter updates: which new parameter values a generated module writes into
-output buffers its caller gives it.
+output buffers its caller gives it, and which of those buffers may be the parameter's current
+value itself.
 
 A program compiled with state returns, after its fetches, the new value of each assigned
 parameter (the *state outputs*: ``assign`` results, whose value is the assign's first
 operand). When the op computing that operand writes its result through ``out=`` (an exact
 ufunc, or a map value of a fused group), the module takes an output buffer for the parameter
 from its caller instead of allocating one: ``run(_buffers, **feeds)`` with
-``_buffers[name]`` an array of the parameter's type. The runtime hands it a spare buffer of
-the parameter (double buffering: the new value is written beside the current one, which the
-program still reads, and the state then points at it), so a training step allocates no new
-arrays for its weights, and a call that fails leaves the state untouched.
+``_buffers[name]`` an array of the parameter's type (``IN_PLACE``: those names). The runtime
+hands it either
+
+- the parameter's current array, when that array is private to the state and the name is one
+  of the module's ``OVERWRITES`` (:func:`overwrites`): the step updates the weights and
+  optimizer slots in place, as a hand-written training loop does, allocating nothing and
+  writing each array once; or
+- a spare buffer of the parameter (double buffering: the new value is written beside the
+  current one, and the state then points at it), for the other names, and whenever the current
+  array is not private (the parameter's init, or an array a caller has seen).
+
+Either way a call that raises leaves the state as it was: a parameter is overwritten only
+where nothing after its update can raise (see :func:`overwrites`), so the first write into
+the state happens after the last op that may fail.
 """
 from __future__ import annotations
 
 import dataclasses
 
+from ...dtypes import is_float
+from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
+from ...ops.elementwise import power_p
+from ...ops.fused import is_fusion
 from ...ops.state import assign_p
+from ...passes.fusion import split_body
 from ...passes.memory import writes_into_buffer
 
 BUFFERS = "_buffers"   # the generated run's parameter holding the output buffers
@@ -45,3 +61,135 @@ def in_place_slots(program, state, smallest=1) -> dict:
         if writes_into_buffer(op)[value.index]:
             slots[value] = StateBuffer(name)
     return slots
+
+
+# --- which buffers may be the parameter itself --------------------------------------------------
+def overwrites(program, fetches, slots) -> list:
+    """The names of the :func:`in_place_slots` ``slots`` whose buffer may be the parameter's
+    current array: the new value ``O`` (computed by top-level op ``G``) overwrites the
+    parameter ``P`` it replaces when
+
+    1. nothing reads ``P``, or a value that may alias it (:func:`may_alias`: a view, an
+       ``assign`` of it...), after ``G``: every other reader comes earlier in the block, and
+       no fetch is ``P`` or a view of it;
+    2. ``G`` reads ``P`` itself (not a view) only element by element where it writes ``O``:
+       ``G`` is the elementwise op computing ``O`` from ``P``, or a fused group whose members
+       reading ``P`` are elementwise ops of ``O``'s phase and shape (the map phase for a map
+       value, the epilogue for a reduced one) that come before the member computing ``O``;
+    3. no op from ``G`` on can raise (:func:`may_raise`): a call that raises has written
+       nothing into the state yet.
+
+    Rule 2 makes each element of ``P`` read (in every loop that reads it) before the same
+    element of ``O`` is written, in the NumPy backend's chunks as in C's loops."""
+    ops = program.global_block().ops
+    position = {op: index for index, op in enumerate(ops)}
+    raising = [index for index, op in enumerate(ops) if may_raise(op)]
+    last_raise = raising[-1] if raising else -1
+    fetched = set(fetches)
+    names = []
+    for value, slot in slots.items():
+        writer = value.op
+        target = _assigned_parameter(fetches, slot.name)
+        index = position.get(writer)
+        if target is None or index is None or index <= last_raise:
+            continue
+        if _last_read(ops, target, writer, fetched) < index and _aligned(writer, value, target):
+            names.append(slot.name)
+    return names
+
+
+def _assigned_parameter(fetches, name):
+    """The parameter Value named ``name`` that a state output among ``fetches`` assigns."""
+    for value in fetches:
+        op = value.op
+        if op is not None and op.opdef is assign_p and op.inputs[1].name == name:
+            return op.inputs[1]
+    return None
+
+
+def _last_read(ops, target, writer, fetched) -> float:
+    """The index of the last op other than ``writer`` reading ``target`` or a value that may
+    alias it (``inf`` when one is fetched); an ``assign`` aliases its value, not its target,
+    and does not read the target's data."""
+    aliases = {target}
+    last = -1
+    for index, op in enumerate(ops):
+        is_assign = op.opdef is assign_p
+        operands = op.inputs[:1] if is_assign else op.inputs
+        if not any(v in aliases for v in operands):
+            continue
+        if op is not writer:
+            last = index
+        if is_assign or may_alias(op):
+            aliases.update(op.results)
+    return float("inf") if aliases & fetched else last
+
+
+def may_alias(op) -> bool:
+    """May a result of top-level op ``op`` be (a view of) one of its operands? Not for
+    computed values: elementwise ops, reductions, fused groups, and the opaque ops of
+    :data:`FRESH_OPS`; data movement (views), regions and other opaque ops may be."""
+    if is_fusion(op) or op.opdef in FRESH_OPS:
+        return False
+    return op.opdef.category not in (ELEMENTWISE, REDUCTION, SOURCE)
+
+
+def _aligned(writer, value, target) -> bool:
+    """Rule 2 of :func:`overwrites` for ``writer`` computing ``value`` over ``target``."""
+    if target.shape != value.shape or target.dtype != value.dtype:
+        return False
+    if not is_fusion(writer):
+        return writer.opdef.category == ELEMENTWISE
+    map_ops, reduction, epilogue = split_body(writer)
+    inner = writer.blocks[0].yields[value.index].op
+    phase = map_ops if inner in map_ops else epilogue if inner in epilogue else None
+    if phase is None:   # the reduction's own result, accumulated in its buffer
+        return not any(_reads(op, target) for op in writer.blocks[0].ops)
+    if reduction is not None and _reads(reduction, target):
+        return False
+    before = set(phase[:phase.index(inner) + 1])
+    for op in writer.blocks[0].ops:
+        if _reads(op, target) and (op not in before or op.results[0].shape != target.shape):
+            return False
+    return True
+
+
+def _reads(op, value) -> bool:
+    return any(v is value for v in op.inputs)
+
+
+def may_raise(op) -> bool:
+    """Can top-level op ``op`` raise once the call's feeds and dims have been checked? No for
+    sources, elementwise ops (NaN and inf propagate, integers wrap; but an integer
+    ``power``: NumPy refuses negative exponents), reductions with an identity on floats
+    (sizes are what the program declares), fused groups of those and the ops of
+    :data:`SAFE_OPS`; yes for everything else (class indices, custom ops, regions, the max of
+    a possibly empty extent...)."""
+    if is_fusion(op):
+        return any(may_raise(inner) for inner in op.blocks[0].ops)
+    opdef = op.opdef
+    if opdef.category == SOURCE or opdef in SAFE_OPS:
+        return False
+    if opdef.category == ELEMENTWISE:
+        return opdef is power_p and not is_float(op.results[0].dtype)
+    if opdef.category == REDUCTION and opdef.reduction is not None \
+            and opdef.reduction.has_identity:
+        return not all(is_float(v.dtype) for v in (*op.inputs, *op.results))
+    return True
+
+
+def _op_sets() -> tuple:
+    """``(SAFE_OPS, FRESH_OPS)``: the OpDefs of data movement and library calls that never
+    raise (:func:`may_raise`), and the opaque ops whose results are new arrays
+    (:func:`may_alias`)."""
+    from ...ops import linalg, nn_ops, reduction, shape
+
+    safe = frozenset({assign_p, linalg.matmul_p, shape.transpose_p, shape.reshape_p,
+                      shape.broadcast_to_p, shape.expand_dims_p, shape.squeeze_p,
+                      reduction.size_p})
+    fresh = frozenset({linalg.matmul_p, reduction.size_p, nn_ops.softmax_p,
+                       nn_ops.log_softmax_p, nn_ops.softmax_cross_entropy_p, nn_ops.one_hot_p})
+    return safe, fresh
+
+
+SAFE_OPS, FRESH_OPS = _op_sets()
