@@ -192,9 +192,12 @@ class CHostGenerator(Generator):
         return helpers_of(self.numpy_ops, descend=is_fusion)
 
     def c_function(self, plan):
-        """The C function of ``plan``, rendered once per group structure."""
+        """The C function of ``plan``, rendered once per group structure; an output that
+        overwrites a parameter and that parameter get pointers without ``restrict``."""
+        aliased = [v for output, new in zip(plan.outputs, plan.op.results)
+                   if new in self.overwritten for v in (output, self.overwritten[new])]
         function = render_group(plan, self.scalars, self.options, environment(),
-                                known=self.c_functions)
+                                known=self.c_functions, aliased=aliased)
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
@@ -222,7 +225,7 @@ class CHostGenerator(Generator):
             extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
             in_place=ascii([slot.name for slot in self.in_place.values()]),
-            overwrites=ascii(self.overwrites))
+            overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedProgram(source, c_source, self.constants, len(self.segments),
                                 len(self.c_functions), self.references())
 

@@ -137,7 +137,7 @@ class Generator:
         self.state = split_state_fetches(program, self.fetches)[1]   # [(parameter, value)]
         self.in_place = in_place_slots(program, self.state, SMALL_BUFFER) \
             if self.writes_state_in_place else {}
-        self.overwrites = overwrites(program, self.fetches, self.in_place)
+        self.overwritten = overwrites(program, self.fetches, self.in_place)   # {new: old}
         self.buffer_plan.update(self.in_place)
         self.namer.used.add(BUFFERS)
         self.functions = FunctionTable()   # the module-level group functions
@@ -300,7 +300,7 @@ class Generator:
             extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
             in_place=ascii([slot.name for slot in self.in_place.values()]),
-            overwrites=ascii(self.overwrites))
+            overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries), self.references())
 

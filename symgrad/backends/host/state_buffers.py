@@ -64,10 +64,11 @@ def in_place_slots(program, state, smallest=1) -> dict:
 
 
 # --- which buffers may be the parameter itself --------------------------------------------------
-def overwrites(program, fetches, slots) -> list:
-    """The names of the :func:`in_place_slots` ``slots`` whose buffer may be the parameter's
-    current array: the new value ``O`` (computed by top-level op ``G``) overwrites the
-    parameter ``P`` it replaces when
+def overwrites(program, fetches, slots) -> dict:
+    """``{O: P}`` for the new values ``O`` of the :func:`in_place_slots` ``slots`` whose
+    buffer may be the current array of the parameter ``P`` they replace (the module's
+    ``OVERWRITES`` are those parameters' names): ``O``, computed by top-level op ``G``,
+    overwrites ``P`` when
 
     1. nothing reads ``P``, or a value that may alias it (:func:`may_alias`: a view, an
        ``assign`` of it...), after ``G``: every other reader comes earlier in the block, and
@@ -86,7 +87,7 @@ def overwrites(program, fetches, slots) -> list:
     raising = [index for index, op in enumerate(ops) if may_raise(op)]
     last_raise = raising[-1] if raising else -1
     fetched = set(fetches)
-    names = []
+    chosen = {}
     for value, slot in slots.items():
         writer = value.op
         target = _assigned_parameter(fetches, slot.name)
@@ -94,8 +95,8 @@ def overwrites(program, fetches, slots) -> list:
         if target is None or index is None or index <= last_raise:
             continue
         if _last_read(ops, target, writer, fetched) < index and _aligned(writer, value, target):
-            names.append(slot.name)
-    return names
+            chosen[value] = target
+    return chosen
 
 
 def _assigned_parameter(fetches, name):
