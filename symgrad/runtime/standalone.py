@@ -955,10 +955,13 @@ class ProgramState(Mapping):
         ``outputs`` are the arrays the caller gets, ``feeds`` what it fed, ``buffers`` the
         output buffers it was given. A new value is private only if it is the buffer given
         for its name and nothing else reaches it; one that is (a view of) a fed array is
-        copied. An old private value no longer reachable becomes its name's spare buffer."""
+        copied. An old private value no longer reachable becomes its name's spare buffer; a
+        private array that an output reaches is seen (never written again)."""
         owners = [id(_owner(v)) for v in values]
         used = set(owners)
         reachable = {id(_owner(a)) for a in outputs}
+        for name in [n for n in self._private if id(self._arrays[n]) in reachable]:
+            self[name]   # a fetch of a parameter this call does not assign: seen from now on
         still_held = reachable | used
         shared = collections.Counter(owners) if len(used) < len(owners) else None
         fed = None

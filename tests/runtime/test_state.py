@@ -334,3 +334,23 @@ def test_an_evaluation_program_shares_the_trained_state_without_the_labels():
     scores_value, = evaluate(x=x)
     np.testing.assert_allclose(scores_value, x @ trained, rtol=1e-15)
     np.testing.assert_array_equal(train.state["w"], trained)     # evaluation updates nothing
+
+
+@pytest.mark.parametrize("name", ["numpy", "c"])
+def test_a_parameter_fetched_by_another_program_sharing_the_state_never_changes(name):
+    prog, total = counter_program()
+    train = sg.compile(prog, [total], backend=name)
+    train(x=np.ones(300))
+    train(x=np.ones(300))          # w is now the state's own array, updated in place
+    other = sg.Program()
+    with sg.program_guard(other):
+        w = sg.parameter("w", [300], "float64", init=np.ones(300))
+        steps = sg.parameter("steps", [], "int64", init=0)
+        sg.assign(steps + 10, steps)       # a call that updates the state, but not w
+    peek = sg.compile(other, [w], backend=name, state=train.state)
+    fetched, = peek()
+    kept = fetched.copy()
+    for _ in range(3):
+        train(x=np.ones(300))
+    np.testing.assert_array_equal(fetched, kept)
+    np.testing.assert_array_equal(train.state["w"], 2.0 ** 6 - 1)
