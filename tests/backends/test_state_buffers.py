@@ -101,3 +101,42 @@ def test_a_call_that_raises_leaves_an_overwritten_state_bit_identical(backend):
     assert steps(fn, 1)[1].keys() == before.keys()
     for name, array in snapshot(fn).items():
         np.testing.assert_array_equal(array, reference.state[name], err_msg=name)
+
+
+def overwritten(build, backend="numpy"):
+    """The module's OVERWRITES, and the state of ``w`` after three calls against the
+    interpreter's, for a program ``build(w)`` that assigns ``w`` (float64[20, 20])."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        w = sg.parameter("w", [20, 20], "float64",
+                         init=np.arange(400.0).reshape(20, 20) / 400)
+        out = build(w)
+    fn = sg.compile(prog, [out], backend=backend)
+    oracle = sg.compile(prog, [out], backend="interpreter")
+    for _ in range(3):
+        np.testing.assert_allclose(fn()[0], oracle()[0], rtol=1e-12)
+    np.testing.assert_allclose(fn.state["w"], oracle.state["w"], rtol=1e-12)
+    return fn.sources[".py"].split("OVERWRITES = ")[1].splitlines()[0]
+
+
+def test_an_update_reading_a_view_of_its_parameter_writes_beside_it():
+    def build(w):
+        sg.assign(w * 0.5 + sg.transpose(w) * 0.25, w)   # reads w[j, i] while writing w[i, j]
+        return sg.sum(w)
+    assert overwritten(build) == "[]" and overwritten(build, "c") == "[]"
+
+
+def test_an_update_before_a_later_read_of_a_view_writes_beside_it():
+    def build(w):
+        new = w * 0.5
+        sg.assign(new, w)
+        return sg.sum(sg.tanh(new) @ sg.transpose(w))      # the old w, after the update
+    assert overwritten(build) == "[]"
+
+
+def test_an_update_after_every_read_overwrites():
+    def build(w):
+        total = sg.sum(sg.transpose(w) @ w)                 # reads w (and a view) first
+        sg.assign(w * 0.5 + 1.0, w)
+        return total
+    assert overwritten(build) == "['w']" and overwritten(build, "c") == "['w']"

@@ -83,18 +83,16 @@ def overwrites(program, fetches, slots) -> dict:
     Rule 2 makes each element of ``P`` read (in every loop that reads it) before the same
     element of ``O`` is written, in the NumPy backend's chunks as in C's loops."""
     ops = program.global_block().ops
-    position = {op: index for index, op in enumerate(ops)}
     raising = [index for index, op in enumerate(ops) if may_raise(op)]
-    last_raise = raising[-1] if raising else -1
-    fetched = set(fetches)
+    first_safe = raising[-1] + 1 if raising else 0
+    targets = {value: _assigned_parameter(fetches, slot.name) for value, slot in slots.items()}
+    writers = {target: value.op for value, target in targets.items() if target is not None}
+    last, position = _last_reads(ops, writers, set(fetches))
     chosen = {}
-    for value, slot in slots.items():
-        writer = value.op
-        target = _assigned_parameter(fetches, slot.name)
-        index = position.get(writer)
-        if target is None or index is None or index <= last_raise:
-            continue
-        if _last_read(ops, target, writer, fetched) < index and _aligned(writer, value, target):
+    for value, target in targets.items():
+        index = position.get(value.op)
+        if target is not None and index is not None and index >= first_safe \
+                and last.get(target, -1) < index and _aligned(value.op, value, target):
             chosen[value] = target
     return chosen
 
@@ -108,22 +106,30 @@ def _assigned_parameter(fetches, name):
     return None
 
 
-def _last_read(ops, target, writer, fetched) -> float:
-    """The index of the last op other than ``writer`` reading ``target`` or a value that may
-    alias it (``inf`` when one is fetched); an ``assign`` aliases its value, not its target,
-    and does not read the target's data."""
-    aliases = {target}
-    last = -1
+def _last_reads(ops, writers, fetched) -> tuple:
+    """``({P: index}, {op: index})``: for each parameter ``P`` of ``writers`` (``{P: the op
+    computing its new value}``), the index of the last op reading ``P``, or a value that may
+    alias it, other than its writer reading ``P`` itself (``inf`` when such a value is
+    fetched); and the index of every op. One pass: each value knows the parameters it may
+    alias. An ``assign`` aliases its value, not its target, whose data it does not read."""
+    aliasing = {target: (target,) for target in writers}   # Value -> parameters it may be
+    last, position = {}, {}
     for index, op in enumerate(ops):
+        position[op] = index
         is_assign = op.opdef is assign_p
-        operands = op.inputs[:1] if is_assign else op.inputs
-        if not any(v in aliases for v in operands):
-            continue
-        if op is not writer:
-            last = index
-        if is_assign or may_alias(op):
-            aliases.update(op.results)
-    return float("inf") if aliases & fetched else last
+        reached = set()
+        for operand in (op.inputs[:1] if is_assign else op.inputs):
+            for target in aliasing.get(operand, ()):
+                reached.add(target)
+                if not (writers[target] is op and operand is target):
+                    last[target] = index
+        if reached and (is_assign or may_alias(op)):
+            for result in op.results:
+                aliasing[result] = tuple(reached)
+    for value in fetched:
+        for target in aliasing.get(value, ()):
+            last[target] = float("inf")
+    return last, position
 
 
 def may_alias(op) -> bool:
