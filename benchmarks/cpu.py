@@ -26,9 +26,9 @@ W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.sca
 W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimizer.Adam``
     compiled with the parameters and Adam's moments as the program's state) against the same
     step in hand-written NumPy (W1's backward, then each parameter's moments and value updated
-    in place); PyTorch (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and
-    of the optimizer step) when installed, each timed in a process of its own against the
-    hand-written step.
+    in place); JAX (``jit`` of the step, parameters and moments donated) and PyTorch
+    (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and of the optimizer
+    step) when installed, each timed in a process of its own against the hand-written step.
 W9  per-example gradients (``sg.vmap`` of ``grad``) of a tanh MLP 784-128-10 with softmax
     cross-entropy, batch 256, float32: every example's gradient of every weight and bias, 103 MB
     in all. Against a hand-written NumPy per-example gradient (an einsum over the batch per
@@ -737,26 +737,82 @@ def w7(repeats):
     times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5)
     rows = [_row(f"W7 symgrad {backend}: Adam training step of W1", ours, times[0], note)
             for backend, ours, note in zip(BACKENDS, times[1:], notes)]
-    results = _in_own_process("W7", "PyTorch", {}, repeats)
-    if results is None:
-        rows.append({"workload": "W7 PyTorch", "note": "not installed, skipped"})
-    elif "error" in results:    # the worker failed or timed out: one dict, not a list
-        rows.append({"workload": "W7 PyTorch", "note": results["error"]})
-        results = ()
-    for result in results or ():
-        row = _row(f"W7 {result['label']}", result["seconds"], result["hand"])
-        relative = ", ".join(f"symgrad {backend}'s time is "
-                             f"{(ours / times[0]) / (result['seconds'] / result['hand']):.2f}x this"
-                             for backend, ours in zip(BACKENDS, times[1:]))
-        row["note"] = f"{result['version']}; {relative}"
-        rows.append(row)
+    for framework in FRAMEWORKS:
+        results = _in_own_process("W7", framework, {}, repeats)
+        if results is None:
+            rows.append({"workload": f"W7 {framework}", "note": "not installed, skipped"})
+        elif "error" in results:    # the worker failed or timed out: one dict, not a list
+            rows.append({"workload": f"W7 {framework}", "note": results["error"]})
+            results = ()
+        for result in results or ():
+            row = _row(f"W7 {result['label']}", result["seconds"], result["hand"])
+            relative = ", ".join(
+                f"symgrad {backend}'s time is "
+                f"{(ours / times[0]) / (result['seconds'] / result['hand']):.2f}x this"
+                for backend, ours in zip(BACKENDS, times[1:]))
+            row["note"] = f"{result['version']}; {relative}"
+            rows.append(row)
     return rows
 
 
 def w7_framework_worker(framework, inputs, repeats):
+    """W7 on ``framework`` (``framework_worker`` runs it only where it is installed): each
+    variant checked against and timed in alternation with the hand-written step."""
+    return W7_FRAMEWORKS[framework](repeats)
+
+
+def w7_jax(repeats):
+    """JAX's W7 step: ``jit`` of the forward, ``value_and_grad`` and Adam with PyTorch's
+    formulas (as :class:`AdamByHand`), the parameters and moments donated to the call so
+    that XLA updates their buffers in place."""
+    jax, jnp = _jax()
+    init = mlp_init()
+    x, labels = mlp_data()
+    lr, beta1, beta2, eps = (ADAM[k] for k in ("learning_rate", "beta1", "beta2", "epsilon"))
+
+    def loss_of(params, x, labels):
+        h = x
+        for i in range(len(init)):
+            h = h @ params[2 * i] + params[2 * i + 1]
+            if i < len(init) - 1:
+                h = jnp.tanh(h)
+        logp = jax.nn.log_softmax(h)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    def step(params, m, v, t, x, labels):
+        loss, grads = jax.value_and_grad(loss_of)(params, x, labels)
+        t = t + 1
+        step_size = lr / (1 - beta1 ** t)
+        root = jnp.sqrt(1 - beta2 ** t)
+        m = [a + (g - a) * (1 - beta1) for a, g in zip(m, grads)]
+        v = [a * beta2 + g * g * (1 - beta2) for a, g in zip(v, grads)]
+        params = [p - step_size * (a / (jnp.sqrt(b) / root + eps))
+                  for p, a, b in zip(params, m, v)]
+        return loss, params, m, v, t
+
+    jitted = jax.jit(step, donate_argnums=(0, 1, 2))
+    xj, yj = jnp.asarray(x), jnp.asarray(labels)
+    state = [[jnp.asarray(a) for pair in init for a in pair],
+             [jnp.zeros_like(jnp.asarray(a)) for pair in init for a in pair],
+             [jnp.zeros_like(jnp.asarray(a)) for pair in init for a in pair],
+             jnp.asarray(0, jnp.float32)]
+
+    def run():
+        loss, *state[:] = jitted(*state, xj, yj)
+        return jax.block_until_ready(loss)
+
+    hand, hand_params = w7_by_hand(init)
+    losses = [float(run()) for _ in range(3)]
+    _check_w7(losses, [np.asarray(a) for a in state[0]], [hand(x, labels) for _ in range(3)],
+              hand_params, "JAX")
+    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5)
+    return [{"label": "JAX jit (donated state)", "version": f"JAX {jax.__version__}",
+             "seconds": seconds, "hand": hand_seconds}]
+
+
+def w7_torch(repeats):
     """PyTorch's W7 step (``torch.optim.Adam``), eager and compiled (``torch.compile`` of the
-    forward and of the optimizer step), each checked against and timed in alternation with
-    the hand-written step (``framework_worker`` runs it only where PyTorch is installed)."""
+    forward and of the optimizer step)."""
     torch = _torch()
     init = mlp_init()
     x, labels = mlp_data()
@@ -946,6 +1002,7 @@ def w9_framework_worker(framework, inputs, repeats):
     return rows
 
 
+W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 # workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
 OWN_WORKERS = {"W7": w7_framework_worker, "W9": w9_framework_worker}
 

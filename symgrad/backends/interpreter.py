@@ -155,7 +155,7 @@ class InterpreterExecutable:
         self.kernels = {}
         self.stats = {"ops": len(self.ops)}
         self.numpy_module = None
-        self.in_place = ()
+        self.in_place = self.overwrites = ()
         self.symbols = {str(d): d for v in program.inputs for d in v.dims if type(d) is Symbol}
         self.checks = RunTimeChecks(program.dim_constraints)
 

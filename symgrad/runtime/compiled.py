@@ -98,7 +98,7 @@ class CompiledProgram:
         self._call = StatefulCall(self.state, [p.name for p in program.parameters], own,
                                   self.assigned,
                                   {name: types[name] for name in executable.in_place},
-                                  len(outputs))
+                                  len(outputs), getattr(executable, "overwrites", ()))
 
     @property
     def ir(self) -> str:

@@ -936,26 +936,34 @@ class ProgramState(Mapping):
         return f"<ProgramState {{{shown}}}>"
 
     # --- what a call uses ---------------------------------------------------------------------
-    def buffers(self, shapes, empty=np.empty) -> dict:
-        """An output buffer for each name of ``shapes`` (name -> (shape, dtype)): a spare
-        private buffer, else a new one."""
-        return {name: self._spares.pop(name, None) if name in self._spares
+    def buffers(self, shapes, overwrites=(), empty=np.empty) -> dict:
+        """An output buffer for each name of ``shapes`` (name -> (shape, dtype)): for a name
+        of ``overwrites`` whose current array is private, that array itself (the call
+        updates it in place); else a spare private buffer, else a new one."""
+        arrays, private = self._arrays, self._private
+        return {name: arrays[name] if name in private and name in overwrites
+                else self._spares.pop(name) if name in self._spares
                 else empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
 
     def give_back(self, buffers) -> None:
-        """Keep the output buffers of a call that failed (their contents do not matter)."""
+        """Keep the output buffers of a call that failed (their contents do not matter; a
+        parameter's own array given to be overwritten stays what it is)."""
         for name, buffer in buffers.items():
-            self._spares.setdefault(name, buffer)
+            if buffer is not self._arrays.get(name):
+                self._spares.setdefault(name, buffer)
 
     def commit(self, names, values, outputs, feeds, buffers) -> None:
         """After a successful call: parameter ``names[i]`` now holds ``values[i]``.
         ``outputs`` are the arrays the caller gets, ``feeds`` what it fed, ``buffers`` the
         output buffers it was given. A new value is private only if it is the buffer given
         for its name and nothing else reaches it; one that is (a view of) a fed array is
-        copied. An old private value no longer reachable becomes its name's spare buffer."""
+        copied. An old private value no longer reachable becomes its name's spare buffer; a
+        private array that an output reaches is seen (never written again)."""
         owners = [id(_owner(v)) for v in values]
         used = set(owners)
         reachable = {id(_owner(a)) for a in outputs}
+        for name in [n for n in self._private if id(self._arrays[n]) in reachable]:
+            self[name]   # a fetch of a parameter this call does not assign: seen from now on
         still_held = reachable | used
         shared = collections.Counter(owners) if len(used) < len(owners) else None
         fed = None
@@ -991,15 +999,18 @@ class StatefulCall:
     reads; ``own``: name -> the program's own value of a parameter (not fed while the state
     holds exactly it); ``assigned``: the parameters whose new values the program returns after
     its ``outputs`` fetches, in order; ``in_place``: name -> (shape, dtype) of those it writes
-    into an output buffer it is given."""
+    into an output buffer it is given; ``overwrites``: those of them whose buffer may be the
+    parameter's current array (the program reads each element before writing it, and raises
+    nothing after: see :mod:`symgrad.backends.host.state_buffers`)."""
 
-    def __init__(self, state, reads, own, assigned, in_place, outputs):
+    def __init__(self, state, reads, own, assigned, in_place, outputs, overwrites=()):
         self.state = state
         self.reads = list(reads)
         self.own = dict(own)
         self.assigned = list(assigned)
         self.in_place = dict(in_place)
         self.outputs = outputs
+        self.overwrites = frozenset(overwrites)
 
     def __call__(self, run, feeds, commit=True, dims=None) -> list:
         """``run(feeds, buffers, dims)`` with the state's parameters fed (those not in
@@ -1016,7 +1027,7 @@ class StatefulCall:
                 full = self._feeds(feeds, seen=True)
             return list(run(full, None, dims))[:self.outputs]
         with state.lock:
-            buffers = state.buffers(self.in_place)
+            buffers = state.buffers(self.in_place, self.overwrites)
             try:
                 results = list(run(self._feeds(feeds), buffers or None, dims))
             except BaseException:
@@ -1063,7 +1074,7 @@ class Runner:
         in_place = {name: (specs[name].shape, specs[name].dtype)
                     for name in getattr(self.module, "IN_PLACE", ())}
         self._call = StatefulCall(self.state, own, own, getattr(self.module, "STATE", ()),
-                                  in_place, len(outputs))
+                                  in_place, len(outputs), getattr(self.module, "OVERWRITES", ()))
         self._dims = binder_of(contents)
         self._run = self._entry if self.manifest["format_version"] >= DIMS_FORMAT_VERSION \
             else self._run_older

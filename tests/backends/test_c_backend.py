@@ -430,3 +430,32 @@ def test_row_ops_report_labels_outside_the_classes_as_numpy_does():
                        backend="c")
     with pytest.raises(ValueError, match="zero-size array to reduction operation maximum"):
         empty(x=np.ones((2, 0)))
+
+
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:e[-+]?\d+)?|\d*\.\d+(?:e[-+]?\d+)?|"
+                           r"\d+e[-+]?\d+)(f?)")
+
+
+def test_a_float32_optimizer_update_does_only_float_math():
+    """Adam's float32 update: every float value of the C loops is computed from float
+    operands and float literals (``0.999f``; ``sqrt`` of a float is ``sqrtf``), never promoted
+    to double (only a reduction's accumulator is double, by design)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 16], "float32")
+        w = sg.parameter("w", [16, 16], "float32", init=np.eye(16, dtype="float32"))
+        loss = sg.mean(sg.tanh(x @ w))
+        sg.optimizer.Adam(1e-3).minimize(loss)
+    fn = sg.compile(prog, [loss], backend="c")
+    lines = [m.group(1).split("/*")[0] for m in re.finditer(r"const float v\d+ = (.*);",
+                                                            fn.source)]
+    update = [rhs for rhs in lines if "sg_acc" not in rhs and "sg_part" not in rhs]
+    assert any("sqrt(" in rhs for rhs in update) and any("0.999f" in rhs for rhs in update)
+    for rhs in update:
+        assert "double" not in rhs and all(f for _, f in FLOAT_LITERAL.findall(rhs)), rhs
+    assert "#define sqrt(x) _Generic((x), float: sqrtf" in fn.source
+    oracle = sg.compile(prog, [loss], backend="interpreter")
+    feed = np.random.default_rng(0).standard_normal((8, 16)).astype("float32")
+    for _ in range(3):
+        fn(x=feed), oracle(x=feed)
+    np.testing.assert_allclose(fn.state["w"], oracle.state["w"], rtol=1e-5, atol=1e-6)

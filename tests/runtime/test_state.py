@@ -107,15 +107,51 @@ def test_a_failed_call_leaves_the_state_unchanged():
     np.testing.assert_array_equal(fn.state["w"], before * 2)
 
 
-def test_updates_are_written_in_place_into_two_alternating_buffers():
+@pytest.mark.parametrize("name", ["numpy", "c"])
+def test_an_update_overwrites_the_parameters_own_array(name):
     prog, total = counter_program()
-    fn = sg.compile(prog, [total])
-    assert "_buffers['w'] if _buffers" in fn.source and "IN_PLACE = ['w']" in fn.source
+    fn = sg.compile(prog, [total], backend=name)
+    host = fn.sources[".py"]
+    assert "_buffers['w'] if _buffers" in host and "IN_PLACE = ['w']" in host
+    assert "OVERWRITES = ['w']" in host
+    fn(x=np.ones(300))              # the first call writes beside the init, which is not ours
+    owner = fn.state._arrays["w"]
+    for call in range(2, 7):
+        fn(x=np.ones(300))
+        assert fn.state._arrays["w"] is owner
+        np.testing.assert_array_equal(owner, 2.0 ** (call + 1) - 1)
+
+
+def raising_after_the_update_program():
+    """``w`` (float64[300]) doubles each call; then ``take(x, i)`` (``i`` fed) raises for an
+    index out of range, after the update has been computed."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [300], "float64")
+        i = sg.data("i", [2], "int64")
+        w = sg.parameter("w", [300], "float64", init=np.ones(300))
+        sg.assign(w * 2.0, w)
+        out = sg.sum(sg.take(x * w, i))
+    return prog, out
+
+
+@pytest.mark.parametrize("name", ["numpy", "c"])
+def test_an_update_that_an_op_able_to_raise_follows_is_double_buffered(name):
+    prog, out = raising_after_the_update_program()
+    fn = sg.compile(prog, [out], backend=name)
+    host = fn.sources[".py"]
+    assert "IN_PLACE = ['w']" in host and "OVERWRITES = []" in host
     owners = set()
     for _ in range(6):
-        fn(x=np.ones(300))
+        fn(x=np.ones(300), i=np.array([0, 1]))
         owners.add(id(fn.state._arrays["w"]))
     assert len(owners) == 2
+    before = fn.state._arrays["w"].copy()
+    with pytest.raises(IndexError):
+        fn(x=np.ones(300), i=np.array([0, 300]))
+    np.testing.assert_array_equal(fn.state["w"], before)
+    fn(x=np.ones(300), i=np.array([0, 1]))
+    np.testing.assert_array_equal(fn.state["w"], before * 2)
 
 
 def test_an_array_the_caller_was_given_never_changes_afterwards():
@@ -298,3 +334,23 @@ def test_an_evaluation_program_shares_the_trained_state_without_the_labels():
     scores_value, = evaluate(x=x)
     np.testing.assert_allclose(scores_value, x @ trained, rtol=1e-15)
     np.testing.assert_array_equal(train.state["w"], trained)     # evaluation updates nothing
+
+
+@pytest.mark.parametrize("name", ["numpy", "c"])
+def test_a_parameter_fetched_by_another_program_sharing_the_state_never_changes(name):
+    prog, total = counter_program()
+    train = sg.compile(prog, [total], backend=name)
+    train(x=np.ones(300))
+    train(x=np.ones(300))          # w is now the state's own array, updated in place
+    other = sg.Program()
+    with sg.program_guard(other):
+        w = sg.parameter("w", [300], "float64", init=np.ones(300))
+        steps = sg.parameter("steps", [], "int64", init=0)
+        sg.assign(steps + 10, steps)       # a call that updates the state, but not w
+    peek = sg.compile(other, [w], backend=name, state=train.state)
+    fetched, = peek()
+    kept = fetched.copy()
+    for _ in range(3):
+        train(x=np.ones(300))
+    np.testing.assert_array_equal(fetched, kept)
+    np.testing.assert_array_equal(train.state["w"], 2.0 ** 6 - 1)

@@ -42,7 +42,6 @@ class CExecutable:
 
     backend = NAME
     numpy_module = None
-    in_place = ()   # new parameter values are new arrays
 
     def __init__(self, generated, path, library, resolve, stats, tools, options):
         self.source = generated.c_source
@@ -60,6 +59,8 @@ class CExecutable:
         self.module.CONSTANTS.update(generated.constants)
         if library is not None:
             self._bind(library)
+        self.in_place = tuple(getattr(self.module, "IN_PLACE", ()))
+        self.overwrites = tuple(getattr(self.module, "OVERWRITES", ()))
 
     def _bind(self, library) -> None:
         """Load ``library`` into the host module (:func:`compiler.load`: a library the
@@ -70,7 +71,7 @@ class CExecutable:
     def run(self, feeds, buffers=None, dims=None):
         if self.library is None:
             self._bind(self._resolve())
-        return self.module.run(dims, None, **feeds)
+        return self.module.run(dims, buffers, **feeds)
 
 
 def build(program, fetches, options):

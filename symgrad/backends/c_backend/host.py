@@ -79,7 +79,6 @@ class GeneratedProgram:
 class CHostGenerator(Generator):
     """The NumPy generator, with C segments for the runs of loop groups C computes."""
 
-    writes_state_in_place = False   # new parameter values are new arrays (segments allocate)
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
@@ -152,6 +151,10 @@ class CHostGenerator(Generator):
         heading = "; ".join(_member_heading(m.plan) for m in group_members)
         lines.append(f"# {comment(f'C segment {number}: {heading}')}")
         for value in renderer.outputs:
+            slot = self.in_place.get(value)
+            if slot is not None:   # the caller's buffer for a parameter's new value
+                lines.append(f"{self.namer.value(value)} = {self.slot(slot, value, lines)}")
+                continue
             lines.append(f"{self.namer.value(value)} = np.empty({shape_code(shapes[value])}, "
                          f"{dtype_code(value.dtype)})")
         arguments = [self.expr(v) for v in renderer.inputs] + \
@@ -195,9 +198,12 @@ class CHostGenerator(Generator):
         return {**helpers_of(self.numpy_ops, descend=is_fusion), **self.statement_helpers}
 
     def c_function(self, plan):
-        """The C function of ``plan``, rendered once per group structure."""
+        """The C function of ``plan``, rendered once per group structure; an output that
+        overwrites a parameter and that parameter get pointers without ``restrict``."""
+        aliased = [v for output, new in zip(plan.outputs, plan.op.results)
+                   if new in self.overwritten for v in (output, self.overwritten[new])]
         function = render_group(plan, self.scalars, self.options, environment(),
-                                known=self.c_functions)
+                                known=self.c_functions, aliased=aliased)
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
@@ -225,7 +231,9 @@ class CHostGenerator(Generator):
             entries=ascii(entries), threads=self.uses_threads,
             thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS,
             extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS, dims=DIMS,
-            state=ascii([name for name, _ in self.state]) if self.state else None)
+            state=ascii([name for name, _ in self.state]) if self.state else None,
+            in_place=ascii([slot.name for slot in self.in_place.values()]),
+            overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedProgram(source, c_source, self.constants, len(self.segments),
                                 len(self.c_functions), self.references())
 

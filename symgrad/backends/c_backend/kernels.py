@@ -162,8 +162,9 @@ def _product(factors) -> str:
 class GroupRenderer:
     """Renders the C function of one loop group (see the module docstring)."""
 
-    def __init__(self, plan, scalars, options, environment):
+    def __init__(self, plan, scalars, options, environment, aliased=()):
         self.plan = plan
+        self.aliased = aliased   # the inputs and outputs whose pointers may be one array
         self.scalars = scalars
         self.options = options
         self.environment = environment
@@ -248,8 +249,9 @@ class GroupRenderer:
             context.update(self.reduction_context(nest, local, body))
         small = context["total"].isdigit() and int(context["total"]) < PARALLEL_MIN
         context.update(small=small, serial=small or self.options.threads == 1)
-        pointers = [(f"const {c_type(v.dtype)}", self.pointer[v]) for v in self.inputs]
-        pointers += [(c_type(v.dtype), self.out[v]) for v in plan.outputs]
+        pointers = [(f"const {c_type(v.dtype)}", self.pointer[v], self.qualifier(v))
+                    for v in self.inputs]
+        pointers += [(c_type(v.dtype), self.out[v], self.qualifier(v)) for v in plan.outputs]
         part = "\n".join(code for code, _ in context["hoisted"] + context["main"])
         context.update(pointers=pointers, reads_dims="d[" in part, chunk_range="sg_lo" in part,
                        part_pointers=[p for p in pointers if f"{p[1]}[" in part])
@@ -260,6 +262,12 @@ class GroupRenderer:
             return known[name]
         code = template.render(name=name, comments=True, **context)
         return CFunction(name, code)
+
+    def qualifier(self, value) -> str:
+        """``restrict`` for a pointer no other pointer of the function reaches; nothing for
+        an output written over its input (an update in place of a parameter, which reads
+        each element before writing it) and that input."""
+        return "" if any(value is v for v in self.aliased) else "restrict "
 
     def reduction_context(self, nest, local, body) -> dict:
         """The accumulating loops (see the module docstring) and the finishing loop."""
@@ -392,5 +400,7 @@ def describe(op) -> str:
     return c_comment(text)
 
 
-def render_group(plan, scalars, options, environment, known=None) -> CFunction:
-    return GroupRenderer(plan, scalars, options, environment).render(known)
+def render_group(plan, scalars, options, environment, known=None, aliased=()) -> CFunction:
+    """The C function of ``plan``; ``aliased``: its inputs and outputs whose pointers may be
+    one array (their pointers are not ``restrict``)."""
+    return GroupRenderer(plan, scalars, options, environment, aliased).render(known)

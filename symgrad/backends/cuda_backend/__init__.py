@@ -72,7 +72,7 @@ class CudaExecutable:
 
     backend = NAME
     numpy_module = None
-    in_place = ()
+    in_place = overwrites = ()
 
     def __init__(self, generated, path, cu_path, options, stats, outputs=None):
         self.source = generated.source

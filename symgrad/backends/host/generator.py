@@ -52,7 +52,7 @@ from .functions import Commented, Function, FunctionTable, wrap_doc
 from .literals import dtype_code, scalar_for, shape_code, typed_scalar
 from .lowering import LOWERINGS, rule_of, standin
 from .ops_text import OpText, numpy_emitter, visible_attrs
-from .state_buffers import BUFFERS, StateBuffer, in_place_slots
+from .state_buffers import BUFFERS, StateBuffer, in_place_slots, overwrites
 
 DIMS = "_dims"   # the generated run's parameter holding the binding of the symbolic dims
 
@@ -145,6 +145,7 @@ class Generator:
         self.state = split_state_fetches(program, self.fetches)[1]   # [(parameter, value)]
         self.in_place = in_place_slots(program, self.state, SMALL_BUFFER) \
             if self.writes_state_in_place else {}
+        self.overwritten = overwrites(program, self.fetches, self.in_place)   # {new: old}
         self.buffer_plan.update(self.in_place)
         self.namer.used.add(BUFFERS)
         self.functions = FunctionTable()   # the module-level group functions
@@ -372,7 +373,8 @@ class Generator:
             min_parallel_chunks=MIN_PARALLEL_CHUNKS,
             extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS, dims=DIMS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
-            in_place=ascii([slot.name for slot in self.in_place.values()]))
+            in_place=ascii([slot.name for slot in self.in_place.values()]),
+            overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedModule(source, self.constants, signature_inputs, signature_outputs,
                                len(self.functions.entries), self.references())
 

@@ -28,7 +28,8 @@ class NumpyExecutable:
     parameters); ``source``, ``module``, ``constants`` (name -> array, the module's
     ``CONSTANTS``), ``references`` (name -> ``HelperReference``: functions bound into the
     module rather than written in it), ``path`` (the cached file), ``kernels`` (always empty),
-    ``in_place`` (the parameters whose new values it writes into given buffers), ``stats``
+    ``in_place`` (the parameters whose new values it writes into given buffers),
+    ``overwrites`` (those of them whose buffer may be the parameter's own array), ``stats``
     (``cache_hit``...) and ``numpy_module`` (``(source, constants, references)``: the module
     is NumPy-only)."""
 
@@ -44,6 +45,7 @@ class NumpyExecutable:
         self.stats = stats
         self.numpy_module = (source, constants, self.references)
         self.in_place = tuple(getattr(module, "IN_PLACE", ()))
+        self.overwrites = tuple(getattr(module, "OVERWRITES", ()))
 
     def run(self, feeds, buffers=None, dims=None):
         return self.module.run(dims, buffers, **feeds)
