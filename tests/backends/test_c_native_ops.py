@@ -66,7 +66,7 @@ def test_sample_and_its_gradients_match_the_interpreter(sample, dtype):
     native = [op for op in walk_ops(compiled.program.ops) if op.opdef.name in NATIVE_OPS
               and LOWERINGS.rule(op.opdef).kind(op) is not None]
     assert _native_calls(compiled) >= min(1, len(native))
-    if sample.op != "matmul":   # a matmul of transposed or broadcast operands stays on NumPy
+    if sample.op != "matmul":   # a matmul of broadcast operands stays on NumPy
         assert native
 
 
@@ -208,20 +208,28 @@ def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threa
         assert got.tobytes() == alone.tobytes()
 
 
-def test_a_matmul_of_a_transposed_operand_stays_on_numpy():
-    """NumPy hands the BLAS a transposed view where the C entry would copy it (W1's backward
-    measured slower natively): such a matmul stays a NumPy call, the plain one is native."""
+def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
+    """A transposed matrix operand (``np.transpose``'s F-contiguous view) goes to the GEMM
+    with its transpose flag, on either side, as NumPy's matmul hands it; an operand of other
+    strides (a fed slice) is copied. Every matmul is a native call."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 4], "float32")
         w = sg.data("w", [4, 3], "float32")
         v = sg.data("v", [3, 4], "float32")
-        plain, transposed = x @ w, x @ sg.transpose(v)
-    compiled = sg.compile(prog, [plain, transposed], backend="c")
-    assert _native_calls(compiled) == 1
+        u = sg.data("u", [4, 5], "float32")
+        fetches = [x @ w, x @ sg.transpose(v), sg.transpose(u) @ w,
+                   sg.transpose(u) @ sg.transpose(v), sg.transpose(x) @ x]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert "np.matmul" not in compiled.sources[".py"]
+    assert _native_calls(compiled) == len(fetches)
     feeds = {"x": RNG.standard_normal((5, 4)).astype("float32"),
              "w": RNG.standard_normal((4, 3)).astype("float32"),
-             "v": RNG.standard_normal((3, 4)).astype("float32")}
-    got = compiled(**feeds)
-    np.testing.assert_allclose(got[0], feeds["x"] @ feeds["w"], rtol=1e-5)
-    np.testing.assert_allclose(got[1], feeds["x"] @ feeds["v"].T, rtol=1e-5)
+             "v": RNG.standard_normal((3, 4)).astype("float32"),
+             "u": RNG.standard_normal((4, 5)).astype("float32")}
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+    strided = dict(feeds, x=RNG.standard_normal((5, 8)).astype("float32")[:, ::2],
+                   w=np.asfortranarray(feeds["w"]))   # a copy; a fed F-order array
+    _assert_matches(prog, fetches, compiled, strided, "float32")
+    single = dict(feeds, x=feeds["x"][:1])   # a 1-row operand and its transpose
+    _assert_matches(prog, fetches, compiled, single, "float32")

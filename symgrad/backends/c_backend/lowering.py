@@ -215,13 +215,10 @@ def _window_kind(name):
 
 
 def _matmul_kind(op):
-    """Matrices, a stack of them times one matrix, or two stacks of equal batch dims; not an
-    operand that a transpose makes (the entry would copy it, where NumPy hands the BLAS the
-    transposed view: measured slower on W1's backward)."""
+    """Matrices, a stack of them times one matrix, or two stacks of equal batch dims (a
+    transposed matrix operand is read in place: :mod:`.native_ops`)."""
     a, b = op.inputs
     if not _same_float(op) or a.ndim < 2 or b.ndim < 2:
-        return None
-    if any(v.op is not None and v.op.opdef.algebra.permutation for v in (a, b)):
         return None
     if b.ndim == 2 or (a.ndim == b.ndim and a.dims[:-2] == b.dims[:-2]):
         return "matmul"
