@@ -1,7 +1,9 @@
 """The C backend's native ops (matmul, conv2d and pooling with their gradients: C entry points
 calling NumPy's BLAS) against the interpreter: the registry's nn samples with their
 gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties and NaN in
-max pooling, run-time dims that disagree, and the NumPy fallback without a BLAS."""
+max pooling, run-time dims that disagree, transposed matmul operands read in place, and the
+NumPy fallback without a BLAS; a CNN step and a training batch_norm with its gradients
+computed wholly in C (the host only allocates and makes views)."""
 import functools
 import re
 import subprocess
@@ -233,3 +235,60 @@ def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
     _assert_matches(prog, fetches, compiled, strided, "float32")
     single = dict(feeds, x=feeds["x"][:1])   # a 1-row operand and its transpose
     _assert_matches(prog, fetches, compiled, single, "float32")
+
+
+# allocation, views and the fetches' dtype: the host's only NumPy calls in a program C computes
+# whole (each op else is a segment, a row op or a native op)
+_HOST_ONLY = {"empty", "reshape", "asarray", "transpose"}
+
+
+def _numpy_calls(compiled) -> set:
+    """The NumPy functions the host module's ``run`` calls."""
+    source = compiled.sources[".py"]
+    return set(re.findall(r"\bnp\.(\w+)\(", source[source.index("def run("):]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_cnn_step_computes_every_op_in_c(dtype):
+    """Between its C calls the host only allocates results and makes views: no conv,
+    pooling, matmul or elementwise op returns to NumPy."""
+    _, _, compiled = _cnn_program(dtype)
+    assert _numpy_calls(compiled) <= _HOST_ONLY
+
+
+@functools.lru_cache(maxsize=None)
+def _batch_norm_program(dtype):
+    """A training batch_norm (batch statistics, running statistics assigned) after a conv,
+    with the gradients of its input, weight and bias; the batch dim unknown."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3, 5, 6], dtype)
+        k = sg.data("k", [4, 3, 3, 3], dtype)
+        weight, bias = sg.data("weight", [4], dtype), sg.data("bias", [4], dtype)
+        running = nn.batch_norm_stats("bn", 4, dtype)
+        h = nn.conv2d(x, k, padding=1)
+        y = nn.relu(nn.batch_norm(h, *running, weight, bias, training=True))
+        loss = sg.mean(y * y)
+        fetches = [loss, *ir_backward.grad(loss, [x, k, weight, bias])]
+    return prog, fetches, sg.compile(prog, fetches, backend="c")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_training_batch_norm_and_its_gradients_run_in_c_and_match_the_interpreter(dtype):
+    """The batch statistics, the normalization, the running statistics' update and the
+    gradients are C segments (fused loops and reductions); the host only allocates and
+    reshapes. Results match the interpreter at several batch sizes, the state too."""
+    prog, fetches, compiled = _batch_norm_program(dtype)
+    assert _numpy_calls(compiled) <= _HOST_ONLY
+    reference = sg.compile(prog, fetches, backend="interpreter")
+    for batch in (4, 1, 7):
+        feeds = {"x": RNG.standard_normal((batch, 3, 5, 6)).astype(dtype),
+                 "k": RNG.standard_normal((4, 3, 3, 3)).astype(dtype),
+                 "weight": RNG.standard_normal(4).astype(dtype),
+                 "bias": RNG.standard_normal(4).astype(dtype)}
+        for got, want in zip(compiled(**feeds), reference(**feeds)):
+            np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype],
+                                       atol=TOLERANCE[dtype] * 10)
+        for name in ("bn.running_mean", "bn.running_var"):
+            np.testing.assert_allclose(compiled.state[name], reference.state[name],
+                                       rtol=TOLERANCE[dtype])
