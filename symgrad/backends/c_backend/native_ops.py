@@ -14,7 +14,8 @@ and computes:
   place with the GEMM's transpose flag, as NumPy's ``matmul`` does;
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
-  ``conv2d_weight_grad``: the sum over samples of ``g @ im2col(x)^T``, accumulated by the GEMM;
+  ``conv2d_weight_grad``: the sum over samples of ``im2col(x) @ g^T`` accumulated by the GEMM,
+  then transposed;
 - pooling and its gradients: direct loops over the windows, with the reference's semantics
   (``-inf`` padding and NaN propagation for the max, ties sharing the gradient evenly,
   padding not counted in the mean).
