@@ -54,31 +54,43 @@ def crop_hw(xp, padding, size):
 
 
 # --- convolution ------------------------------------------------------------------------------
+def conv_columns(windows, group, channels):
+    """im2col of one group's ``channels`` input channels: [N, channels * kh * kw, Ho * Wo]
+    (a copy) from the window view [N, C, Ho, Wo, kh, kw]."""
+    n, _, ho, wo, kh, kw = windows.shape
+    part = windows[:, group * channels:(group + 1) * channels]
+    return part.transpose(0, 1, 4, 5, 2, 3).reshape(n, channels * kh * kw, ho * wo)
+
+
 def conv2d_forward(x, w, stride, padding, dilation, groups):
     """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
-    g the group of output channel o."""
+    g the group of output channel o: per sample and group ``W_g @ im2col(x)``, one batched
+    matmul per group written into the NCHW result."""
     n = x.shape[0]
     out_ch, cg, kh, kw = w.shape
     og = out_ch // groups
     windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
-    out = np.empty((n, out_ch, windows.shape[2], windows.shape[3]), np.result_type(x, w))
+    ho, wo = windows.shape[2:4]
+    out = np.empty((n, out_ch, ho * wo), np.result_type(x, w))
     for g in range(groups):
-        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
-                            axes=([1, 4, 5], [1, 2, 3]))
-        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)
-    return out
+        np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), conv_columns(windows, g, cg),
+                  out=out[:, g * og:(g + 1) * og])
+    return out.reshape(n, out_ch, ho, wo)
 
 
 def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
-    output cotangent ``g``; linear in ``g`` and in ``w``."""
-    out_ch, cg, kh, kw = w.shape
+    output cotangent ``g``: per sample and group ``col2im(W_g^T @ g)``; linear in ``g`` and
+    in ``w``."""
+    n, out_ch, ho, wo = g.shape
+    _, cg, kh, kw = w.shape
     og = out_ch // groups
     ph, pw = padding
     parts = []
     for k in range(groups):
-        cols = np.tensordot(g[:, k * og:(k + 1) * og], w[k * og:(k + 1) * og], axes=([1], [0]))
-        parts.append(cols.transpose(0, 3, 4, 5, 1, 2))   # [N, Cg, kh, kw, Ho, Wo]
+        cols = np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
+                         g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
+        parts.append(cols.reshape(n, cg, kh, kw, ho, wo))
     cols = parts[0] if groups == 1 else np.concatenate(parts, axis=1)
     size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
     return crop_hw(window_scatter(cols, size, stride, dilation), padding, input_hw)
@@ -86,15 +98,17 @@ def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
 
 def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
-    for the output cotangent ``g``; linear in ``x`` and in ``g``."""
-    out_ch = g.shape[1]
+    for the output cotangent ``g``: the sum over samples of ``g_g @ im2col(x)^T`` per group;
+    linear in ``x`` and in ``g``."""
+    n, out_ch, ho, wo = g.shape
     og = out_ch // groups
     cg = x.shape[1] // groups
     windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
-    parts = [np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
-                          axes=([0, 2, 3], [0, 2, 3]))
+    parts = [np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo),
+                       conv_columns(windows, k, cg).transpose(0, 2, 1)).sum(axis=0)
              for k in range(groups)]
-    return parts[0] if groups == 1 else np.concatenate(parts, axis=0)
+    weight = parts[0] if groups == 1 else np.concatenate(parts, axis=0)
+    return weight.reshape(out_ch, cg, *kernel_hw)
 
 
 # --- pooling ----------------------------------------------------------------------------------

@@ -299,7 +299,8 @@ register_lowering("take_along_axis_grad",
 
 
 # --- convolution, pooling, softmax ------------------------------------------------------------
-_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)
+_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw,
+         kernels.conv_columns)
 _POOL = (kernels.pad_hw, kernels.window_taps)
 _MAX = _POOL + (kernels.max_pool2d_windows, kernels.crop_hw)
 _AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)
