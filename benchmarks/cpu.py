@@ -839,8 +839,9 @@ def w8_by_hand(init):
 def w8(repeats):
     """Each contender of :data:`W8_CONTENDERS` at each of :data:`W8_THREADS` in a process of
     its own (its CPUs and thread pools limited to that many), timed in alternation with the
-    hand-written step there; the table gives each time and its ratio to PyTorch eager's at
-    the same thread count."""
+    hand-written step there; the table gives each time and its speedup over the hand-written
+    step divided by PyTorch eager's at the same thread count (each process times its own
+    hand-written step: compare through speedups)."""
     rows = []
     for threads in W8_THREADS:
         found = []
@@ -854,11 +855,13 @@ def w8(repeats):
                              "note": result["error"]})
             else:
                 found += result
-        eager = next((r["seconds"] for r in found if r["label"] == "PyTorch (eager)"), None)
+        eager = next((r["hand"] / r["seconds"] for r in found
+                      if r["label"] == "PyTorch (eager)"), None)
         for result in found:
             row = _row(f"W8 {result['label']}, {threads} thread(s)", result["seconds"],
                        result["hand"])
-            versus = f"; {eager / result['seconds']:.2f}x PyTorch eager's speed" if eager else ""
+            speedup = result["hand"] / result["seconds"]
+            versus = f"; {speedup / eager:.2f}x PyTorch eager's speedup" if eager else ""
             row["note"] = f"{result['version']}{versus}{result.get('note', '')}"
             rows.append(row)
     return rows
