@@ -29,6 +29,13 @@ W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimi
     in place); JAX (``jit`` of the step, parameters and moments donated) and PyTorch
     (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and of the optimizer
     step) when installed, each timed in a process of its own against the hand-written step.
+W8  one Adam training step of a small CNN (batch 32 of 3x32x32, conv3x3 16 -> relu -> maxpool2
+    -> conv3x3 32 -> relu -> maxpool2 -> linear 2048->10 -> softmax cross-entropy, float32;
+    ``benchmarks/workloads.py``) on symgrad's backends, PyTorch (eager and ``torch.compile``)
+    and JAX (``jit`` of the whole step, Adam written out, the state donated), each against
+    the hand-written NumPy step (im2col through a strided view and one matmul per
+    convolution), each in a process of its own at 1 and at 2 threads (pinned to that many
+    CPUs).
 W9  per-example gradients (``sg.vmap`` of ``grad``) of a tanh MLP 784-128-10 with softmax
     cross-entropy, batch 256, float32: every example's gradient of every weight and bias, 103 MB
     in all. Against a hand-written NumPy per-example gradient (an einsum over the batch per
@@ -55,8 +62,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
-from workloads import (ADAM, mlp_adam_program, mlp_init, mlp_program, rnn_by_hand,  # noqa: E402
-                       rnn_init, rnn_program, w2_program, w9_init, w9_program)
+from workloads import (ADAM, cnn_adam_program, cnn_by_hand, cnn_data, cnn_init,  # noqa: E402
+                       mlp_adam_program, mlp_init, mlp_program, rnn_by_hand, rnn_init,
+                       rnn_program, w2_program, w9_init, w9_program)
 from common import (format_seconds, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -70,7 +78,8 @@ def _row(name, ours, hand, note=""):
 # --- every contender on one workload ---------------------------------------------------------
 BACKENDS = ("numpy", "c")          # symgrad's, timed in this process with the hand-written code
 FRAMEWORKS = ("JAX", "PyTorch")    # each timed in a process of its own against it
-FRAMEWORK_MODULES = {"JAX": "jax", "PyTorch": "torch"}   # what a framework's worker imports
+FRAMEWORK_MODULES = {"JAX": "jax", "PyTorch": "torch",   # what a framework's worker imports
+                     "symgrad": "symgrad"}
 FRAMEWORK_TIMEOUT = 300            # seconds a framework may take (torch.compile can be slow)
 
 
@@ -111,20 +120,37 @@ def contest(name, label, hand, build, frameworks, repeats, inputs, note="", numb
     return rows
 
 
-def _in_own_process(name, framework, inputs, repeats):
+def _in_own_process(name, framework, inputs, repeats, threads=None):
     """Run :func:`framework_worker` in a fresh Python; its result, or None when the framework
-    is not installed."""
+    is not installed. ``threads``: run it on the first ``threads`` CPUs only, with the thread
+    pools of OpenBLAS, OpenMP and XLA sized to match (:func:`_thread_limits`)."""
+    env, cpus = os.environ.copy(), None
+    if threads is not None:
+        env.update(_thread_limits(threads))
+        cpus = sorted(os.sched_getaffinity(0))[:threads]
     try:
         result = subprocess.run([sys.executable, os.path.abspath(__file__),
                                  "--framework-worker", name, framework, json.dumps(inputs),
                                  str(repeats)], capture_output=True, text=True,
-                                timeout=FRAMEWORK_TIMEOUT)
+                                timeout=FRAMEWORK_TIMEOUT, env=env,
+                                preexec_fn=None if cpus is None else
+                                lambda: os.sched_setaffinity(0, cpus))
     except subprocess.TimeoutExpired:
         return {"label": framework, "error": f"gave up after {FRAMEWORK_TIMEOUT} s (compiling)"}
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
         return {"label": framework, "error": "failed: " + lines[-1][:120]}
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _thread_limits(threads) -> dict:
+    """Environment variables that size the thread pools of a fresh process to ``threads``
+    (symgrad's ``threads`` option defaults to the CPUs the process may use)."""
+    limits = {name: str(threads) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                              "MKL_NUM_THREADS")}
+    if threads == 1:
+        limits["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
+    return limits
 
 
 def framework_worker(name, framework, inputs, repeats):
@@ -705,15 +731,15 @@ def w7_by_hand(init):
     return step, params
 
 
-def _check_w7(losses, params, hand_losses, hand_params, label):
+def _check_w7(losses, params, hand_losses, hand_params, label, mean=1e-6):
     """Steps from the same init give the same losses and parameters (Adam's update of an
     element whose gradient is about 0 is about +-lr either way in float32: the parameters
-    agree on average, and each within the steps' reach)."""
+    agree on average, within ``mean``, and each within the steps' reach)."""
     np.testing.assert_allclose(losses, hand_losses, rtol=1e-4, err_msg=label)
     reach = 2 * ADAM["learning_rate"] * len(losses)
     for got, want in zip(params, hand_params):
         difference = np.abs(np.asarray(got, np.float64) - want)
-        assert difference.max() <= reach and difference.mean() < 1e-6, label
+        assert difference.max() <= reach and difference.mean() < mean, label
 
 
 def w7(repeats):
@@ -850,6 +876,185 @@ def w7_torch(repeats):
         rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
                      "seconds": seconds, "hand": hand_seconds})
     return rows
+
+
+# --- W8 ---------------------------------------------------------------------------------------
+W8_THREADS = (1, 2)
+W8_CONTENDERS = ("symgrad", "PyTorch", "JAX")   # each in a process of its own per thread count
+# the mean parameter difference allowed after three steps: a convolution's sums round in another
+# order on each contender, and the few weights whose gradient is about 0 then move by +-lr
+W8_MEAN = 1e-4
+
+
+def w8_by_hand(init):
+    """W8's training step in hand-written NumPy over copies of ``init``: ``(step(x, labels)
+    -> loss, the parameters in ``init``'s order)``."""
+    names = list(init)
+    params = [init[k].copy() for k in names]
+    adam = AdamByHand(params, **ADAM)
+
+    def step(x, labels):
+        loss, grads = cnn_by_hand(dict(zip(names, params)), x, labels)
+        adam.step(params, [grads[k] for k in names])
+        return loss
+    return step, params
+
+
+def w8(repeats):
+    """Each contender of :data:`W8_CONTENDERS` at each of :data:`W8_THREADS` in a process of
+    its own (its CPUs and thread pools limited to that many), timed in alternation with the
+    hand-written step there; the table gives each time and its speedup over the hand-written
+    step divided by PyTorch eager's at the same thread count (each process times its own
+    hand-written step: compare through speedups)."""
+    rows = []
+    for threads in W8_THREADS:
+        found = []
+        for contender in W8_CONTENDERS:
+            result = _in_own_process("W8", contender, {}, repeats, threads=threads)
+            if result is None:
+                rows.append({"workload": f"W8 {contender}, {threads} thread(s)",
+                             "note": "not installed, skipped"})
+            elif "error" in result:
+                rows.append({"workload": f"W8 {result['label']}, {threads} thread(s)",
+                             "note": result["error"]})
+            else:
+                found += result
+        eager = next((r["hand"] / r["seconds"] for r in found
+                      if r["label"] == "PyTorch (eager)"), None)
+        for result in found:
+            row = _row(f"W8 {result['label']}, {threads} thread(s)", result["seconds"],
+                       result["hand"])
+            speedup = result["hand"] / result["seconds"]
+            versus = f"; {speedup / eager:.2f}x PyTorch eager's speedup" if eager else ""
+            row["note"] = f"{result['version']}{versus}{result.get('note', '')}"
+            rows.append(row)
+    return rows
+
+
+def _w8_symgrad(init, x, labels, repeats):
+    rows = []
+    steps, notes = [], []
+    for backend in BACKENDS:
+        fn, seconds = _timed_compile(lambda: sg.compile(*cnn_adam_program(init),
+                                                        backend=backend))
+        hand, hand_params = w8_by_hand(init)
+        losses = [float(fn(x=x, labels=labels)[0]) for _ in range(3)]
+        _check_w7(losses, [fn.state[name] for name in init],
+                  [hand(x, labels) for _ in range(3)], hand_params, f"symgrad {backend}",
+                  mean=W8_MEAN)
+        steps.append(lambda fn=fn: fn(x=x, labels=labels))
+        notes.append(f"; grad+compile {format_seconds(seconds)}")
+    hand, _ = w8_by_hand(init)
+    times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5)
+    for backend, seconds, note in zip(BACKENDS, times[1:], notes):
+        rows.append({"label": f"symgrad {backend}", "version": f"symgrad {sg.__version__}",
+                     "seconds": seconds, "hand": times[0], "note": note})
+    return rows
+
+
+def _w8_torch(init, x, labels, repeats):
+    torch = _torch()
+    functional = torch.nn.functional
+    xt, yt = torch.from_numpy(x), torch.from_numpy(labels)
+    rows = []
+    for label, compiled in (("PyTorch (eager)", False), ("PyTorch (torch.compile)", True)):
+        p = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
+        optimizer = torch.optim.Adam(list(p.values()), lr=ADAM["learning_rate"],
+                                     betas=(ADAM["beta1"], ADAM["beta2"]), eps=ADAM["epsilon"])
+
+        def loss_of():
+            h = functional.max_pool2d(functional.relu(
+                functional.conv2d(xt, p["w1"], p["b1"], padding=1)), 2)
+            h = functional.max_pool2d(functional.relu(
+                functional.conv2d(h, p["w2"], p["b2"], padding=1)), 2)
+            return functional.cross_entropy(h.reshape(-1, 2048) @ p["wd"] + p["bd"], yt)
+
+        forward = torch.compile(loss_of) if compiled else loss_of
+        update = torch.compile(optimizer.step) if compiled else optimizer.step
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss = forward()
+            loss.backward()
+            update()
+            return loss
+
+        hand, hand_params = w8_by_hand(init)
+        losses = [float(step()) for _ in range(3)]
+        _check_w7(losses, [t.detach().numpy() for t in p.values()],
+                  [hand(x, labels) for _ in range(3)], hand_params, label,
+                  mean=W8_MEAN)
+        seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
+                                                    repeats * 5)
+        rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
+                     "seconds": seconds, "hand": hand_seconds})
+    return rows
+
+
+def _w8_jax(init, x, labels, repeats):
+    jax, jnp = _jax()
+    lax = jax.lax
+    names = list(init)
+
+    def conv(h, w, b):
+        out = lax.conv_general_dilated(h, w, (1, 1), ((1, 1), (1, 1)),
+                                       dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        return out + b[None, :, None, None]
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    def loss_of(p, x, labels):
+        h = pool(jax.nn.relu(conv(x, p["w1"], p["b1"])))
+        h = pool(jax.nn.relu(conv(h, p["w2"], p["b2"])))
+        logp = jax.nn.log_softmax(h.reshape(-1, 2048) @ p["wd"] + p["bd"])
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    beta1, beta2, lr, eps = ADAM["beta1"], ADAM["beta2"], ADAM["learning_rate"], ADAM["epsilon"]
+
+    def step(state, x, labels):   # Adam with PyTorch's formulas
+        p, m, v, t = state
+        loss, g = jax.value_and_grad(loss_of)(p, x, labels)
+        t = t + 1
+        m = {k: m[k] + (g[k] - m[k]) * (1 - beta1) for k in names}
+        v = {k: v[k] * beta2 + g[k] * g[k] * (1 - beta2) for k in names}
+        size = lr / (1 - beta1 ** t)
+        root = jnp.sqrt(1 - beta2 ** t)
+        p = {k: p[k] - size * (m[k] / (jnp.sqrt(v[k]) / root + eps)) for k in names}
+        return loss, (p, m, v, t)
+
+    jitted = jax.jit(step, donate_argnums=0)
+    def zeros():
+        return {k: jnp.zeros(a.shape, a.dtype) for k, a in init.items()}
+
+    state = [({k: jnp.asarray(a) for k, a in init.items()}, zeros(), zeros(),
+              jnp.asarray(0.0, jnp.float32))]
+    xj, yj = jnp.asarray(x), jnp.asarray(labels)
+
+    def run():
+        loss, state[0] = jitted(state[0], xj, yj)
+        return jax.block_until_ready(loss)
+
+    hand, hand_params = w8_by_hand(init)
+    losses = [float(run()) for _ in range(3)]
+    _check_w7(losses, [np.asarray(state[0][0][k]) for k in names],
+              [hand(x, labels) for _ in range(3)], hand_params, "JAX",
+              mean=W8_MEAN)
+    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5)
+    return [{"label": "JAX jit", "version": f"JAX {jax.__version__}", "seconds": seconds,
+             "hand": hand_seconds}]
+
+
+def w8_framework_worker(framework, inputs, repeats):
+    """One W8 contender's rows (``framework`` is ``"symgrad"``, ``"PyTorch"`` or ``"JAX"``),
+    each checked over three steps against and timed in alternation with the hand-written
+    step."""
+    init = cnn_init()
+    x, labels = cnn_data()
+    run = {"symgrad": _w8_symgrad, "PyTorch": _w8_torch, "JAX": _w8_jax}[framework]
+    return run(init, x, labels, repeats)
+
+
 
 
 # --- W9 ---------------------------------------------------------------------------------------
@@ -1003,8 +1208,11 @@ def w9_framework_worker(framework, inputs, repeats):
 
 
 W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
+
+
 # workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
-OWN_WORKERS = {"W7": w7_framework_worker, "W9": w9_framework_worker}
+OWN_WORKERS = {"W7": w7_framework_worker, "W8": w8_framework_worker,
+               "W9": w9_framework_worker}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
@@ -1017,6 +1225,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
                                     (100,) if quick else (100, 1000)),
     "W7": lambda repeats, quick: w7(repeats),
+    "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),
 }
 

@@ -162,3 +162,113 @@ def w9_program(init, batch, per_example=True):
         else:
             grads = ir_backward.grad(loss(x, labels), params)
     return prog, list(grads)
+
+
+CNN_BATCH = 32
+
+
+def cnn_init(seed=0):
+    """``{name: array}`` float32 parameters of the W8 CNN: conv3x3 3->16 (``w1``, ``b1``),
+    conv3x3 16->32 (``w2``, ``b2``), linear 2048->10 (``wd`` [2048, 10], ``bd``)."""
+    rng = np.random.default_rng(seed)
+    return {"w1": (rng.standard_normal((16, 3, 3, 3)) * 0.2).astype("float32"),
+            "b1": np.zeros(16, "float32"),
+            "w2": (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype("float32"),
+            "b2": np.zeros(32, "float32"),
+            "wd": (rng.standard_normal((2048, 10)) * 0.02).astype("float32"),
+            "bd": np.zeros(10, "float32")}
+
+
+def cnn_data(batch=CNN_BATCH, seed=1):
+    """``(x [batch, 3, 32, 32] float32, labels [batch] int64)``."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((batch, 3, 32, 32)).astype("float32"),
+            rng.integers(0, 10, batch))
+
+
+def cnn_loss(x, labels, p):
+    """The W8 CNN's mean softmax cross-entropy: conv3x3 (padding 1) -> relu -> maxpool2 ->
+    conv3x3 -> relu -> maxpool2 -> linear; ``p``: the parameters as Values."""
+    nn = sg.nn
+    h = nn.max_pool2d(nn.relu(nn.conv2d(x, p["w1"], p["b1"], padding=1)), 2, 2, 0)
+    h = nn.max_pool2d(nn.relu(nn.conv2d(h, p["w2"], p["b2"], padding=1)), 2, 2, 0)
+    logits = sg.reshape(h, [-1, 2048]) @ p["wd"] + p["bd"]
+    return sg.mean(nn.softmax_cross_entropy(logits, labels))
+
+
+def cnn_adam_program(init):
+    """W8: the CNN with ``sg.optimizer.Adam(**ADAM).minimize(loss)`` (the parameters and the
+    moments are program state; the batch dim is unknown when it is built): one call is one
+    training step; fetches the loss."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3, 32, 32], "float32")
+        labels = sg.data("labels", [None], "int64")
+        p = {k: sg.parameter(k, v.shape, "float32", init=v) for k, v in init.items()}
+        loss = cnn_loss(x, labels, p)
+    sg.optimizer.Adam(**ADAM).minimize(loss)
+    return prog, [loss]
+
+
+def _im2col3x3(x):
+    """``[N * H * W, C * 9]`` columns of 3x3 windows (padding 1) over ``x`` [N, C, H, W]
+    (one strided view of the padded input, copied once by the reshape)."""
+    n, c, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    s = padded.strides
+    view = np.lib.stride_tricks.as_strided(padded, (n, h, w, c, 3, 3),
+                                           (s[0], s[2], s[3], s[1], s[2], s[3]))
+    return view.reshape(n * h * w, c * 9)
+
+
+def _col2im3x3(cols, shape):
+    """The adjoint of :func:`_im2col3x3`: ``cols`` [N * H * W, C * 9] summed into [N, C, H, W]."""
+    n, c, h, w = shape
+    cols = cols.reshape(n, h, w, c, 3, 3)
+    padded = np.zeros((n, c, h + 2, w + 2), cols.dtype)
+    for i in range(3):
+        for j in range(3):
+            padded[:, :, i:i + h, j:j + w] += cols[..., i, j].transpose(0, 3, 1, 2)
+    return padded[:, :, 1:-1, 1:-1]
+
+
+def _pool2(x):
+    """2x2 max pooling of ``x`` [N, C, H, W]: the maxima and where they are (ties all get the
+    gradient, as the pooling's reference)."""
+    n, c, h, w = x.shape
+    windows = x.reshape(n, c, h // 2, 2, w // 2, 2)
+    top = windows.max(axis=(3, 5))
+    mask = windows == top[:, :, :, None, :, None]
+    return top, mask / mask.sum(axis=(3, 5), keepdims=True, dtype=x.dtype)
+
+
+def cnn_by_hand(p, x, labels):
+    """Hand-written NumPy forward and backward of the W8 CNN (im2col through one strided view
+    and one matmul per convolution); returns ``(loss, {name: gradient})``."""
+    n = len(x)
+    cols1 = _im2col3x3(x)
+    a1 = (cols1 @ p["w1"].reshape(16, -1).T + p["b1"]).reshape(n, 32, 32, 16).transpose(0, 3, 1, 2)
+    p1, share1 = _pool2(np.maximum(a1, 0))
+    cols2 = _im2col3x3(p1)
+    a2 = (cols2 @ p["w2"].reshape(32, -1).T + p["b2"]).reshape(n, 16, 16, 32).transpose(0, 3, 1, 2)
+    p2, share2 = _pool2(np.maximum(a2, 0))
+    features = p2.reshape(n, -1)
+    z = features @ p["wd"] + p["bd"]
+    z = z - z.max(1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(1, keepdims=True)
+    rows = np.arange(n)
+    loss = np.mean(np.log(total[:, 0]) - z[rows, labels])
+    dz = e / total
+    dz[rows, labels] -= 1
+    dz /= n
+    grads = {"wd": features.T @ dz, "bd": dz.sum(0)}
+    g = (dz @ p["wd"].T).reshape(p2.shape)
+    g = (share2 * g[:, :, :, None, :, None]).reshape(a2.shape) * (a2 > 0)
+    g2 = g.transpose(0, 2, 3, 1).reshape(-1, 32)
+    grads["w2"], grads["b2"] = (g2.T @ cols2).reshape(32, 16, 3, 3), g2.sum(0)
+    g = _col2im3x3(g2 @ p["w2"].reshape(32, -1), p1.shape)
+    g = (share1 * g[:, :, :, None, :, None]).reshape(a1.shape) * (a1 > 0)
+    g1 = g.transpose(0, 2, 3, 1).reshape(-1, 16)
+    grads["w1"], grads["b1"] = (g1.T @ cols1).reshape(16, 3, 3, 3), g1.sum(0)
+    return loss, grads

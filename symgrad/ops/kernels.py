@@ -54,31 +54,43 @@ def crop_hw(xp, padding, size):
 
 
 # --- convolution ------------------------------------------------------------------------------
+def conv_columns(windows, group, channels):
+    """im2col of one group's ``channels`` input channels: [N, channels * kh * kw, Ho * Wo]
+    (a copy) from the window view [N, C, Ho, Wo, kh, kw]."""
+    n, _, ho, wo, kh, kw = windows.shape
+    part = windows[:, group * channels:(group + 1) * channels]
+    return part.transpose(0, 1, 4, 5, 2, 3).reshape(n, channels * kh * kw, ho * wo)
+
+
 def conv2d_forward(x, w, stride, padding, dilation, groups):
     """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
-    g the group of output channel o."""
+    g the group of output channel o: per sample and group ``W_g @ im2col(x)``, one batched
+    matmul per group written into the NCHW result."""
     n = x.shape[0]
     out_ch, cg, kh, kw = w.shape
     og = out_ch // groups
     windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
-    out = np.empty((n, out_ch, windows.shape[2], windows.shape[3]), np.result_type(x, w))
+    ho, wo = windows.shape[2:4]
+    out = np.empty((n, out_ch, ho * wo), np.result_type(x, w))
     for g in range(groups):
-        part = np.tensordot(windows[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
-                            axes=([1, 4, 5], [1, 2, 3]))
-        out[:, g * og:(g + 1) * og] = part.transpose(0, 3, 1, 2)
-    return out
+        np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), conv_columns(windows, g, cg),
+                  out=out[:, g * og:(g + 1) * og])
+    return out.reshape(n, out_ch, ho, wo)
 
 
 def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
-    output cotangent ``g``; linear in ``g`` and in ``w``."""
-    out_ch, cg, kh, kw = w.shape
+    output cotangent ``g``: per sample and group ``col2im(W_g^T @ g)``; linear in ``g`` and
+    in ``w``."""
+    n, out_ch, ho, wo = g.shape
+    _, cg, kh, kw = w.shape
     og = out_ch // groups
     ph, pw = padding
     parts = []
     for k in range(groups):
-        cols = np.tensordot(g[:, k * og:(k + 1) * og], w[k * og:(k + 1) * og], axes=([1], [0]))
-        parts.append(cols.transpose(0, 3, 4, 5, 1, 2))   # [N, Cg, kh, kw, Ho, Wo]
+        cols = np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
+                         g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
+        parts.append(cols.reshape(n, cg, kh, kw, ho, wo))
     cols = parts[0] if groups == 1 else np.concatenate(parts, axis=1)
     size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
     return crop_hw(window_scatter(cols, size, stride, dilation), padding, input_hw)
@@ -86,63 +98,100 @@ def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
 
 def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
-    for the output cotangent ``g``; linear in ``x`` and in ``g``."""
-    out_ch = g.shape[1]
+    for the output cotangent ``g``: the sum over samples of ``g_g @ im2col(x)^T`` per group;
+    linear in ``x`` and in ``g``."""
+    n, out_ch, ho, wo = g.shape
     og = out_ch // groups
     cg = x.shape[1] // groups
     windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
-    parts = [np.tensordot(g[:, k * og:(k + 1) * og], windows[:, k * cg:(k + 1) * cg],
-                          axes=([0, 2, 3], [0, 2, 3]))
+    parts = [np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo),
+                       conv_columns(windows, k, cg).transpose(0, 2, 1)).sum(axis=0)
              for k in range(groups)]
-    return parts[0] if groups == 1 else np.concatenate(parts, axis=0)
+    weight = parts[0] if groups == 1 else np.concatenate(parts, axis=0)
+    return weight.reshape(out_ch, cg, *kernel_hw)
 
 
 # --- pooling ----------------------------------------------------------------------------------
+def window_taps(xp, kernel, stride):
+    """``(i, j, view)`` for each tap (i, j) of the windows (no dilation) of the padded ``xp``
+    [N, C, H, W], in order: ``view`` [N, C, Ho, Wo] (strided, no copy) holds that tap of every
+    window. Pooling loops over the taps (a few large NumPy calls), never over windows."""
+    sh, sw = stride
+    ho = (xp.shape[2] - kernel[0]) // sh + 1
+    wo = (xp.shape[3] - kernel[1]) // sw + 1
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            yield i, j, xp[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+
+
+def max_pool2d_windows(x, kernel_size, stride, padding):
+    """``(padded x, window maxima [N, C, Ho, Wo], tie counts)``: padding is ``-inf`` so it
+    never wins; a window holding NaN has NaN as its maximum; the count of a window is the
+    number of its positions equal to the maximum, at least 1, in ``x``'s dtype."""
+    xp = pad_hw(x, padding, -np.inf)
+    top = None
+    for _, _, tap in window_taps(xp, kernel_size, stride):
+        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
+    count = np.zeros(top.shape, np.int64)
+    for _, _, tap in window_taps(xp, kernel_size, stride):
+        count += tap == top
+    return xp, top, np.maximum(count, 1).astype(x.dtype)
+
+
 def max_pool2d_forward(x, kernel_size, stride, padding):
     """Window maxima; padding is ``-inf`` so it never wins."""
-    windows = window_view(pad_hw(x, padding, -np.inf), kernel_size, stride, (1, 1))
-    return windows.max(axis=(4, 5))
-
-
-def max_pool2d_shares(x, kernel_size, stride, padding):
-    """Padded windows' [N, C, Ho, Wo, kh, kw] weights: 1/t at each of the t tied maxima of
-    a window, 0 elsewhere."""
-    windows = window_view(pad_hw(x, padding, -np.inf), kernel_size, stride, (1, 1))
-    mask = windows == windows.max(axis=(4, 5), keepdims=True)
-    count = np.maximum(mask.sum(axis=(4, 5), keepdims=True), 1)
-    return mask / count.astype(x.dtype)
+    top = None
+    for _, _, tap in window_taps(pad_hw(x, padding, -np.inf), kernel_size, stride):
+        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
+    return top
 
 
 def max_pool2d_grad(x, g, kernel_size, stride, padding):
-    """Gradient of max pooling: each window's cotangent split evenly among its tied maxima,
-    overlapping windows accumulating. Linear in ``g``."""
-    shares = max_pool2d_shares(x, kernel_size, stride, padding)
-    cols = (shares * g[:, :, :, :, None, None]).transpose(0, 1, 4, 5, 2, 3)
-    ph, pw = padding
-    size = (x.shape[2] + 2 * ph, x.shape[3] + 2 * pw)
-    return crop_hw(window_scatter(cols, size, stride, (1, 1)), padding, x.shape[2:])
+    """Gradient of max pooling: each window's cotangent split evenly among its tied maxima
+    (every position gets its share, 0 where it is not a maximum, times the cotangent: an
+    infinite or NaN cotangent gives NaN there too), overlapping windows accumulating. Linear
+    in ``g``."""
+    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
+    out = np.zeros(xp.shape, np.result_type(x, g))
+    ho, wo = top.shape[2:]
+    sh, sw = stride
+    for i, j, tap in window_taps(xp, kernel_size, stride):
+        out[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
+            ((tap == top) / count) * g
+    return crop_hw(out, padding, x.shape[2:])
 
 
 def max_pool2d_select(x, h, kernel_size, stride, padding):
     """Adjoint of :func:`max_pool2d_grad` in ``g``: for each window of ``x``, the mean of
     ``h`` over the window's tied maxima (shaped like the pooled output)."""
-    shares = max_pool2d_shares(x, kernel_size, stride, padding)
-    windows = window_view(pad_hw(h, padding, 0), kernel_size, stride, (1, 1))
-    return (shares * windows).sum(axis=(4, 5))
+    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
+    total = np.zeros(top.shape, np.result_type(x, h))   # sums start from +0.0
+    taps = zip(window_taps(xp, kernel_size, stride),
+               window_taps(pad_hw(h, padding, 0), kernel_size, stride))
+    for (_, _, tap), (_, _, value) in taps:
+        total += ((tap == top) / count) * value
+    return total
 
 
 def avg_pool2d_counts(input_hw, kernel_size, stride, padding, dtype):
     """[Ho, Wo] number of real (non-padding) elements in each window."""
     ones = np.ones((1, 1, input_hw[0], input_hw[1]), dtype)
-    windows = window_view(pad_hw(ones, padding, 0), kernel_size, stride, (1, 1))
-    return windows.sum(axis=(4, 5))[0, 0]
+    return avg_pool2d_sums(pad_hw(ones, padding, 0), kernel_size, stride)[0, 0]
+
+
+def avg_pool2d_sums(xp, kernel_size, stride):
+    """The sum of each window of the padded ``xp``: +0.0, then its taps added in order."""
+    total = None
+    for _, _, tap in window_taps(xp, kernel_size, stride):
+        total = np.zeros(tap.shape, xp.dtype) if total is None else total
+        total += tap
+    return total
 
 
 def avg_pool2d_forward(x, kernel_size, stride, padding):
     """Window means; padding is not counted in the mean."""
-    windows = window_view(pad_hw(x, padding, 0), kernel_size, stride, (1, 1))
     counts = avg_pool2d_counts(x.shape[2:], kernel_size, stride, padding, x.dtype)
-    return windows.sum(axis=(4, 5)) / counts
+    return avg_pool2d_sums(pad_hw(x, padding, 0), kernel_size, stride) / counts
 
 
 def avg_pool2d_grad(g, input_hw, kernel_size, stride, padding):

@@ -1,6 +1,8 @@
 """The C prelude's own float math (``sg_tanhf``): accuracy against tanh in double over a sweep
-of float bit patterns, the special values, and that its loops vectorize."""
+of float bit patterns, the special values, and that its loops vectorize; ``where`` by bit
+masks (``sg_where``) selecting exactly as NumPy."""
 import numpy as np
+import pytest
 
 import symgrad as sg
 
@@ -52,3 +54,27 @@ def test_float32_tanh_is_the_preludes_own_inline_function():
     source = _tanh_float32().source
     assert "static inline float sg_tanhf(float x)" in source
     assert "float: sg_tanhf" in source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_where_selects_bit_for_bit_as_numpy(dtype):
+    """A bool mask fed and one computed in the loop, over special values: the bit-mask
+    select of ``sg_where`` keeps -0.0, infinities and NaN payloads."""
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.5, 1e-40] if dtype != "int32" \
+        else [0, -1, 7, 2 ** 31 - 1, -2 ** 31, 3, 5, 9]
+    a = np.array(special * 3, dtype)
+    b = np.roll(a, 5)
+    mask = np.arange(a.size) % 3 == 0
+    condition = np.where(mask, np.nan, np.arange(a.size) % 2 - 0.5).astype("float32")
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        values = [sg.data(name, [None], t) for name, t in
+                  (("m", "bool"), ("c", "float32"), ("a", dtype), ("b", dtype))]
+        m, c, x, y = values
+        fetches = [sg.where(m, x * 1, y), sg.where(c > 0, x, y * 1)]
+    fn = sg.compile(prog, fetches, backend="c")
+    assert "sg_where(" in fn.sources[".c"]
+    got = fn(m=mask, c=condition, a=a, b=b)
+    for result, want in zip(got, (np.where(mask, a, b), np.where(condition > 0, a, b))):
+        assert result.dtype == want.dtype
+        assert result.tobytes() == want.tobytes()

@@ -1,7 +1,9 @@
 """The C backend's native ops (matmul, conv2d and pooling with their gradients: C entry points
 calling NumPy's BLAS) against the interpreter: the registry's nn samples with their
 gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties and NaN in
-max pooling, run-time dims that disagree, and the NumPy fallback without a BLAS."""
+max pooling, run-time dims that disagree, transposed matmul operands read in place, and the
+NumPy fallback without a BLAS; a CNN step and a training batch_norm with its gradients
+computed wholly in C (the host only allocates and makes views)."""
 import functools
 import re
 import subprocess
@@ -66,7 +68,7 @@ def test_sample_and_its_gradients_match_the_interpreter(sample, dtype):
     native = [op for op in walk_ops(compiled.program.ops) if op.opdef.name in NATIVE_OPS
               and LOWERINGS.rule(op.opdef).kind(op) is not None]
     assert _native_calls(compiled) >= min(1, len(native))
-    if sample.op != "matmul":   # a matmul of transposed or broadcast operands stays on NumPy
+    if sample.op != "matmul":   # a matmul of broadcast operands stays on NumPy
         assert native
 
 
@@ -208,20 +210,85 @@ def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threa
         assert got.tobytes() == alone.tobytes()
 
 
-def test_a_matmul_of_a_transposed_operand_stays_on_numpy():
-    """NumPy hands the BLAS a transposed view where the C entry would copy it (W1's backward
-    measured slower natively): such a matmul stays a NumPy call, the plain one is native."""
+def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
+    """A transposed matrix operand (``np.transpose``'s F-contiguous view) goes to the GEMM
+    with its transpose flag, on either side, as NumPy's matmul hands it; an operand of other
+    strides (a fed slice) is copied. Every matmul is a native call."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 4], "float32")
         w = sg.data("w", [4, 3], "float32")
         v = sg.data("v", [3, 4], "float32")
-        plain, transposed = x @ w, x @ sg.transpose(v)
-    compiled = sg.compile(prog, [plain, transposed], backend="c")
-    assert _native_calls(compiled) == 1
+        u = sg.data("u", [4, 5], "float32")
+        fetches = [x @ w, x @ sg.transpose(v), sg.transpose(u) @ w,
+                   sg.transpose(u) @ sg.transpose(v), sg.transpose(x) @ x]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert "np.matmul" not in compiled.sources[".py"]
+    assert _native_calls(compiled) == len(fetches)
     feeds = {"x": RNG.standard_normal((5, 4)).astype("float32"),
              "w": RNG.standard_normal((4, 3)).astype("float32"),
-             "v": RNG.standard_normal((3, 4)).astype("float32")}
-    got = compiled(**feeds)
-    np.testing.assert_allclose(got[0], feeds["x"] @ feeds["w"], rtol=1e-5)
-    np.testing.assert_allclose(got[1], feeds["x"] @ feeds["v"].T, rtol=1e-5)
+             "v": RNG.standard_normal((3, 4)).astype("float32"),
+             "u": RNG.standard_normal((4, 5)).astype("float32")}
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+    strided = dict(feeds, x=RNG.standard_normal((5, 8)).astype("float32")[:, ::2],
+                   w=np.asfortranarray(feeds["w"]))   # a copy; a fed F-order array
+    _assert_matches(prog, fetches, compiled, strided, "float32")
+    single = dict(feeds, x=feeds["x"][:1])   # a 1-row operand and its transpose
+    _assert_matches(prog, fetches, compiled, single, "float32")
+
+
+# allocation, views and the fetches' dtype: the host's only NumPy calls in a program C computes
+# whole (each op else is a segment, a row op or a native op)
+_HOST_ONLY = {"empty", "reshape", "asarray", "transpose"}
+
+
+def _numpy_calls(compiled) -> set:
+    """The NumPy functions the host module's ``run`` calls."""
+    source = compiled.sources[".py"]
+    return set(re.findall(r"\bnp\.(\w+)\(", source[source.index("def run("):]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_cnn_step_computes_every_op_in_c(dtype):
+    """Between its C calls the host only allocates results and makes views: no conv,
+    pooling, matmul or elementwise op returns to NumPy."""
+    _, _, compiled = _cnn_program(dtype)
+    assert _numpy_calls(compiled) <= _HOST_ONLY
+
+
+@functools.lru_cache(maxsize=None)
+def _batch_norm_program(dtype):
+    """A training batch_norm (batch statistics, running statistics assigned) after a conv,
+    with the gradients of its input, weight and bias; the batch dim unknown."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3, 5, 6], dtype)
+        k = sg.data("k", [4, 3, 3, 3], dtype)
+        weight, bias = sg.data("weight", [4], dtype), sg.data("bias", [4], dtype)
+        running = nn.batch_norm_stats("bn", 4, dtype)
+        h = nn.conv2d(x, k, padding=1)
+        y = nn.relu(nn.batch_norm(h, *running, weight, bias, training=True))
+        loss = sg.mean(y * y)
+        fetches = [loss, *ir_backward.grad(loss, [x, k, weight, bias])]
+    return prog, fetches, sg.compile(prog, fetches, backend="c")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_training_batch_norm_and_its_gradients_run_in_c_and_match_the_interpreter(dtype):
+    """The batch statistics, the normalization, the running statistics' update and the
+    gradients are C segments (fused loops and reductions); the host only allocates and
+    reshapes. Results match the interpreter at several batch sizes, the state too."""
+    prog, fetches, compiled = _batch_norm_program(dtype)
+    assert _numpy_calls(compiled) <= _HOST_ONLY
+    reference = sg.compile(prog, fetches, backend="interpreter")
+    for batch in (4, 1, 7):
+        feeds = {"x": RNG.standard_normal((batch, 3, 5, 6)).astype(dtype),
+                 "k": RNG.standard_normal((4, 3, 3, 3)).astype(dtype),
+                 "weight": RNG.standard_normal(4).astype(dtype),
+                 "bias": RNG.standard_normal(4).astype(dtype)}
+        for got, want in zip(compiled(**feeds), reference(**feeds)):
+            np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype],
+                                       atol=TOLERANCE[dtype] * 10)
+        for name in ("bn.running_mean", "bn.running_var"):
+            np.testing.assert_allclose(compiled.state[name], reference.state[name],
+                                       rtol=TOLERANCE[dtype])

@@ -134,6 +134,11 @@ for _name, _expression in EXPRESSIONS.items():
 for _name, _expression in FLOAT_EXPRESSIONS.items():
     register_lowering(_name, _expression, floats_only=True,
                       constant_forms=CONSTANT_FORMS.get(_name, ()))
+# the C backend's own forms: ``sg_where`` (the prelude) selects by bit masks between floats,
+# where gcc makes a branch of a ``?:`` between two loaded values (and leaves the loop scalar:
+# a relu's gradient ran 10x slower)
+for _name, _expression in {"where": "sg_where({0}, {1}, {2})"}.items():
+    register_lowering(_name, _expression)
 
 
 # --- row ops -----------------------------------------------------------------------------------
@@ -210,13 +215,10 @@ def _window_kind(name):
 
 
 def _matmul_kind(op):
-    """Matrices, a stack of them times one matrix, or two stacks of equal batch dims; not an
-    operand that a transpose makes (the entry would copy it, where NumPy hands the BLAS the
-    transposed view: measured slower on W1's backward)."""
+    """Matrices, a stack of them times one matrix, or two stacks of equal batch dims (a
+    transposed matrix operand is read in place: :mod:`.native_ops`)."""
     a, b = op.inputs
     if not _same_float(op) or a.ndim < 2 or b.ndim < 2:
-        return None
-    if any(v.op is not None and v.op.opdef.algebra.permutation for v in (a, b)):
         return None
     if b.ndim == 2 or (a.ndim == b.ndim and a.dims[:-2] == b.dims[:-2]):
         return "matmul"

@@ -9,10 +9,13 @@ agree (the batch dim of every NCHW operand, a matmul's inner and batch dims), re
 and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
-  the rows), one GEMM per matrix for two stacks of equal batch dims;
+  the rows), one GEMM per matrix for two stacks of equal batch dims; a 2-D operand that is
+  the transpose of a C-contiguous array (``np.transpose``'s view, F-contiguous) is read in
+  place with the GEMM's transpose flag, as NumPy's ``matmul`` does;
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
-  ``conv2d_weight_grad``: the sum over samples of ``g @ im2col(x)^T``, accumulated by the GEMM;
+  ``conv2d_weight_grad``: the sum over samples of ``im2col(x) @ g^T`` accumulated by the GEMM,
+  then transposed;
 - pooling and its gradients: direct loops over the windows, with the reference's semantics
   (``-inf`` padding and NaN propagation for the max, ties sharing the gradient evenly,
   padding not counted in the mean).
@@ -112,7 +115,10 @@ def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
     program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
     thread per usable CPU)."""
     result = op.results[0]
-    args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
+    # a matmul's matrix operands: 2-D ones when the other is a matrix (not a stack pair)
+    transposable = kind == "matmul" and op.inputs[1].ndim == 2
+    args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v),
+                 transposable=transposable and v.ndim == 2)
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))

@@ -336,10 +336,11 @@ register_lowering("take_along_axis_grad",
 
 
 # --- convolution, pooling, softmax ------------------------------------------------------------
-_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw)
-_POOL = (kernels.pad_hw, kernels.window_view)
-_MAX = _POOL + (kernels.max_pool2d_shares,)
-_AVG = _POOL + (kernels.avg_pool2d_counts,)
+_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw,
+         kernels.conv_columns)
+_POOL = (kernels.pad_hw, kernels.window_taps)
+_MAX = _POOL + (kernels.max_pool2d_windows, kernels.crop_hw)
+_AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)
 _SCATTER = (kernels.window_scatter, kernels.crop_hw)
 
 register_lowering("conv2d", call("conv2d_forward", CONV_ATTRS),
@@ -351,7 +352,7 @@ register_lowering("conv2d_weight_grad", call("conv2d_weight_grad", ("kernel_hw",
 register_lowering("max_pool2d", call("max_pool2d_forward", POOL_ATTRS),
                   _POOL + (kernels.max_pool2d_forward,))
 register_lowering("max_pool2d_grad", call("max_pool2d_grad", POOL_ATTRS),
-                  _MAX + _SCATTER + (kernels.max_pool2d_grad,))
+                  _MAX + (kernels.max_pool2d_grad,))
 register_lowering("max_pool2d_select", call("max_pool2d_select", POOL_ATTRS),
                   _MAX + (kernels.max_pool2d_select,))
 register_lowering("avg_pool2d", call("avg_pool2d_forward", POOL_ATTRS),
