@@ -1,0 +1,133 @@
+"""A program's C, cut into functions and translation units of bounded size.
+
+gcc's time and memory grow faster than linearly with the size of one function, and with the
+size of one translation unit. So no generated C function or unit grows with the program:
+
+- A segment's loop groups are called from *step* functions of at most :data:`STEP_STATEMENTS`
+  statements each (:func:`steps_of`; a group's call, its allocations and frees are one
+  statement each), which the segment's entry calls in order (see :mod:`.segments`).
+- A program whose C has more than :data:`UNIT_LINES` lines or :data:`UNIT_FUNCTIONS` functions
+  becomes several translation units (:func:`split`): the runtime (the prelude with its
+  definitions, the same for every program: compiled once per toolchain), then the group and
+  step functions in their order (each step after the group functions it is the first to call,
+  so that one changed group changes the unit of its step), then the entries (the segments', the
+  row ops' and the native ops'), each unit up to the bounds. A unit declares the functions of
+  other units it calls (they are hidden externals, ``SG_LINK``). The compiler compiles the
+  units in parallel, caches each unit's object file by the hash of its text and flags, and links
+  them (:mod:`.compiler`): a program that shares units with one compiled before reuses them.
+
+:func:`joined` is the program's readable C, ``fn.source``: the units one after the other, each
+under a header naming it. It is also one valid C file (the prelude and the group functions are
+guarded), which the C backend compiles whole where a program fits one unit.
+
+Bounds measured on the W4 chain (``benchmarks/cpu.py``), see ``docs`` of the C backend: the
+compile time per line is flat up to a few thousand lines per unit and grows beyond; a process
+costs about 0.1 s, so units much smaller than the bound only add processes.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+STEP_STATEMENTS = 256     # statements of one step function (at least one group each)
+UNIT_LINES = 6000         # lines of one translation unit (at least one function each)
+UNIT_FUNCTIONS = 400      # functions of one translation unit
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """One function of a program's C: its ``code``; for a function that other units may call,
+    its ``name`` and ``declaration``; the names of the program's functions it ``calls``;
+    ``native``: it needs ``c/native.h.j2``."""
+
+    code: str
+    name: str = ""
+    declaration: str = ""
+    calls: tuple = ()
+    native: bool = False
+
+    @property
+    def lines(self) -> int:
+        return self.code.count("\n") + 1
+
+
+def guarded(name: str, code: str) -> str:
+    """``code``, defining function ``name``, guarded so that a C file defines it once (the
+    sources of several programs compiled together may each hold it)."""
+    return f"#ifndef {name.upper()}\n#define {name.upper()}\n{code}\n#endif"
+
+
+def steps_of(costs) -> list[list[int]]:
+    """The indices ``0..len(costs)-1`` cut into consecutive runs of total cost at most
+    :data:`STEP_STATEMENTS` (a run of one when a cost alone is above it)."""
+    runs, total = [], 0
+    for index, cost in enumerate(costs):
+        if not runs or total + cost > STEP_STATEMENTS:
+            runs.append([])
+            total = 0
+        runs[-1].append(index)
+        total += cost
+    return runs
+
+
+def _pack(pieces) -> list[list]:
+    """``pieces`` in order, cut into runs of at most :data:`UNIT_LINES` lines and
+    :data:`UNIT_FUNCTIONS` pieces (a run of one when a piece alone is longer)."""
+    runs, lines = [], 0
+    for piece in pieces:
+        if not runs or lines + piece.lines > UNIT_LINES or len(runs[-1]) >= UNIT_FUNCTIONS:
+            runs.append([])
+            lines = 0
+        runs[-1].append(piece)
+        lines += piece.lines
+    return runs
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """One translation unit: its ``text`` and what it holds, ``"program"`` (all of a program
+    that fits one unit), ``"runtime"``, ``"group functions"`` or ``"glue"`` (steps and
+    entries, which only allocate, call and check: the compiler builds them at a lower
+    optimization level, :data:`~.compiler.GLUE_LEVEL`)."""
+
+    text: str
+    holds: str
+
+    @property
+    def glue(self) -> bool:
+        return self.holds == "glue"
+
+
+def units_of(functions, steps, entries, prelude, native) -> list[Unit]:
+    """The translation units of a program: ``functions``, ``steps`` and ``entries`` are
+    :class:`Piece` lists (the group functions, the segments' steps, the entry points),
+    ``prelude(runtime)`` renders the prelude with or without the runtime's definitions,
+    ``native`` is ``c/native.h.j2``'s text. One unit when the program fits the bounds, else as
+    the module docstring says."""
+    pieces = functions + steps + entries
+    if len(pieces) <= UNIT_FUNCTIONS and sum(p.lines for p in pieces) <= UNIT_LINES:
+        head = [prelude(True)] + [native] * any(p.native for p in pieces)
+        return [Unit("\n".join(head + [p.code for p in pieces]) + "\n", "program")]
+    declarations = prelude(False)
+    defined = {p.name: p for p in functions + steps if p.name}
+    units = [Unit(prelude(True), "runtime")]
+    for holds, run in [("group functions", run) for run in _pack(functions)] + \
+            [("glue", run) for run in _pack(steps) + _pack(entries)]:
+        here = {p.name for p in run}
+        needed = dict.fromkeys(name for p in run for name in p.calls if name not in here)
+        head = [declarations] + [native] * any(p.native for p in run)
+        head += [defined[name].declaration for name in needed]
+        units.append(Unit("\n".join(head + [p.code for p in run]) + "\n", holds))
+    return units
+
+
+def joined(units, header: str) -> str:
+    """The program's readable C (see the module docstring): ``header``, then each unit under a
+    line naming it. One unit is returned as it is, after ``header``."""
+    if len(units) == 1:
+        return f"{header}\n{units[0].text}"
+    parts = [f"{header}\n/* Its C is {len(units)} translation units, compiled apart and "
+             f"linked. */\n"]
+    for number, unit in enumerate(units):
+        parts.append(f"\n/* ==== unit {number + 1} of {len(units)}: {unit.holds} ==== */\n"
+                     f"{unit.text}")
+    return "".join(parts)
