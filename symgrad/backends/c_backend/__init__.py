@@ -36,9 +36,8 @@ __all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", 
 class CExecutable:
     """A program compiled for the C backend: ``run(feeds_by_name) -> list of arrays``.
     ``source``: the C program; ``units``: its translation units; ``host_source``: the host
-    module; ``library``: the shared
-    library's path (None until compiled, inside :func:`deferred`); ``module``: the loaded host
-    module; ``constants``; ``kernels`` (always empty); ``stats`` (``cache_hit``,
+    module; ``library``: the shared library's path (None until compiled, inside
+    :func:`deferred`); ``module``: the loaded host module; ``constants``; ``kernels`` (always empty); ``stats`` (``cache_hit``,
     ``c_segments``, ``c_functions``, ``c_units``...)."""
 
     backend = NAME
