@@ -65,7 +65,7 @@ NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-
 # the optimization level of glue units (a segment's steps, the entry points: calls,
 # allocations and checks, no loops worth optimizing), which compile about 2.5x faster than at
 # -O3 (see .units)
-GLUE_LEVEL = "-O1"
+GLUE_LEVEL = "-O0"
 HINT = "install one (for example `apt-get install gcc`) or compile with backend=\"numpy\""
 
 

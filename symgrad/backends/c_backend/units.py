@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 
-STEP_STATEMENTS = 256     # statements of one step function (at least one group each)
-UNIT_LINES = 6000         # lines of one translation unit (at least one function each)
+STEP_STATEMENTS = 128     # statements of one step function (at least one group each)
+UNIT_LINES = 1000         # lines of one translation unit (at least one function each)
+GLUE_LINES = 4000         # lines of one unit of glue (compiled at a lower optimization level)
 UNIT_FUNCTIONS = 400      # functions of one translation unit
 
 
@@ -69,12 +70,12 @@ def steps_of(costs) -> list[list[int]]:
     return runs
 
 
-def _pack(pieces) -> list[list]:
-    """``pieces`` in order, cut into runs of at most :data:`UNIT_LINES` lines and
+def _pack(pieces, most_lines) -> list[list]:
+    """``pieces`` in order, cut into runs of at most ``most_lines`` lines and
     :data:`UNIT_FUNCTIONS` pieces (a run of one when a piece alone is longer)."""
     runs, lines = [], 0
     for piece in pieces:
-        if not runs or lines + piece.lines > UNIT_LINES or len(runs[-1]) >= UNIT_FUNCTIONS:
+        if not runs or lines + piece.lines > most_lines or len(runs[-1]) >= UNIT_FUNCTIONS:
             runs.append([])
             lines = 0
         runs[-1].append(piece)
@@ -110,8 +111,8 @@ def units_of(functions, steps, entries, prelude, native) -> list[Unit]:
     declarations = prelude(False)
     defined = {p.name: p for p in functions + steps if p.name}
     units = [Unit(prelude(True), "runtime")]
-    for holds, run in [("group functions", run) for run in _pack(functions)] + \
-            [("glue", run) for run in _pack(steps) + _pack(entries)]:
+    for holds, run in [("group functions", run) for run in _pack(functions, UNIT_LINES)] + \
+            [("glue", run) for run in _pack(steps, GLUE_LINES) + _pack(entries, GLUE_LINES)]:
         here = {p.name for p in run}
         needed = dict.fromkeys(name for p in run for name in p.calls if name not in here)
         head = [declarations] + [native] * any(p.native for p in run)
