@@ -4,12 +4,12 @@ A program's C source becomes ``c_<key>.so`` in the cache directory, ``key`` bein
 the source, the compiler, its flags and what the library needs of the machine; a second
 process compiling the same program loads that file without running the compiler. A program
 of several translation units (:mod:`.units`) is built from one object file per unit,
-``c_unit_<key>.o`` keyed by the unit's text and flags: the units missing from the cache are
-compiled in parallel (as many compiler processes as this process may use CPUs), then all are
-linked; a program sharing units with one built before compiles only the others. Glue units
-compile at :data:`GLUE_LEVEL`. Beside each
-library is the record written when it was built (its sha256 and what it needs of the machine:
-:func:`~symgrad.backends.cache.seal_binary`), checked before the library is loaded; a library
+``c_unit_<key>.o`` keyed by the unit's text and flags (glue units compile at
+:data:`GLUE_LEVEL`): the units missing from the cache are compiled in parallel (as many
+compiler processes as this process may use CPUs, at most ``options.threads``), then all are
+linked; a program sharing units with one built before compiles only the others. Beside each
+binary (library or object file) is the record written when it was built (its sha256 and what it needs of the machine:
+:func:`~symgrad.backends.cache.seal_binary`), checked before it is used; a library
 that fails the check is built again, and one the dynamic loader refuses leaves the cache
 (:func:`load`). Which optional flags build is probed once and recorded per compiler binary
 and CPU (:func:`_probe`).
@@ -63,7 +63,7 @@ BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fno-math-er
 # the whole loop from vectorizing
 NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
 # the optimization level of glue units (a segment's steps, the entry points: calls,
-# allocations and checks, no loops worth optimizing), which compile about 2.5x faster than at
+# allocations and checks, no loops worth optimizing), which compile about 3x faster than at
 # -O3 (see .units)
 GLUE_LEVEL = "-O0"
 HINT = "install one (for example `apt-get install gcc`) or compile with backend=\"numpy\""
@@ -352,12 +352,16 @@ def _run(tools: Toolchain, arguments: list, target: str, source_path, what: str)
             os.unlink(temporary)
 
 
-def _jobs() -> int:
-    """How many compiler processes run at once: the CPUs this process may use."""
+def _jobs(options) -> int:
+    """How many compiler processes run at once: the CPUs this process may use, at most
+    ``options.threads`` when it is set (a program asked to run on one thread compiles on
+    one)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        usable = os.cpu_count() or 1
+    threads = getattr(options, "threads", None)
+    return max(1, min(usable, threads) if threads else usable)
 
 
 def unit_flags(unit, tools: Toolchain) -> list:
@@ -390,7 +394,7 @@ def _link_units(units: list, tools: Toolchain, target: str, options) -> None:
     objects = [_object_path(unit, tools, options) for unit in units]
     missing = [k for k, path in enumerate(objects) if not cache.check_binary(path, tools.cpu)]
     if missing:
-        with concurrent.futures.ThreadPoolExecutor(min(len(missing), _jobs())) as pool:
+        with concurrent.futures.ThreadPoolExecutor(min(len(missing), _jobs(options))) as pool:
             done = [pool.submit(_compile_unit, units[k], k, len(units), tools, objects[k])
                     for k in missing]
             for future in done:    # the first error, in unit order

@@ -148,3 +148,22 @@ def test_the_10k_op_chain_compiles_on_c(tmp_path):
     expected = sg.compile(prog, fetches, backend="numpy")(x=x)
     for want, got in zip(expected, compiled(x=x)):
         np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_units_compile_on_as_many_processes_as_the_threads_option_allows(small_bounds,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    """threads=1: one compiler process at a time (the CPUs the process may use otherwise)."""
+    running, most = [0], [0]
+    compile_unit = compiler._compile_unit
+
+    def counting(*args):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        try:
+            return compile_unit(*args)
+        finally:
+            running[0] -= 1
+    monkeypatch.setattr(compiler, "_compile_unit", counting)
+    compiled = sg.compile(*_chain(60), backend="c", cache_dir=str(tmp_path), threads=1)
+    assert compiled.stats["c_units"] > 2 and most[0] == 1
