@@ -14,10 +14,11 @@ W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy
 W2  grad w.r.t. x of sum(tanh(x*1.5+0.5)*sin(x) + exp(-x*x)*0.3 + log1p(x*x)), 4,000,000 float32.
 W2b memory-bound chain of adds, multiplies and a where over 16,000,000 float64.
 W3  a 16-element float64 vector through 300 small elementwise ops, gradient.
-W4  compile time (grad + compile) of elementwise chains of 1,000 / 10,000 / 100,000 ops;
-    W4b the 10,000-op chain with a distinct constant in every multiply (no shared functions);
-    the 1,000-op chain on the C backend in two fresh processes (the second finds the library
-    the first compiled).
+W4  compile time (grad + compile) of elementwise chains of 1,000 / 10,000 / 100,000 ops on
+    numpy; W4b the 10,000-op chain with a distinct constant in every multiply (no shared
+    functions); the chains on C, each in a fresh process with a cold cache, with the C
+    compiler's CPU time and peak memory (its largest process); the 1,000-op chain on the C
+    backend in two fresh processes (the second finds the library the first compiled).
 W5  4th derivative of sin at 1,000,000 points vs the closed form (single-threaded np.sin).
 W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.scan``, loss =
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
@@ -528,6 +529,61 @@ _, seconds, compiled = cpu._w4_time({n}, lambda i: 0.9, "c")
 print(time.perf_counter() - start, seconds, compiled.stats["cache_hit"])
 """
 
+# grad + compile of the n-op chain on C in a process of its own, with a cache directory of its
+# own (cold: nothing of the program compiled before); the compiler's flag probe, once per cache
+# directory and machine, runs before the clock starts, and so does a 10-op chain (imports,
+# templates). Prints the seconds, the units and the CPU seconds of the compiler processes.
+W4_COLD = """
+import json, os, resource, sys, tempfile
+sys.path.insert(0, {folder!r})
+with tempfile.TemporaryDirectory(prefix="symgrad-w4-") as folder:
+    os.environ["SYMGRAD_CACHE_DIR"] = folder
+    import cpu
+    from symgrad.backends.c_backend import compiler
+    compiler.toolchain()
+    cpu._w4_time(10, lambda i: 0.9, "c")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _, seconds, compiled = cpu._w4_time({n}, lambda i: 0.9, "c")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = sum(getattr(after, f) - getattr(before, f) for f in ("ru_utime", "ru_stime"))
+    print(json.dumps({{"seconds": seconds, "units": compiled.stats["c_units"],
+                      "compiler_cpu": cpu_seconds}}))
+"""
+
+# A compiler that records its peak memory: the C compiler's own peak resident set (its
+# compiler proper, cc1, included), appended to $W4_PEAK_LOG in kB. (The compiling process's
+# RUSAGE_CHILDREN cannot tell: a child forked from a large Python process counts the parent's
+# pages until it runs the compiler.)
+W4_PEAK_COMPILER = """#!{python}
+import os, resource, subprocess, sys
+done = subprocess.run([{compiler!r}, *sys.argv[1:]])
+with open(os.environ["W4_PEAK_LOG"], "a") as log:
+    log.write(f"{{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}}\\n")
+sys.exit(done.returncode)
+"""
+
+
+def _w4_cold_c(n):
+    """(seconds, units, compiler CPU seconds, compiler peak MB) of grad + compile of the n-op
+    chain on C, cold (:data:`W4_COLD`); the peak from a second such run through a compiler
+    that records it (:data:`W4_PEAK_COMPILER`), not timed."""
+    from symgrad.backends.c_backend import compiler
+    script = W4_COLD.format(folder=os.path.dirname(os.path.abspath(__file__)), n=n)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    timed = json.loads(done.stdout.splitlines()[-1])
+    with tempfile.TemporaryDirectory(prefix="symgrad-w4-cc-") as folder:
+        wrapper, log = os.path.join(folder, "cc"), os.path.join(folder, "peaks")
+        with open(wrapper, "w", encoding="utf-8") as handle:
+            handle.write(W4_PEAK_COMPILER.format(python=sys.executable,
+                                                 compiler=compiler.find_compiler()))
+        os.chmod(wrapper, 0o755)
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       check=True, env={**os.environ, "CC": wrapper, "W4_PEAK_LOG": log})
+        with open(log, encoding="utf-8") as handle:
+            peak = max(int(line) for line in handle) / 1024
+    return timed["seconds"], timed["units"], timed["compiler_cpu"], peak
+
 
 def w4(sizes):
     rows = []
@@ -537,7 +593,7 @@ def w4(sizes):
         build, total, compiled = _w4_time(n, lambda i: 0.9)
         growth = f"x{total / previous:.1f} per 10x ops" if previous else ""
         previous = total
-        rows.append({"workload": f"W4 grad+compile, {n:,}-op chain",
+        rows.append({"workload": f"W4 numpy grad+compile, {n:,}-op chain",
                      "time": format_seconds(total),
                      "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
                              f"groups, {compiled.stats['group_functions']} functions) {growth}"})
@@ -548,6 +604,13 @@ def w4(sizes):
                  "time": format_seconds(total),
                  "note": f"(build {format_seconds(build)}; {compiled.stats['fused_groups']} "
                          f"groups, {compiled.stats['group_functions']} functions)"})
+    # the C backend, cold: each size in a process and a cache directory of its own
+    for n in sizes:
+        seconds, units, compiler_cpu, peak = _w4_cold_c(n)
+        rows.append({"workload": f"W4 c grad+compile, {n:,}-op chain, cold cache",
+                     "time": format_seconds(seconds),
+                     "note": f"{units} translation units; compiler peak {peak:.0f} MB, "
+                             f"{compiler_cpu:.1f} s CPU"})
     # the C backend in two fresh processes: the first compiles the library, the second loads it
     script = W4_PROCESS.format(folder=os.path.dirname(os.path.abspath(__file__)), n=sizes[0])
     for attempt in ("compiles its library", "a second process: the library is cached"):

@@ -359,7 +359,7 @@ def test_dump_writes_the_c_program_and_the_host_module(tmp_path, monkeypatch):
     assert (tmp_path / dumped[0]).read_text() == fn.source
     assert (tmp_path / dumped[1]).read_text() == fn._executable.host_source
     assert fn.sources == {".c": fn.source, ".py": fn._executable.host_source}
-    assert "static int sg_g_" in fn.source and "ctypes.PyDLL" in fn._executable.host_source
+    assert "SG_LINK int sg_g_" in fn.source and "ctypes.PyDLL" in fn._executable.host_source
 
 
 def cube_forward(x):

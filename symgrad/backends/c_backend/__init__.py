@@ -1,13 +1,15 @@
 """The C backend: loop groups compiled to native code, called from a generated host module.
 
-``build(program, fetches, options)`` renders one C file (:mod:`.host`, :mod:`.kernels`,
-:mod:`.segments`, :mod:`.row_ops`; templates in ``codegen_templates/c/``) and a Python host
-module, compiles the C file with the system compiler into a shared library cached on disk
+``build(program, fetches, options)`` renders the C program (:mod:`.host`, :mod:`.kernels`,
+:mod:`.segments`, :mod:`.row_ops`; templates in ``codegen_templates/c/``; one C file, or for a
+large program translation units of bounded size: :mod:`.units`) and a Python host module,
+compiles the C with the system compiler into a shared library cached on disk
 (:mod:`.compiler`) and loads both: the host runs the program and calls the library's entry
 points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
 (:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
 calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
-``source`` is the C program, ``host_source`` the host module; ``SYMGRAD_DUMP`` writes both.
+``source`` is the C program (its units one after the other, each under a header), ``host_source``
+the host module; ``SYMGRAD_DUMP`` writes both.
 """
 from __future__ import annotations
 
@@ -34,17 +36,17 @@ __all__ = ["BACKEND", "CCompileError", "CCompilerNotFoundError", "CExecutable", 
 class CExecutable:
     """A program compiled for the C backend: ``run(feeds_by_name, buffers=None, dims=None) ->
     list of arrays`` (``dims``: the binding of the symbolic dims, passed to the module's
-    ``run``).
-    ``source``: the C program; ``host_source``: the host module; ``library``: the shared
-    library's path (None until compiled, inside :func:`deferred`); ``module``: the loaded host
-    module; ``constants``; ``kernels`` (always empty); ``stats`` (``cache_hit``,
-    ``c_segments``, ``c_functions``...)."""
+    ``run``). ``source``: the C program; ``units``: its translation units; ``host_source``:
+    the host module; ``library``: the shared library's path (None until compiled, inside
+    :func:`deferred`); ``module``: the loaded host module; ``constants``; ``kernels`` (always
+    empty); ``stats`` (``cache_hit``, ``c_segments``, ``c_functions``, ``c_units``...)."""
 
     backend = NAME
     numpy_module = None
 
     def __init__(self, generated, path, library, resolve, stats, tools, options):
         self.source = generated.c_source
+        self.units = generated.c_units
         self.host_source = generated.source
         self.sources = {".c": self.source, ".py": self.host_source}
         self.constants = dict(generated.constants)
@@ -66,7 +68,7 @@ class CExecutable:
         """Load ``library`` into the host module (:func:`compiler.load`: a library the
         dynamic loader refuses never stays in the cache)."""
         self.library = compiler.load(self.module.bind_library, library, self.source,
-                                     self._tools, self._options)
+                                     self.units, self._tools, self._options)
 
     def run(self, feeds, buffers=None, dims=None):
         if self.library is None:
@@ -84,9 +86,9 @@ def build(program, fetches, options):
     _, paths, hit = cache.store_sources(NAME, cache_prefix(NAME, program, fetches),
                                        {".py": generated.source, ".c": generated.c_source},
                                        options)
-    library, resolve = compiler.library(generated.c_source, tools, options)
+    library, resolve = compiler.library(generated.c_source, generated.c_units, tools, options)
     stats = {"cache_hit": hit, "c_segments": generated.segments,
-             "c_functions": generated.functions,
+             "c_functions": generated.functions, "c_units": len(generated.c_units),
              "source_lines": generated.c_source.count("\n"),
              "host_lines": generated.source.count("\n")}
     return CExecutable(generated, paths[".py"], library, resolve, stats, tools, options)

@@ -2,9 +2,14 @@
 
 A program's C source becomes ``c_<key>.so`` in the cache directory, ``key`` being a hash of
 the source, the compiler, its flags and what the library needs of the machine; a second
-process compiling the same program loads that file without running the compiler. Beside each
-library is the record written when it was built (its sha256 and what it needs of the machine:
-:func:`~symgrad.backends.cache.seal_binary`), checked before the library is loaded; a library
+process compiling the same program loads that file without running the compiler. A program
+of several translation units (:mod:`.units`) is built from one object file per unit,
+``c_unit_<key>.o`` keyed by the unit's text and flags (glue units compile at
+:data:`GLUE_LEVEL`): the units missing from the cache are compiled in parallel (as many
+compiler processes as this process may use CPUs, at most ``options.threads``), then all are
+linked; a program sharing units with one built before compiles only the others. Beside each
+binary (library or object file) is the record written when it was built (its sha256 and what it needs of the machine:
+:func:`~symgrad.backends.cache.seal_binary`), checked before it is used; a library
 that fails the check is built again, and one the dynamic loader refuses leaves the cache
 (:func:`load`). Which optional flags build is probed once and recorded per compiler binary
 and CPU (:func:`_probe`).
@@ -57,6 +62,10 @@ BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-pthread", "-fno-math-er
 # sin and cos of one value would become one sincos call, which has no vector variant and keeps
 # the whole loop from vectorizing
 NO_SINCOS = ("-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
+# the optimization level of glue units (a segment's steps, the entry points: calls,
+# allocations and checks, no loops worth optimizing), which compile about 3x faster than at
+# -O3 (see .units)
+GLUE_LEVEL = "-O0"
 HINT = "install one (for example `apt-get install gcc`) or compile with backend=\"numpy\""
 
 
@@ -308,20 +317,31 @@ def _rejected_lines(stderr: str, source_path: str) -> list:
 
 
 def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
-    directory = os.path.dirname(target)
-    stem = os.path.basename(target)[:-3]
-    source_path = os.path.join(directory, stem + ".c")
+    stem = target[:-3]
+    source_path = stem + ".c"
     cache.write_atomic(source_path, "\n".join(sources))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".so")
+    _run(tools, [*tools.flags, source_path, *tools.libraries], target, source_path,
+         "the C program")
+
+
+def _run(tools: Toolchain, arguments: list, target: str, source_path, what: str) -> None:
+    """Run the compiler with ``arguments``, writing ``target`` (through a temporary file, then
+    sealed: :func:`~symgrad.backends.cache.seal_binary`); ``what`` it builds (from the C file
+    ``source_path``, or None) names it in the :class:`CCompileError` of a failure, with the
+    lines the compiler rejected (each naming its op) and what it said."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-",
+                                         suffix=os.path.splitext(target)[1])
     os.close(handle)
     try:
-        done = subprocess.run([tools.compiler, *tools.flags, source_path, "-o", temporary,
-                               *tools.libraries], capture_output=True, text=True)
+        done = subprocess.run([tools.compiler, *arguments, "-o", temporary],
+                              capture_output=True, text=True)
         if done.returncode != 0:
             rejected = "".join(f"\n  {line}" for line in _rejected_lines(done.stderr,
-                                                                         source_path))
+                                                                         source_path)) \
+                if source_path is not None else ""
+            where = f" {source_path}" if source_path is not None else ""
             raise CCompileError(
-                f"{tools.compiler} rejected the C program {source_path}"
+                f"{tools.compiler} rejected {what}{where}"
                 f"{' at:' + rejected if rejected else ''}\nA line computing a custom op comes "
                 f"from its c= expression: fix the expression, or leave c= out to run the op "
                 f"through NumPy; anything else is a bug in symgrad (please report it). The "
@@ -332,21 +352,83 @@ def _compile_now(sources: list, tools: Toolchain, target: str) -> None:
             os.unlink(temporary)
 
 
-def compile_library(source: str, key: str, tools: Toolchain, options) -> str:
-    """The path of the shared library of ``source`` (``key`` from :func:`library_key`),
-    compiled now unless cached."""
+def _jobs(options) -> int:
+    """How many compiler processes run at once: the CPUs this process may use, at most
+    ``options.threads`` when it is set (a program asked to run on one thread compiles on
+    one)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    threads = getattr(options, "threads", None)
+    return max(1, min(usable, threads) if threads else usable)
+
+
+def unit_flags(unit, tools: Toolchain) -> list:
+    """The flags compiling translation ``unit`` (:class:`.units.Unit`) into an object file:
+    the toolchain's, at :data:`GLUE_LEVEL` for glue."""
+    flags = [flag for flag in tools.flags if flag != "-shared"]
+    return [GLUE_LEVEL if unit.glue and flag == "-O3" else flag for flag in flags]
+
+
+def _object_path(unit, tools: Toolchain, options) -> str:
+    key = cache.cache_key("c-unit", unit.text, tools.identity, *unit_flags(unit, tools))
+    return os.path.join(cache.cache_dir(options), f"c_unit_{key[:cache.HASH_CHARS]}.o")
+
+
+def _compile_unit(unit, number: int, count: int, tools: Toolchain, target: str) -> None:
+    """Compile translation unit ``number`` (of ``count``) into the object file ``target``
+    (atomically, with its record), unless a sound one is there."""
+    with _exclusive(target[:-2] + ".lock"):
+        if cache.check_binary(target, tools.cpu):
+            return
+        source_path = target[:-2] + ".c"
+        cache.write_atomic(source_path, unit.text)
+        _run(tools, [*unit_flags(unit, tools), "-c", source_path], target, source_path,
+             f"unit {number + 1} of {count} ({unit.holds}) of a C program")
+
+
+def _link_units(units: list, tools: Toolchain, target: str, options) -> None:
+    """Build the shared library ``target`` from ``units``: each unit's object file, compiled
+    now unless cached (in parallel, :func:`_jobs` at a time), then linked."""
+    objects = [_object_path(unit, tools, options) for unit in units]
+    missing = [k for k, path in enumerate(objects) if not cache.check_binary(path, tools.cpu)]
+    if missing:
+        with concurrent.futures.ThreadPoolExecutor(min(len(missing), _jobs(options))) as pool:
+            done = [pool.submit(_compile_unit, units[k], k, len(units), tools, objects[k])
+                    for k in missing]
+            for future in done:    # the first error, in unit order
+                future.result()
+    _run(tools, ["-shared", "-pthread", *objects, *tools.libraries], target, None,
+         "the C program's units (linking)")
+
+
+def _build(source: str, units: list, tools: Toolchain, target: str, options) -> None:
+    """Build the library ``target`` of a program (``source``, its ``units``), unless a sound
+    one is there: one unit is compiled as one file, several are compiled apart and linked."""
+    if len(units) == 1:
+        _compile([source], tools, target)
+        return
+    with _exclusive(target[:-3] + ".lock"):
+        if not cache.check_binary(target, tools.cpu):
+            _link_units(units, tools, target, options)
+
+
+def compile_library(source: str, units: list, key: str, tools: Toolchain, options) -> str:
+    """The path of the shared library of ``source`` (its ``units``; ``key`` from
+    :func:`library_key`), built now unless cached."""
     path = cached_library(key, tools, options)
     if path is None:
         path = _library_path(key, options)
-        _compile([source], tools, path)
+        _build(source, units, tools, path, options)
     return path
 
 
-def load(bind, path: str, source: str, tools: Toolchain, options) -> str:
-    """``bind(path)`` (which loads the library at ``path``, of ``source``, with ctypes) and
-    return the path bound. When the dynamic loader refuses a batch library that a
-    :func:`deferred` compile shared between programs, it is removed from the cache and
-    ``source`` compiled alone; when it refuses the program's own library, that is removed
+def load(bind, path: str, source: str, units: list, tools: Toolchain, options) -> str:
+    """``bind(path)`` (which loads the library at ``path``, of ``source`` and its ``units``,
+    with ctypes) and return the path bound. When the dynamic loader refuses a batch library
+    that a :func:`deferred` compile shared between programs, it is removed from the cache and
+    the program built alone; when it refuses the program's own library, that is removed
     too (nothing broken stays in the cache) and :class:`CLoadError` names what the loader
     said and the lines of ``source`` using the symbol it missed, each naming its op."""
     own = _library_path(library_key(source, tools), options)
@@ -358,7 +440,7 @@ def load(bind, path: str, source: str, tools: Toolchain, options) -> str:
             cache.discard_binary(path)
             if path == own:
                 raise _load_error(error, source, path) from None
-        _compile([source], tools, own)
+        _build(source, units, tools, own, options)
         path = own
 
 
@@ -436,25 +518,27 @@ def deferred():
             batch.compile()
 
 
-def library(source: str, tools: Toolchain, options):
-    """``(path, None)`` of the library of ``source``, compiling it now; inside
-    :func:`deferred`, ``(None, resolve)`` where ``resolve()`` compiles what is pending and
-    returns the path."""
+def library(source: str, units: list, tools: Toolchain, options):
+    """``(path, None)`` of the library of ``source`` (the program's C; ``units``: its
+    translation units, :mod:`.units`), building it now; inside :func:`deferred`,
+    ``(None, resolve)`` where ``resolve()`` builds what is pending and returns the path (a
+    program of one unit is compiled with the batch, one of several on its own)."""
     key = library_key(source, tools)
     if _batch is None:
-        return compile_library(source, key, tools, options), None
+        return compile_library(source, units, key, tools, options), None
     path = cached_library(key, tools, options)
     if path is not None:
         return path, None
     batch = _batch
-    batch.add(key, source, tools, options)
+    if len(units) == 1:
+        batch.add(key, source, tools, options)
 
     def resolve():
         found = cached_library(key, tools, options)
-        if found is None:
+        if found is None and len(units) == 1:
             batch.compile()
             found = cached_library(key, tools, options)
-        if found is None:   # left out of a batch by an error: compile it alone
-            found = compile_library(source, key, tools, options)
+        if found is None:   # left out of a batch by an error, or several units
+            found = compile_library(source, units, key, tools, options)
         return found
     return None, resolve

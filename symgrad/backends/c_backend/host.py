@@ -37,11 +37,13 @@ from ..host.functions import Commented
 from ..host.literals import dtype_code, shape_code
 from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
+from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from .blas import SYMBOLS
 from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
+from .units import Piece, joined, units_of
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
 MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
@@ -58,18 +60,21 @@ def environment() -> jinja2.Environment:
     return template_environment(".")
 
 
-def render_prelude(library: bool = False) -> str:
-    """The C prelude every program starts with (``c/prelude.h.j2``); ``library``: for an
-    exported C library (:mod:`.library`), without the CPython buffer calls."""
+def render_prelude(runtime=True, library=False) -> str:
+    """The C prelude every translation unit starts with (``c/prelude.h.j2``); ``runtime``:
+    with the runtime's definitions (the one unit of a program that holds them), else its
+    declarations only; ``library``: for an exported C library (:mod:`.library`), without the
+    CPython buffer calls."""
     return environment().get_template("c/prelude.h.j2").render(
         math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK,
-        library=library)
+        runtime=runtime, library=library)
 
 
 @dataclasses.dataclass
 class GeneratedProgram:
     source: str              # the host module
-    c_source: str            # the program's one C file (prelude, group functions, entries)
+    c_source: str            # the program's C, readable (its units joined: units.joined)
+    c_units: list            # its translation units (one for most programs: see .units)
     constants: dict          # name -> array, for the module's CONSTANTS
     segments: int            # C entry points
     functions: int           # distinct C group functions
@@ -82,8 +87,10 @@ class CHostGenerator(Generator):
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
-        self.c_functions: dict = {}     # structure key / name -> CFunction
-        self.segments: list = []        # rendered entry points
+        self.c_functions: dict = {}     # name -> Piece: the group functions, in order
+        self.c_steps: dict = {}         # name -> Piece: the segments' steps, in order
+        self.by_structure: dict = {}    # group structure -> its function's Piece
+        self.segments: list = []        # rendered entry points (Pieces)
         self.row_ops: list = []         # rendered row op entry points
         self.native_ops: list = []      # rendered native op entry points
         self.entries: list = []         # (Python name, C symbol) per segment and row op
@@ -144,7 +151,10 @@ class CHostGenerator(Generator):
         number = len(self.segments)
         renderer = SegmentRenderer(number, group_members, escaping, self.dim_code)
         shapes = renderer.host_shapes()
-        self.segments.append(renderer.render(environment()))
+        entry, steps = renderer.render(environment())
+        for step in steps:
+            self.c_steps.setdefault(step.name, step)
+        self.segments.append(Piece(entry, calls=tuple(step.name for step in steps)))
         produced = {v for member in group_members for v in member.plan.op.results}
         self.hidden.update(produced - set(renderer.outputs))
         lines = list(hoisted)
@@ -198,13 +208,21 @@ class CHostGenerator(Generator):
         return {**helpers_of(self.numpy_ops, descend=is_fusion), **self.statement_helpers}
 
     def c_function(self, plan):
-        """The C function of ``plan``, rendered once per group structure; an output that
-        overwrites a parameter and that parameter get pointers without ``restrict``."""
+        """The C function of ``plan``, rendered once per group structure
+        (:func:`~symgrad.backends.plan.structure`: groups of equal structure render to the
+        same code), and once per code; an output that overwrites a parameter and that
+        parameter get pointers without ``restrict`` (such a group is rendered on its own)."""
         aliased = [v for output, new in zip(plan.outputs, plan.op.results)
                    if new in self.overwritten for v in (output, self.overwritten[new])]
-        function = render_group(plan, self.scalars, self.options, environment(),
-                                known=self.c_functions, aliased=aliased)
-        return self.c_functions.setdefault(function.name, function)
+        key = None if aliased else group_structure(plan.op, self.scalars)
+        function = self.by_structure.get(key)
+        if function is None:
+            function = render_group(plan, self.scalars, self.options, environment(),
+                                    known=self.c_functions, aliased=aliased)
+            function = self.c_functions.setdefault(function.name, function)
+            if key is not None:
+                self.by_structure[key] = function
+        return function
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
         body, helpers = self.finish(self.binding_lines()
@@ -212,30 +230,30 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        c_source = environment().get_template("c/program.c.j2").render(
-            symgrad_version=library_version(), summary=summary,
-            prelude=render_prelude(),
-            native=environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
-            if self.native_ops else "",
-            functions=list(self.c_functions.values()),
-            segments=self.segments + self.row_ops + self.native_ops)
-        unit = hashlib.sha256(c_source.encode()).hexdigest()[:16]
-        c_source = c_source.replace(UNIT, unit)
-        entries = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}
+        entries = self.segments + [Piece(code) for code in self.row_ops] + \
+            [Piece(code, native=True) for code in self.native_ops]
+        native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
+        units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
+                         entries, render_prelude, native)
+        header = environment().get_template("c/program.c.j2").render(
+            symgrad_version=library_version(), summary=summary)
+        unit = hashlib.sha256(joined(units, header).encode()).hexdigest()[:16]
+        units = [dataclasses.replace(u, text=u.text.replace(UNIT, unit)) for u in units]
+        entry_points = {name: symbol.replace(UNIT, unit) for name, symbol in self.entries}
         source = environment().get_template("c/host.py.j2").render(
             symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(), summary=summary,
             docstring="Generated from a symgrad program; run(_dims, **feeds) returns the "
                       "fetches.",
             inputs=ascii(signature_inputs), outputs=ascii(signature_outputs),
-            entries=ascii(entries), threads=self.uses_threads,
+            entries=ascii(entry_points), threads=self.uses_threads,
             thread_count=self.options.threads, min_parallel_chunks=MIN_PARALLEL_CHUNKS,
             extension_dtypes=uses_extension_dtypes(self.program), buffers=BUFFERS, dims=DIMS,
             state=ascii([name for name, _ in self.state]) if self.state else None,
             in_place=ascii([slot.name for slot in self.in_place.values()]),
             overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
-        return GeneratedProgram(source, c_source, self.constants, len(self.segments),
-                                len(self.c_functions), self.references())
+        return GeneratedProgram(source, joined(units, header), units, self.constants,
+                                len(self.segments), len(self.c_functions), self.references())
 
 
 def _member_heading(plan) -> str:

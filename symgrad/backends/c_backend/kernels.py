@@ -1,6 +1,7 @@
 """One C function per loop group, rendered from its :class:`~symgrad.backends.plan.GroupPlan`.
 
-The function is ``static int NAME(const int64_t *restrict d, inputs..., outputs...)``: ``d``
+The function is ``SG_LINK int NAME(const int64_t *restrict d, inputs..., outputs...)`` (a
+hidden external: a step function of another translation unit may call it, :mod:`.units`): ``d``
 holds the dims of the iteration space S, each input is a pointer to a C-contiguous array (a
 scalar constant is inlined instead), each output a pointer to a C-contiguous array the caller
 allocated (a map value over S, or a reduced value over R). It returns 0, or -1 when it could not
@@ -36,6 +37,7 @@ from ...ops.fused import is_fusion
 from ...ops.core import ELEMENTWISE
 from .ctype import c_comment, c_type, literal, supported
 from .lowering import LOWERINGS, CLowering
+from .units import Piece, guarded
 
 PARALLEL_MIN = 1 << 18     # elements of S from which loops run on several threads
 CHUNK = 1 << 14            # elements per chunk of a loop split between threads (about)
@@ -75,16 +77,6 @@ def lowerable(plan) -> bool:
     values = [v for o in plan.loop_ops + plan.epilogue for v in list(o.inputs) + o.results]
     return all(supported(v.dtype) for v in values) and (
         plan.accumulator is None or supported(plan.accumulator))
-
-
-@dataclasses.dataclass
-class CFunction:
-    """A rendered group function: ``name`` (from a hash of its code, so equal groups of any
-    program share it) and ``code`` (with comments). Its parameters are ``d``, the group's
-    captures that are not inlined scalars (:func:`pointer_inputs`), then its outputs."""
-
-    name: str
-    code: str
 
 
 def pointer_inputs(plan, scalars) -> list:
@@ -224,9 +216,11 @@ class GroupRenderer:
         return list(dict.fromkeys(v for op in ops for v in op.inputs if v in captured))
 
     # --- the function ----------------------------------------------------------------------
-    def render(self, known=None) -> CFunction:
-        """The group's function; ``known``: functions by name already rendered (one of them
-        is returned, not rendered again, when this group's code is the same)."""
+    def render(self, known=None) -> Piece:
+        """The group's function (see the module docstring), named from a hash of its code
+        without comments, so that equal groups of any program share it; ``known``: functions
+        by name already rendered (one of them is returned, not rendered again, when this
+        group's code is the same)."""
         plan = self.plan
         map_readers = [(v, v.shape) for v in self.used(plan.loop_ops)]
         nest = _Nest(plan.shape, self.dims, map_readers, plan.axes)
@@ -253,15 +247,18 @@ class GroupRenderer:
                     for v in self.inputs]
         pointers += [(c_type(v.dtype), self.out[v], self.qualifier(v)) for v in plan.outputs]
         part = "\n".join(code for code, _ in context["hoisted"] + context["main"])
+        parameters = "const int64_t *restrict d" + "".join(
+            f", {kind} *{qualifier}{pointer}" for kind, pointer, qualifier in pointers)
         context.update(pointers=pointers, reads_dims="d[" in part, chunk_range="sg_lo" in part,
-                       part_pointers=[p for p in pointers if f"{p[1]}[" in part])
+                       part_pointers=[p for p in pointers if f"{p[1]}[" in part],
+                       parameters=parameters)
         template = self.environment.get_template("c/group.c.j2")
         code_only = template.render(name="@NAME@", comments=False, **context)
         name = "sg_g_" + hashlib.sha256(code_only.encode()).hexdigest()[:16]
         if known is not None and name in known:
             return known[name]
         code = template.render(name=name, comments=True, **context)
-        return CFunction(name, code)
+        return Piece(guarded(name, code), name, f"SG_LINK int {name}({parameters});")
 
     def qualifier(self, value) -> str:
         """``restrict`` for a pointer no other pointer of the function reaches; nothing for
@@ -400,7 +397,7 @@ def describe(op) -> str:
     return c_comment(text)
 
 
-def render_group(plan, scalars, options, environment, known=None, aliased=()) -> CFunction:
+def render_group(plan, scalars, options, environment, known=None, aliased=()) -> Piece:
     """The C function of ``plan``; ``aliased``: its inputs and outputs whose pointers may be
     one array (their pointers are not ``restrict``)."""
     return GroupRenderer(plan, scalars, options, environment, aliased).render(known)

@@ -7,16 +7,21 @@ sizes of the symbolic dims it uses, as Python ints that the host renders from th
 takes a size from an array). The entry takes each array's buffer (C-contiguous; an input that
 is not is copied), checks ranks, item sizes and dims (every array against the sizes given and
 the static dims, and a dim unknown when the program was built must be the same wherever it
-appears, since unknown dims are never broadcast), releases the GIL, allocates the segment's
-own temporaries, calls the group functions in order and frees them again. Errors are Python
-exceptions (``TypeError``, ``ValueError``, ``MemoryError``) raised from the host's call.
+appears, since unknown dims are never broadcast), releases the GIL and calls its *steps* in
+turn: functions of a bounded number of groups each (:mod:`.units`; ``c/step.c.j2``), given the
+buffers and the sizes, which allocate the segment's own temporaries (an array of pointers the
+entry holds), call the group functions in order and free each temporary after its last reader.
+Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``) raised from the
+host's call.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 from .ctype import c_type, value_label
 from .kernels import group_heading
+from .units import Piece, guarded, steps_of
 
 
 @dataclasses.dataclass
@@ -77,18 +82,24 @@ class SegmentRenderer:
         :meth:`render`)."""
         return [self.dim_code(dim) for dim in self.sizes]
 
-    # --- the entry -------------------------------------------------------------------------
-    def render(self, environment) -> str:
+    # --- the entry ---------------------------------------------------------------------------
+    def render(self, environment) -> tuple[str, list]:
+        """``(entry, steps)``: the entry's code and the step functions (:class:`.units.Piece`)
+        it calls in turn, each a run of its groups of bounded size (:func:`.units.steps_of`)."""
         args = self.inputs + self.outputs
         checks, groups, temporaries = [], [], {}
         for value in self.inputs:   # every array against its static dims and the sizes given
             k = self.arg[value]
             for axis, dim in enumerate(value.dims):
                 checks.append((f"sg_b[{k}].shape[{axis}]", self.c_dim(dim), k, axis))
+        checked = set(checks)
         last_use = {}
         for index, member in enumerate(self.members):
             for value in member.inputs:
                 last_use[value] = index
+        ending = {}    # member index -> the values it is the last to read
+        for value, index in last_use.items():
+            ending.setdefault(index, []).append(value)
         for index, member in enumerate(self.members):
             plan = member.plan
             space = [self.c_dim(d) for d in plan.dims]
@@ -103,34 +114,55 @@ class SegmentRenderer:
                 for axis, dim in enumerate(value.shape):
                     if k is None or dim is not None:   # a temporary, or a static dim
                         continue
-                    got, want = f"sg_b[{k}].shape[{axis}]", aligned[lead + axis]
-                    if (got, want, k, axis) not in checks:
-                        checks.append((got, want, k, axis))
+                    check = (f"sg_b[{k}].shape[{axis}]", aligned[lead + axis], k, axis)
+                    if check not in checked:
+                        checks.append(check)
+                        checked.add(check)
             pointers = [self.pointer(value, temporaries) for value in member.inputs]
-            allocate = []
+            allocate = {}   # (C type, element count) -> the temporaries' numbers
             for value in plan.op.results:
                 if value not in self.arg:
-                    name = f"sg_t{len(temporaries)}"
-                    temporaries[value] = (name, c_type(value.dtype))
+                    temporaries[value] = len(temporaries)
                     count = " * ".join(f"(size_t)({d})" for d in self.c_dims(value)) or "1"
-                    allocate.append((name, c_type(value.dtype), count))
+                    allocate.setdefault((c_type(value.dtype), count), []).append(
+                        temporaries[value])
                 pointers.append(self.pointer(value, temporaries))
-            release = [temporaries[v][0] for v, at in last_use.items()
-                       if at == index and v in temporaries]
-            release += [temporaries[v][0] for v in plan.op.results
+            release = [temporaries[v] for v in ending.get(index, ()) if v in temporaries]
+            release += [temporaries[v] for v in plan.op.results
                         if v in temporaries and v not in last_use]
             groups.append(dict(function=member.function.name, dims=space, pointers=pointers,
-                               allocate=allocate, release=release, note=group_heading(plan),
+                               allocate=[(numbers, kind, count) for (kind, count), numbers
+                                         in allocate.items()],
+                               release=release, note=group_heading(plan),
                                reduction=plan.combine.ufunc.__name__ if plan.reduction
                                is not None else ""))
-        return environment.get_template("c/segment.c.j2").render(
-            number=self.number,
+        steps = [self.step([groups[k] for k in run], environment) for run in
+                 steps_of([2 + len(g["allocate"]) for g in groups])]
+        summary = "; ".join(g["note"] for g in groups) if len(steps) == 1 else \
+            f"{len(groups)} loop groups in {len(steps)} steps"
+        entry = environment.get_template("c/segment.c.j2").render(
+            number=self.number, summary=summary,
             args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
                        what=value_label(v)) for k, v in enumerate(args)],
             checks=[dict(got=got, want=want, what=value_label(args[k]) if k is not None
                          else "a value", axis=axis) for got, want, k, axis in checks],
-            groups=groups, temporaries=list(temporaries.values()), sizes=len(self.sizes))
+            steps=[step.name for step in steps], temporaries=len(temporaries),
+            sizes=len(self.sizes))
+        return entry, steps
+
+    @staticmethod
+    def step(groups, environment) -> Piece:
+        """The step function calling ``groups`` in turn, named from a hash of its code."""
+        template = environment.get_template("c/step.c.j2")
+        code = template.render(name="@NAME@", groups=groups)
+        name = "sg_p_" + hashlib.sha256(code.encode()).hexdigest()[:16]
+        code = code.replace("@NAME@", name)
+        return Piece(guarded(name, code), name,
+                     f"SG_LINK int {name}(const sg_buffer *restrict sg_b, "
+                     f"const int64_t *restrict sg_size, void **restrict sg_t, "
+                     f"const char **restrict sg_reduction);",
+                     tuple(dict.fromkeys(g["function"] for g in groups)))
 
     def pointer(self, value, temporaries) -> str:
         k = self.arg.get(value)
-        return f"sg_b[{k}].buf" if k is not None else temporaries[value][0]
+        return f"sg_b[{k}].buf" if k is not None else f"sg_t[{temporaries[value]}]"

@@ -130,18 +130,19 @@ class DimTable:
     def dims_of(self, value) -> list:
         """The C expressions of ``value``'s dims; a :class:`LibraryExportError` when one
         uses a symbol that no input binds."""
-        dims = []
-        for axis, (size, dim) in enumerate(zip(value.shape, value.dims)):
-            if size is not None:
-                dims.append(str(size))
-                continue
-            text = c_expression(dim_to_json(dim), self.symbols)
-            if text is None:
-                raise LibraryExportError(
-                    f"dim {dim} of %{value.id} (axis {axis}) is bound by no data input: the "
-                    f"exported entry point takes the sizes of its inputs' dims only")
-            dims.append(text)
-        return dims
+        return [self.dim_code(dim, f"%{value.id} (axis {axis})")
+                for axis, dim in enumerate(value.dims)]
+
+    def dim_code(self, dim, where="a loop") -> str:
+        """The C expression of ``dim`` (``where`` names its place for the error)."""
+        if isinstance(dim, int):
+            return str(dim)
+        text = c_expression(dim_to_json(dim), self.symbols)
+        if text is None:
+            raise LibraryExportError(
+                f"dim {dim} of {where} is bound by no data input: the exported entry point "
+                f"takes the sizes of its inputs' dims only")
+        return text
 
 
 def identifier(name: str, taken: set) -> str:

@@ -336,8 +336,7 @@ def group_rule(gen, op) -> bool:
     function = render_group(plan, gen.scalars, gen.options, gen.environment,
                             known=gen.functions)
     gen.functions.setdefault(function.name, function)
-    space = [str(dim) if source is None else gen.dims.dims_of(source[0])[source[1]]
-             for dim, source in zip(plan.shape, plan.dim_sources)]
+    space = [gen.dims.dim_code(dim) for dim in plan.dims]
     pointers = [gen.read(v) for v in pointer_inputs(plan, gen.scalars)]
     pointers += [gen.allocate(v) for v in plan.op.results]
     gen.body.append(f"    /* {group_heading(plan)} */")
