@@ -106,7 +106,7 @@ class GeneratedLibrary:
     buffers: list           # their C names (freed when the entry returns)
     body: list              # C lines of the entry
     finish: list            # C lines after success (outputs, state commits)
-    functions: list         # CFunction of loop groups
+    functions: list         # units.Piece of each loop group function
     rows: list              # rendered row functions
     constants: list         # C lines of static constant arrays
     dtypes: set             # C float types the GEMM is called with
