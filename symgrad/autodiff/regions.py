@@ -204,7 +204,8 @@ class _Loop:
         attrs = loop_layout(self.op).grown_attrs(stacked=1)
         self.stacked_position[value] = len(self.body.yields) - self.num_carry
         # results: the carries, then the stacked values
-        return self._grow((self.length,) + value.dims, value.dtype, attrs,
+        length = self.xs[0].dims[0] if self.length is None and self.xs else self.length
+        return self._grow((length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:

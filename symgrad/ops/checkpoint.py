@@ -38,7 +38,7 @@ from ..ir.graph import IdentityMap, walk_ops
 from ..ir.program import copy_op, current_block
 from .core import bind_region
 
-__all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost"]
+__all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost", "plan_slots"]
 
 
 def segment_length(op_name, policy, length, open_ended=False) -> int | None:
@@ -193,3 +193,14 @@ def plan_cost(steps, kind, param) -> tuple[int, int]:
         elif action == STORE:
             stored.add(a)
     return advanced, len(stored)
+
+
+def plan_slots(steps, kind, param) -> int:
+    """The carries :func:`_sg_reverse_plan` stores for ``steps`` steps (the second number
+    of :func:`plan_cost`, in constant time)."""
+    if steps <= 0:
+        return 0
+    if kind == "binomial":
+        return min(param, steps)
+    k = param if kind == "every" else math.isqrt(steps - 1) + 1
+    return -(-steps // k) + min(k, steps) - 1

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checkpoint import ADVANCE, RESTORE, REVERSE, STORE, _sg_reverse_plan
+from .checkpoint import ADVANCE, RESTORE, REVERSE, STORE, _sg_reverse_plan, plan_slots
 from .core import REGION, OpDef, Region, register
 
 __all__ = ["reverse_loop_p", "reverse_loop_counts", "trip_input"]
@@ -106,8 +106,22 @@ def _run(op, args, run_block):
     return sums + stacks
 
 
+def _held(op, nbytes, sizes) -> int:
+    """The bytes of the carries the schedule stores at most at once."""
+    attrs = op.attrs
+    carries, xs, _, _ = reverse_loop_counts(attrs)
+    if attrs["length"] is not None:
+        steps = attrs["length"]
+    elif xs:
+        (steps,) = sizes(op.inputs[carries].dims[:1])
+    else:
+        raise ValueError(f"the trip count of reverse_loop %{op.results[0].id} is known only "
+                         f"at run time")
+    return plan_slots(steps, *attrs["plan"]) * sum(nbytes(a) for a in op.blocks[0].args[:carries])
+
+
 reverse_loop_p = register(OpDef(
     "reverse_loop", REGION, infer=_rule, impl=None, dims=_dims,
-    region=Region(("advance", "reverse"), _explicit, _run),
+    region=Region(("advance", "reverse"), _explicit, _run, held=_held),
     doc="Reverses a loop's steps last to first from its initial carries, recomputing them "
         "by a checkpointing schedule (the backward of ``checkpoint=('binomial', s)``)."))

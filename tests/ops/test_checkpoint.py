@@ -7,7 +7,8 @@ import pytest
 
 import symgrad as sg
 from symgrad.ops.checkpoint import (ADVANCE, RESTORE, REVERSE, STORE, _sg_reverse_plan,
-                                    plan_cost, run_time_plan, segment_length)
+                                    plan_cost, plan_slots, run_time_plan,
+                                    segment_length)
 from tests.ops.samples import interpret
 
 
@@ -81,7 +82,7 @@ def test_the_binomial_schedule_is_optimal_and_keeps_at_most_s_carries():
             advanced, used = _replay(steps, "binomial", slots)
             assert advanced == best[steps][slots], (steps, slots)
             assert advanced == plan_cost(steps, "binomial", slots)[0]
-            assert used <= slots
+            assert used == plan_slots(steps, "binomial", slots) <= slots
             # Griewank & Walther's closed form: r * l - C(s + r, r - 1)
             reps = next(r for r in range(steps + 1) if math.comb(slots + r, slots) >= steps)
             assert advanced == reps * steps - (math.comb(slots + reps, reps - 1) if reps else 0)
@@ -94,7 +95,7 @@ def test_the_segment_schedules(kind, param):
         advanced, used = _replay(steps, kind, param)
         k = param if kind == "every" else math.isqrt(steps - 1) + 1
         segments = -(-steps // k)
-        assert used <= segments + min(k, steps) - 1
+        assert used == plan_slots(steps, kind, param) == segments + min(k, steps) - 1
         assert advanced <= 2 * steps
 
 
