@@ -685,7 +685,6 @@ def w6m(repeats, steps=10_000, backends=BACKENDS):
             for a, b, c in zip(got, expected, reference):
                 assert np.array_equal(a, b), (backend, policy)     # bit for bit
                 np.testing.assert_allclose(a, c, rtol=1e-9, atol=0)
-            del got
             built.append((policy, fn, seconds, peak, fn.memory()))
             print(f"W6m {backend} {w6m_bench.policy_name(policy)}: peak {peak / 2**20:.1f} MiB",
                   flush=True)

@@ -6,8 +6,8 @@ input 64, float64), loss = mean of the final state squared, gradients of W, U an
 ``("binomial", 8)``) and each of symgrad's CPU backends: the median time of one gradient call,
 its peak memory (tracemalloc, which sees every NumPy allocation: the C backend's arrays are
 NumPy's too) and the planned peak (``fn.memory``), as ratios to storing every step. JAX
-(``lax.scan`` with ``jax.checkpoint`` on the body; Flax-style nested scans of about sqrt(T) steps (a divisor of T) with
-``jax.checkpoint`` on the inner scan) and PyTorch (eager autograd storing every step;
+(``lax.scan`` with ``jax.checkpoint`` on the body; Flax-style nested scans of about sqrt(T)
+steps, a divisor of T, with ``jax.checkpoint`` on the inner scan) and PyTorch (eager autograd storing every step;
 ``checkpoint_sequential`` in sqrt(T) segments) run each policy in a process of its own; their
 memory is the growth of the process's peak resident size during one call (their allocators
 are not NumPy's), so compare ratios within a framework.

@@ -233,8 +233,8 @@ class LoopLayout:
     recompute the body in the backward instead of storing its residuals (``checkpoint=``);
     ``plan`` is the run-time schedule it follows to do so
     (:func:`~symgrad.ops.checkpoint.run_time_plan`), None for a loop of segments or one that
-    stores every step. :meth:`grown_attrs` gives the attrs of the same loop with more stacked outputs or a trip
-    count result (:attr:`can_count`)."""
+    stores every step. :meth:`grown_attrs` gives the attrs of the same loop with more stacked
+    outputs or a trip count result (:attr:`can_count`)."""
 
     op: object
     body_index: int

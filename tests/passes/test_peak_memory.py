@@ -2,7 +2,6 @@
 bytes of a call, exact on small programs, and checkpointed loops plan the memory the targets of
 issue 25 give (the W6m RNN: "sqrt" at most 1/20 of storing every step, ("binomial", 8) at most
 1/100), whether the trip count is known at build time or only from the feeds."""
-import numpy as np
 import pytest
 
 import symgrad as sg
