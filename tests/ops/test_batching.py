@@ -31,6 +31,7 @@ LOOP_FALLBACK = {
     "cond": "region ops use the loop fallback in this step",
     "scan": "region ops use the loop fallback in this step",
     "while_loop": "region ops use the loop fallback in this step",
+    "reverse_loop": "region ops use the loop fallback in this step",
     "conv2d_weight_grad": "it sums over the examples' leading axis, which cannot hold the batch",
     "assign": "it writes program state, which examples cannot each own",
 }
