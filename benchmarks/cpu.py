@@ -24,6 +24,11 @@ W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.sca
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
     1,000) and run time against hand-written NumPy backpropagation through time; the same
     program unrolled by a Python loop (T = 100 and 1,000).
+W6m the tanh RNN over T = 10,000 steps (hidden 256, batch 32, input 64, float64) under each
+    ``checkpoint=`` policy of ``sg.scan`` (None, 100, "sqrt", ("binomial", 8)): gradient time
+    and peak memory of one call (tracemalloc, plus the planned peak ``fn.memory``) as ratios to
+    storing every step; JAX (``jax.checkpoint`` on the scan body; nested sqrt scans) and
+    PyTorch (``checkpoint_sequential``) when installed (see ``w6m.py``).
 W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimizer.Adam``
     compiled with the parameters and Adam's moments as the program's state) against the same
     step in hand-written NumPy (W1's backward, then each parameter's moments and value updated
@@ -62,6 +67,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
+import w6m as w6m_bench  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
 from workloads import (ADAM, cnn_adam_program, cnn_by_hand, cnn_data, cnn_init,  # noqa: E402
                        mlp_adam_program, mlp_init, mlp_program, rnn_by_hand, rnn_init,
@@ -755,6 +761,71 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
     return rows
 
 
+# --- W6m --------------------------------------------------------------------------------------
+def w6m(repeats, steps=10_000, backends=BACKENDS):
+    """Rows of W6m (see ``w6m.py``): each policy on each backend; the first call of each
+    (peak memory under tracemalloc, result checked) warms it up, then ``repeats`` rounds time
+    the policies in alternation (``w6m.alternate``: wall and CPU time, which a loaded machine
+    disturbs less); ratios to the store-all policy of the same backend. Each row is also
+    printed as soon as it is measured (a full run takes many minutes)."""
+    data = w6m_bench.init(steps)
+    rows, reference = [], None
+    for backend in backends:
+        built, expected = [], None
+        for policy in w6m_bench.POLICIES:
+            fn, seconds = _timed_compile(lambda: sg.compile(*w6m_bench.program(steps, policy),
+                                                            backend=backend))
+            got = []
+            peak = peak_bytes(lambda: got.extend(fn(**data)))
+            expected = expected or got
+            reference = reference or got
+            for a, b, c in zip(got, expected, reference):
+                assert np.array_equal(a, b), (backend, policy)     # bit for bit
+                np.testing.assert_allclose(a, c, rtol=1e-9, atol=0)
+            built.append((policy, fn, seconds, peak, fn.memory()))
+            print(f"W6m {backend} {w6m_bench.policy_name(policy)}: peak {peak / 2**20:.1f} MiB",
+                  flush=True)
+        times = w6m_bench.alternate([lambda fn=fn: fn(**data) for _, fn, *_ in built], repeats)
+        (_, _, _, base_peak, base_planned), (base_wall, base_cpu) = built[0], times[0]
+        for (policy, fn, seconds, peak, planned), (wall, cpu) in zip(built, times):
+            rows.append({
+                "workload": f"W6m symgrad {backend}: checkpoint="
+                            f"{w6m_bench.policy_name(policy)}",
+                "time": format_seconds(wall),
+                "note": f"{wall / base_wall:.2f}x store-all time (CPU time {cpu / base_cpu:.2f}x); "
+                        f"peak {peak / 2**20:.1f} MiB (1/{base_peak / peak:.0f} of store-all); "
+                        f"planned {planned / 2**20:.1f} MiB (1/{base_planned / planned:.0f}); "
+                        f"grad+compile {format_seconds(seconds)}"})
+            print(rows[-1], flush=True)
+    expected = reference
+    for framework, policies in w6m_bench.FRAMEWORK_POLICIES.items():
+        results = []
+        for policy in policies:
+            result = _in_own_process("W6m", framework, {"steps": steps, "policy": policy},
+                                     repeats)
+            if result is None:
+                rows.append({"workload": f"W6m {framework}", "note": "not installed, skipped"})
+                break
+            if "error" in result:
+                rows.append({"workload": f"W6m {framework} {policy}", "note": result["error"]})
+                continue
+            np.testing.assert_allclose(result["loss"], float(expected[0]), rtol=1e-9)
+            for g, want in zip(result["grads"], expected[1:]):
+                np.testing.assert_allclose(g, want.ravel()[:8], rtol=1e-7, atol=1e-12)
+            results.append((policy, result))
+            print(framework, policy, result, flush=True)
+        for policy, result in results:
+            base = results[0][1]
+            rows.append({
+                "workload": f"W6m {framework}: {policy}", "time": format_seconds(
+                    result["seconds"]),
+                "note": f"{result['seconds'] / base['seconds']:.2f}x its store-all time (CPU "
+                        f"time {result['cpu'] / base['cpu']:.2f}x); peak "
+                        f"resident growth {result['peak_growth'] / 2**20:.1f} MiB; "
+                        f"{result['version']}; first call {format_seconds(result['first'])}"})
+    return rows
+
+
 FRAMEWORK_WORKLOADS = {"W1": w1_workload, "W2": w2_workload, "W2b": w2b_workload,
                        "W3": w3_workload, "W5": w5_workload, "W6": w6_workload}
 
@@ -1274,8 +1345,8 @@ W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 
 
 # workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
-OWN_WORKERS = {"W7": w7_framework_worker, "W8": w8_framework_worker,
-               "W9": w9_framework_worker}
+OWN_WORKERS = {"W6m": w6m_bench.framework_worker, "W7": w7_framework_worker,
+               "W8": w8_framework_worker, "W9": w9_framework_worker}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
@@ -1287,6 +1358,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W5": lambda repeats, quick: w5(repeats, 100_000 if quick else 1_000_000),
     "W6": lambda repeats, quick: w6(repeats, 200 if quick else 1000,
                                     (100,) if quick else (100, 1000)),
+    "W6m": lambda repeats, quick: w6m(3, 1_000 if quick else 10_000),
     "W7": lambda repeats, quick: w7(repeats),
     "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),

@@ -21,15 +21,17 @@ class GradCall:
     wanted: list | None = None      # per input of the VJP being called
     running: list | None = None     # per input: its cotangent summed so far, or None
     continued: set | None = None    # positions whose gradient includes ``running``
+    create_graph: bool = False      # the gradients being built will be differentiated
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", default=None)
 
 
 @contextlib.contextmanager
-def grad_call(policy):
-    """Make a :class:`GradCall` with ``policy`` current inside the ``with`` block."""
-    call = GradCall(policy)
+def grad_call(policy, create_graph=False):
+    """Make a :class:`GradCall` with ``policy`` (and ``create_graph``) current inside the
+    ``with`` block."""
+    call = GradCall(policy, create_graph=create_graph)
     token = _current.set(call)
     try:
         yield call

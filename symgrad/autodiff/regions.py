@@ -41,6 +41,7 @@ from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
+from ..ops.reverse_loop import reverse_loop_p, trip_input
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
@@ -177,11 +178,13 @@ class _Loop:
         self.length = layout.length
         self.reverse = layout.reverse
         self.remat = layout.remat
+        self.plan = layout.plan
         self.num_explicit = layout.num_explicit
         self.carry_args = layout.carry_args
         self.x_args = layout.x_args
         self.carry_yields = layout.carry_yields
         self.finals = layout.finals
+        self.inits = layout.inits
         self.carry_position = _first_positions(self.carry_yields)
         self.stacked_position = _first_positions(self.stacked_yields)   # grows with stack()
 
@@ -201,7 +204,8 @@ class _Loop:
         attrs = loop_layout(self.op).grown_attrs(stacked=1)
         self.stacked_position[value] = len(self.body.yields) - self.num_carry
         # results: the carries, then the stacked values
-        return self._grow((self.length,) + value.dims, value.dtype, attrs,
+        length = self.xs[0].dims[0] if self.length is None and self.xs else self.length
+        return self._grow((length,) + value.dims, value.dtype, attrs,
                           position=len(self.body.yields), yielded=value)
 
     def trip_count(self) -> Value:
@@ -293,6 +297,48 @@ def _loop_vjp(op, cotangents):
                             zip(accumulators, captured)]
         x_cts = [(i, got[loop.x_args[i]]) for i in x_wanted if got[loop.x_args[i]] is not None]
 
+    # a capture's sum starts from what the sweep has summed for it so far (the steps continue
+    # it in the order they are differentiated, bit for bit however the steps are nested or
+    # split into loops), or from zeros
+    running = call.running or [None] * len(op.inputs)
+    inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
+             else zeros_for(loop.finals[k]) for k in diff]
+    inits += [_as_type_of(running[position], value) if running[position] is not None and
+              _contributes(got, value, sums) else zeros_for(value)
+              for position, value in captured]
+    yields = new_carry_cts + new_accumulators
+    # a gradient that will be differentiated again (create_graph) reads stored carries: the
+    # reverse_loop op that follows a run-time schedule has no VJP of its own
+    if loop.plan is not None and not call.create_graph:
+        results = _planned_reverse(loop, backward, new_arg, inits, yields,
+                                   carry_cts + accumulators + y_cts,
+                                   [c for _, c in stacked_cts], [c for _, c in x_cts])
+    else:
+        results = _reverse_scan(loop, backward, new_arg, inits, yields,
+                                carry_cts + accumulators, y_cts, [c for _, c in stacked_cts],
+                                [c for _, c in x_cts])
+    for index, k in enumerate(diff):
+        if wanted[k]:
+            grads[k] = results[index]
+    for index, (position, value) in enumerate(captured):
+        if _contributes(got, value, sums):
+            grads[position] = results[len(diff) + index]
+            if running[position] is not None:
+                call.continued.add(position)
+    for index, (i, _) in enumerate(x_cts):
+        grads[count + i] = results[len(inits) + index]
+    return grads
+
+
+def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y_ct_stacks,
+                  x_cts) -> list:
+    """The reverse scan of ``loop`` whose body is ``backward`` (its arguments
+    ``carried_args`` then ``y_cts``, slices of ``y_ct_stacks``; ``yields`` the next values of
+    the carried arguments, ``x_cts`` the cotangents of the step's ``xs`` slices), starting from
+    ``inits``: it reads the residuals from stacks the forward loop records (growing it) and
+    carries the shifted carry values. Returns its results: the carried values, the shifted
+    ones, then the stacked ``xs`` cotangents."""
+    program, body, count = backward.program, loop.body, loop.num_carry
     residual_args, residual_inputs = [], []   # slices the reverse scan reads, and their stacks
     shift_args, shift_inits, shift_yields = [], [], []
     history: dict = {}                         # carry index -> slice of its incoming values
@@ -339,44 +385,77 @@ def _loop_vjp(op, cotangents):
     backward.ops[:0] = reversed(remade)
     _replace_uses([backward], mapping)
 
-    xs = [c for _, c in stacked_cts] + residual_inputs
+    xs = y_ct_stacks + residual_inputs
     x_slice_args = y_cts + residual_args
     if loop.length is None and not xs and loop.xs:   # the run-time length comes from an xs
         x_slice_args.append(new_arg(loop.x_args[0]))
         xs.append(loop.xs[0])
-    backward.args = carry_cts + accumulators + shift_args + x_slice_args
-    for index, arg in enumerate(backward.args):
-        arg.index = index
-    backward.yields = [mapping.get(v, v) for v in
-                       new_carry_cts + new_accumulators + shift_yields + [c for _, c in x_cts]]
-    inits = [_as_type_of(cotangents[k], loop.finals[k]) if cotangents[k] is not None
-             else zeros_for(loop.finals[k]) for k in diff]
-    # a capture's sum starts from what the sweep has summed for it so far (the steps continue
-    # it in the order they are differentiated, bit for bit however the steps are nested or
-    # split into loops), or from zeros
-    running = call.running or [None] * len(op.inputs)
-    inits += [_as_type_of(running[position], value) if running[position] is not None and
-              _contributes(got, value, sums) else zeros_for(value)
-              for position, value in captured] + shift_inits
+    _set_args(backward, carried_args + shift_args + x_slice_args)
+    backward.yields = [mapping.get(v, v) for v in yields + shift_yields + x_cts]
+    inits = inits + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}
     operands = inits + xs
     if scan_length_input(attrs):
         operands.append(loop.trip_count())
-    reverse_scan = bind_region(scan_p, operands, attrs, [backward], program)
+    results = bind_region(scan_p, operands, attrs, [backward], program).results
+    return results[:len(inits) - len(shift_inits)] + results[len(inits):]
 
-    results = reverse_scan.results
-    for index, k in enumerate(diff):
-        if wanted[k]:
-            grads[k] = results[index]
-    for index, (position, value) in enumerate(captured):
-        if _contributes(got, value, sums):
-            grads[position] = results[len(diff) + index]
-            if running[position] is not None:
-                call.continued.add(position)
-    for index, (i, _) in enumerate(x_cts):
-        grads[count + i] = results[len(inits) + index]
-    return grads
+
+def _planned_reverse(loop, backward, new_arg, inits, yields, carried_args, y_ct_stacks,
+                     x_cts) -> list:
+    """The :data:`~symgrad.ops.reverse_loop.reverse_loop_p` op reversing ``loop`` (a
+    ``remat`` loop with a run-time ``plan``) by its schedule: ``backward`` (arguments
+    ``carried_args``, the cotangents and sums then the stacked cotangents' slices;
+    ``yields`` the next cotangents and sums, ``x_cts`` the step's ``xs`` cotangents) becomes
+    its ``reverse`` block, reading the step's carries and ``xs`` slices as arguments; a copy of
+    the forward body without its per-step outputs its ``advance`` block. Nothing of the
+    forward is stored but its initial carries (and a while loop's trip count). Returns its
+    results: the cotangents and sums, then the stacked ``xs`` cotangents."""
+    program, body = backward.program, loop.body
+    step_args = [new_arg(arg) for arg in body.args]
+    mapping = dict(zip(body.args, step_args))
+    remade = []
+    for value in free_values([backward]):
+        if value.block is body and value not in mapping:     # a constant of the body
+            copy, mapping[value] = _recompute(value, backward)
+            remade.append(copy)
+    backward.ops[:0] = reversed(remade)
+    _replace_uses([backward], mapping)
+    _set_args(backward, carried_args + step_args)
+    backward.yields = [mapping.get(v, v) for v in yields + x_cts]
+
+    advance = Block(program, outer=current_block(program))
+    advance_args = [new_arg(arg) for arg in body.args]
+    with insertion_point(advance):
+        carries = _inline(body, IdentityMap(zip(body.args, advance_args)))[:loop.num_carry]
+    _set_args(advance, advance_args)
+    advance.yields = carries
+    _keep_needed(advance)
+    counts = {"num_carry": loop.num_carry, "num_xs": len(loop.xs), "num_ct": len(inits),
+              "num_yct": len(y_ct_stacks)}
+    attrs = dict(counts, length=loop.length, reverse=loop.reverse, plan=loop.plan)
+    operands = loop.inits + loop.xs + inits + y_ct_stacks
+    if trip_input(attrs):
+        operands.append(loop.trip_count())
+    return bind_region(reverse_loop_p, operands, attrs, [advance, backward], program).results
+
+
+def _set_args(block, args) -> None:
+    block.args = list(args)
+    for index, arg in enumerate(block.args):
+        arg.arg_of, arg.index = block, index
+
+
+def _keep_needed(block) -> None:
+    """Drop the ops of ``block`` that nothing it yields needs (one backward sweep)."""
+    needed = set(block.yields)
+    kept = []
+    for op in reversed(block.ops):
+        if any(value in needed for value in op.results):
+            kept.append(op)
+            needed.update(op.inputs)
+    block.ops = kept[::-1]
 
 
 def _contributes(got, value, sums) -> bool:

@@ -7,7 +7,8 @@ re-exports them.
 import sys
 
 from . import (activation, batching, contraction, control_flow, cumulative, elementwise, fused,
-               indexing, linalg, nn_ops, operators, random, reduction, shape, special, state)
+               indexing, linalg, nn_ops, operators, random, reduction, reverse_loop, shape,
+               special, state)
 from .contraction import *  # noqa: F401,F403
 from .control_flow import *  # noqa: F401,F403
 from .cumulative import *  # noqa: F401,F403

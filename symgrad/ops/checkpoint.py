@@ -9,6 +9,24 @@ segments as ordinary region ops (an outer scan over the segments whose body is a
 of ``k`` steps, the outer one marked ``remat``), so every backend runs them unchanged. A
 ``while_loop``, whose trip count is known only when it ends, takes an int ``k``: an outer
 ``remat`` while loop whose body is a while loop of at most ``k`` steps.
+
+The other policies are *run-time schedules* (:func:`run_time_plan`): ``("binomial", s)`` on
+any loop, and ``k`` or ``"sqrt"`` on a loop whose trip count is known only at run time. The
+loop is built as it is without checkpoint, marked with attr ``plan`` (``("binomial", s)``,
+``("every", k)`` or ``("sqrt", 0)``); reverse mode stores nothing of it but its initial
+carries (and, for a ``while_loop``, its trip count) and builds one
+:data:`~symgrad.ops.reverse_loop.reverse_loop_p` op, which follows the actions of
+:func:`_sg_reverse_plan` for the trip count at run time.
+
+The binomial schedule (Griewank & Walther's *revolve*) reverses ``l`` steps from a stored
+carry with ``s`` slots (that carry's included): with ``r`` the least integer with
+``C(s + r, s) >= l``, it advances to step ``m`` (chosen below), stores that carry, reverses
+``[m, l)`` with ``s - 1`` slots, then ``[0, m)`` with ``s`` slots. It runs the fewest forward
+steps of any schedule with ``s`` slots, ``r * l - C(s + r, r - 1)`` (each step at most ``r``
+times) besides the one forward step each reverse step recomputes; the tests check it against
+the exhaustive minimum. A ``while_loop``'s trip count is known only when it ends: its
+forward counts the steps (storing nothing), and the backward follows the same schedule for
+that count, so its bound is one more forward sweep than a scan's, ``(r + 1) * T`` steps.
 """
 from __future__ import annotations
 
@@ -20,7 +38,7 @@ from ..ir.graph import IdentityMap, walk_ops
 from ..ir.program import copy_op, current_block
 from .core import bind_region
 
-__all__ = ["segment_length", "copied_region"]
+__all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost", "plan_slots"]
 
 
 def segment_length(op_name, policy, length, open_ended=False) -> int | None:
@@ -44,15 +62,37 @@ def segment_length(op_name, policy, length, open_ended=False) -> int | None:
     return steps if 0 < steps < length else None
 
 
+def _is_count(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+        and value >= 1
+
+
+def _is_binomial(policy) -> bool:
+    return isinstance(policy, tuple) and len(policy) == 2 and policy[0] == "binomial" and \
+        _is_count(policy[1])
+
+
 def _steps(op_name, policy) -> int | None:
     """The int of an int policy, None for None and ``"sqrt"``; refuses any other policy."""
     if policy is None or (isinstance(policy, str) and policy == "sqrt"):
         return None
-    if isinstance(policy, (int, np.integer)) and not isinstance(policy, (bool, np.bool_)) \
-            and policy >= 1:
+    if _is_count(policy):
         return int(policy)
-    raise ValueError(f"{op_name}: checkpoint must be None, an int >= 1 or 'sqrt', got "
-                     f"{policy!r}")
+    raise ValueError(f"{op_name}: checkpoint must be None, an int >= 1, 'sqrt' or "
+                     f"('binomial', s) with s >= 1, got {policy!r}")
+
+
+def run_time_plan(op_name, policy, length, open_ended=False) -> tuple | None:
+    """The ``plan`` attr of a loop whose reverse mode follows a schedule computed at run time
+    (:func:`_sg_reverse_plan`), or None when ``checkpoint=policy`` is built as segments
+    (:func:`segment_length`) or stores everything. ``length``: the trip count known at build
+    time, else None; ``open_ended``: a while loop, whose int policy is built as segments."""
+    if _is_binomial(policy):
+        return ("binomial", int(policy[1]))
+    steps = _steps(op_name, policy)
+    if policy is None or length is not None or (steps is not None and open_ended):
+        return None
+    return ("every", steps) if steps is not None else ("sqrt", 0)
 
 
 def copied_region(op, operands, attrs):
@@ -73,3 +113,94 @@ def copied_region(op, operands, attrs):
                 for value in nested.args:
                     value.id = program._take_id()
     return bind_region(op.opdef, operands, attrs, blocks, program)
+
+
+# Actions of :func:`_sg_reverse_plan` (``(kind, a, b)``).
+ADVANCE, STORE, RESTORE, REVERSE = 0, 1, 2, 3
+
+
+def _sg_reverse_plan(steps, kind, param):
+    """Yield the actions that reverse ``steps`` loop steps (numbered in the order they run)
+    from the carry at step 0 under the schedule ``(kind, param)``: ``(0, a, b)`` advance the
+    current carry from step ``a`` to step ``b``; ``(1, slot, t)`` store the current carry (the
+    one at step ``t``) in ``slot``; ``(2, slot, t)`` make the carry stored in ``slot`` (step
+    ``t``'s) current; ``(3, t, 0)`` reverse step ``t`` from the current carry (step ``t``'s).
+    Steps are reversed last to first, each once. ``kind``: ``"binomial"`` (revolve with
+    ``param`` slots), ``"every"`` (a slot every ``param`` steps, then one per step of the
+    segment being reversed) or ``"sqrt"`` (``"every"`` with ``ceil(sqrt(steps))``).
+    Generated modules contain this function (standard library only); no recursion."""
+    import math
+
+    if steps <= 0:
+        return
+    if kind != "binomial":
+        k = param if kind == "every" else math.isqrt(steps - 1) + 1
+        count = (steps + k - 1) // k
+        for j in range(count):
+            if j:
+                yield (0, (j - 1) * k, j * k)
+            yield (1, j, j * k)
+        for j in range(count - 1, -1, -1):
+            a, b = j * k, min(steps, (j + 1) * k)
+            yield (2, j, a)
+            for t in range(a, b - 1):
+                yield (1, count + t - a, t)
+                yield (0, t, t + 1)
+            yield (3, b - 1, 0)
+            for t in range(b - 2, a - 1, -1):
+                yield (2, count + t - a, t)
+                yield (3, t, 0)
+        return
+
+    def split(length, slots):
+        # the first stored step of an optimal schedule for `length` steps from a stored
+        # carry with `slots` slots (>= 2): r repetitions suffice for C(slots + r, slots) steps;
+        # the right part, reversed with one slot fewer, takes as many steps as r repetitions
+        # allow it, the left part the rest but at least C(slots + r - 2, slots - 1) short of all
+        reps = 0
+        while math.comb(slots + reps, slots) < length:
+            reps += 1
+        low = max(1, length - math.comb(slots - 1 + reps, slots - 1))
+        high = min(math.comb(slots + reps - 1, slots), length - 1)
+        return max(low, min(high, length - math.comb(slots + reps - 2, slots - 1)))
+
+    yield (1, 0, 0)
+    pending = [(0, steps, 0, param)]       # (first step, end, slot of its carry, free slots)
+    while pending:
+        a, b, slot, slots = pending.pop()
+        if b - a == 1 or slots <= 1:
+            for t in range(b - 1, a - 1, -1):
+                yield (2, slot, a)
+                if t > a:
+                    yield (0, a, t)
+                yield (3, t, 0)
+            continue
+        m = a + split(b - a, slots)
+        yield (2, slot, a)
+        yield (0, a, m)
+        yield (1, slot + 1, m)
+        pending.append((a, m, slot, slots))
+        pending.append((m, b, slot + 1, slots - 1))
+
+
+def plan_cost(steps, kind, param) -> tuple[int, int]:
+    """``(forward steps advanced, most carries stored at once)`` of :func:`_sg_reverse_plan`
+    (the one forward step each reverse step recomputes not counted)."""
+    advanced, stored = 0, set()
+    for action, a, b in _sg_reverse_plan(steps, kind, param):
+        if action == ADVANCE:
+            advanced += b - a
+        elif action == STORE:
+            stored.add(a)
+    return advanced, len(stored)
+
+
+def plan_slots(steps, kind, param) -> int:
+    """The carries :func:`_sg_reverse_plan` stores for ``steps`` steps (the second number
+    of :func:`plan_cost`, in constant time)."""
+    if steps <= 0:
+        return 0
+    if kind == "binomial":
+        return min(param, steps)
+    k = param if kind == "every" else math.isqrt(steps - 1) + 1
+    return -(-steps // k) + min(k, steps) - 1

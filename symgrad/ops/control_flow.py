@@ -54,7 +54,7 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
-from .checkpoint import copied_region, segment_length
+from .checkpoint import copied_region, run_time_plan, segment_length
 from .elementwise import cast, logical_and
 from .shape import concatenate, reshape
 from .source import as_value
@@ -230,9 +230,11 @@ class LoopLayout:
 
     ``length`` is the trip count when known at build time; ``reverse`` runs the steps last to
     first (a per-step value keeps the position of its step); ``remat`` asks reverse mode to
-    recompute the body in the backward instead of storing its residuals (``checkpoint=``).
-    :meth:`grown_attrs` gives the attrs of the same loop with more stacked outputs or a trip
-    count result (:attr:`can_count`)."""
+    recompute the body in the backward instead of storing its residuals (``checkpoint=``);
+    ``plan`` is the run-time schedule it follows to do so
+    (:func:`~symgrad.ops.checkpoint.run_time_plan`), None for a loop of segments or one that
+    stores every step. :meth:`grown_attrs` gives the attrs of the same loop with more stacked
+    outputs or a trip count result (:attr:`can_count`)."""
 
     op: object
     body_index: int
@@ -244,6 +246,7 @@ class LoopLayout:
     counted: bool
     can_count: bool
     remat: bool
+    plan: tuple | None
     _grow: Callable
 
     @property
@@ -461,7 +464,7 @@ def _while_layout(op) -> LoopLayout:
     return LoopLayout(op, body_index=1, num_carry=attrs["num_vars"], num_xs=0, length=None,
                       reverse=False, has_length_input=False, counted=attrs["counted"],
                       can_count=True, remat=attrs.get("remat", False),
-                      _grow=lambda attrs, stacked, counted: dict(
+                      plan=attrs.get("plan"), _grow=lambda attrs, stacked, counted: dict(
                           attrs, num_stacked=attrs["num_stacked"] + stacked,
                           counted=counted or attrs["counted"]))
 
@@ -480,16 +483,19 @@ def while_loop(cond_fn, body_fn, loop_vars, checkpoint=None):
     read any Value of the enclosing program. Differentiable in reverse mode: the backward runs
     the recorded trip count in reverse. ``checkpoint``: None stores every step's residuals for
     it; an int ``k`` >= 1 the vars every ``k`` steps, the backward recomputing each segment of
-    at most ``k`` steps from them (results and gradients the same)."""
+    at most ``k`` steps from them; ``"sqrt"`` and ``("binomial", s)`` count the steps and
+    store nothing, the backward following that schedule for the count
+    (:mod:`symgrad.ops.checkpoint`). Results and gradients are the same."""
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
         raise TypeError(f"while_loop: loop_vars must be a non-empty list/tuple of Values, got "
                         f"{loop_vars!r}")
-    steps = segment_length("while_loop", checkpoint, None, open_ended=True)
+    plan = run_time_plan("while_loop", checkpoint, None, open_ended=True)
+    steps = None if plan else segment_length("while_loop", checkpoint, None, open_ended=True)
     program = program_of([v for v in loop_vars if isinstance(v, Value)], "while_loop")
     with program.transaction():
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
         if steps is None:
-            return list(_while_op(cond_fn, body_fn, init, program).results)
+            return list(_while_op(cond_fn, body_fn, init, program, plan=plan).results)
 
         def segment(*vars):      # at most `steps` steps of the loop
             def more(j, *vars):
@@ -503,8 +509,9 @@ def while_loop(cond_fn, body_fn, loop_vars, checkpoint=None):
         return list(_while_op(cond_fn, segment, init, program, remat=True).results)
 
 
-def _while_op(cond_fn, body_fn, init, program, remat=False):
-    """Build the while_loop op of ``cond_fn`` and ``body_fn`` over the Values ``init``."""
+def _while_op(cond_fn, body_fn, init, program, remat=False, plan=None):
+    """Build the while_loop op of ``cond_fn`` and ``body_fn`` over the Values ``init``
+    (``remat`` and ``plan`` as :func:`_remat_attrs` takes them)."""
     var_types = _types(init)
     cond_block, cond_leaves, cond_structure = _run_in_block(
         program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
@@ -524,8 +531,7 @@ def _while_op(cond_fn, body_fn, init, program, remat=False):
     _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
     cond_block.yields, body.yields = cond_leaves, body_leaves
     attrs = {"num_vars": len(init), "num_stacked": 0, "counted": False}
-    if remat:
-        attrs["remat"] = True
+    attrs.update(_remat_attrs(remat, plan))
     return bind_region(while_p, init, attrs, [cond_block, body], program)
 
 
@@ -610,7 +616,8 @@ def _scan_layout(op) -> LoopLayout:
     return LoopLayout(op, body_index=0, num_carry=attrs["num_carry"], num_xs=attrs["num_xs"],
                       length=attrs["length"], reverse=attrs["reverse"],
                       has_length_input=scan_length_input(attrs), counted=False,
-                      can_count=False, remat=attrs.get("remat", False), _grow=_scan_grow)
+                      can_count=False, remat=attrs.get("remat", False),
+                      plan=attrs.get("plan"), _grow=_scan_grow)
 
 
 scan_p = register(OpDef(
@@ -649,7 +656,9 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
     ``checkpoint``: what reverse mode keeps of the steps (:mod:`symgrad.ops.checkpoint`):
     ``None`` every step's residuals; an int ``k`` >= 1 the carry every ``k`` steps, the
     backward recomputing each segment of ``k`` steps from its carry; ``"sqrt"`` the same with
-    ``k = ceil(sqrt(T))``. Results and gradients are the same under every policy."""
+    ``k = ceil(sqrt(T))`` for the run-time ``T``; ``("binomial", s)`` at most ``s`` carries,
+    with Griewank & Walther's optimal schedule for ``T``. Results and gradients are the same
+    under every policy."""
     if length is not None and (isinstance(length, bool)
                                or not isinstance(length, (int, np.integer)) or length < 0):
         raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
@@ -666,20 +675,23 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
         if not xs_leaves and static_length is None:
             raise TypeError("scan: give xs or length")
         init, xs = (init_leaves, init_structure), (xs_leaves, xs_structure)
-        steps = segment_length("scan", checkpoint, static_length)
+        plan = run_time_plan("scan", checkpoint, static_length)
+        steps = None if plan else segment_length("scan", checkpoint, static_length)
         if steps is not None:
             carry, ys = _checkpointed_scan(f, init, xs, static_length, steps, reverse)
             return _unflatten(init_structure, carry), ys
-        op, y_structure = _scan_op(f, init, xs, static_length, reverse)
+        op, y_structure = _scan_op(f, init, xs, static_length, reverse, plan=plan)
     results = op.results
     return (_unflatten(init_structure, results[:len(init_leaves)]),
             _unflatten(y_structure, results[len(init_leaves):]))
 
 
-def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, repeats=True):
+def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, repeats=True,
+             plan=None):
     """Build the scan op of ``f`` over ``init`` and ``xs`` (each ``(Values, structure)``) in
     ``program`` (by default theirs); returns it and the structure of the ``y``s. ``repeats``:
-    the body counts as a loop body (random ops in it need a counter)."""
+    the body counts as a loop body (random ops in it need a counter); ``remat`` and ``plan``
+    as :func:`_remat_attrs` takes them."""
     (init_leaves, init_structure), (xs_leaves, xs_structure) = init, xs
     program = program or program_of(init_leaves + xs_leaves, "scan")
     carry_types = _types(init_leaves)
@@ -707,9 +719,16 @@ def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, rep
     body.yields = leaves
     attrs = {"num_carry": len(init_leaves), "num_xs": len(xs_leaves),
              "length": static_length, "reverse": bool(reverse)}
-    if remat:
-        attrs["remat"] = True
+    attrs.update(_remat_attrs(remat, plan))
     return bind_region(scan_p, init_leaves + xs_leaves, attrs, [body], program), y_structure
+
+
+def _remat_attrs(remat, plan) -> dict:
+    """The attrs marking a loop whose backward recomputes its body (``remat``), following the
+    run-time schedule ``plan`` when one is given."""
+    if plan is not None:
+        return {"remat": True, "plan": tuple(plan)}
+    return {"remat": True} if remat else {}
 
 
 def _checkpointed_scan(f, init, xs, length, steps, reverse):
@@ -782,7 +801,7 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     an int64 scalar Value; returns the final ``val`` (a Value or a tuple/list of Values).
     ``lower``/``upper`` are ints (the loop is a ``scan`` of ``upper - lower`` steps) or int
     scalar Values (a ``while_loop``). ``checkpoint`` as for :func:`scan` with int bounds, as
-    for :func:`while_loop` (an int) with Value bounds."""
+    for :func:`while_loop` with Value bounds."""
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     if static:
@@ -795,7 +814,7 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
         (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)),
                            checkpoint=checkpoint)
         return val
-    segment_length("fori_loop", checkpoint, None, open_ended=True)   # refuses "sqrt" now
+    run_time_plan("fori_loop", checkpoint, None, open_ended=True)   # refuses a bad policy now
     program = _program_for(init_val, lower, upper)
     bounds = []
     for name, bound in (("lower", lower), ("upper", upper)):

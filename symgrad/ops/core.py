@@ -193,6 +193,9 @@ class Region:
     ``layout(op) -> LoopLayout``: for a loop, where its carries, per-step inputs, stacked
     outputs, captures and trip count are among its inputs, blocks and results
     (:class:`~symgrad.ops.control_flow.LoopLayout`); None for a region that is no loop.
+    ``held(op, nbytes, sizes) -> int``: bytes the op holds while it runs besides its results
+    and its blocks' Values (a checkpointing loop's stored carries), given ``nbytes(value)``
+    and ``sizes(dims) -> [int]``; None for none (:mod:`symgrad.passes.peak_memory`).
     """
 
     block_names: tuple
@@ -200,6 +203,7 @@ class Region:
     run: Callable
     narrow: Callable | None = None
     layout: Callable | None = None
+    held: Callable | None = None
 
 
 def kept_yields(used, first_dropped=0) -> list | None:

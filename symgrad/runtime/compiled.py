@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from ..errors import FeedError
+from ..ir.dims import dim_text, dim_to_json
 from ..ir.graph import ancestors_of, walk_ops
 from ..ops.state import assignments, mark_commits
+from ..passes.peak_memory import peak_bytes
 from .dims import binder_for_fetches
 from .feeds import (InputSpec, OutputSpec, bind_feeds, build_signature, check_feed,
                     dims_signature, feedable_sources)
-from .standalone import ProgramState, StatefulCall
+from .standalone import ProgramState, StatefulCall, dim_size
 
 
 def build_compiled(program, fetches, chosen, options, *, updates=True, state=None,
@@ -136,6 +138,31 @@ class CompiledProgram:
         dims = self._dim_check(feeds) if self._dim_check is not None else None
         return self._call(self._executable.run, feeds, dims=dims)
 
+    def memory(self, **shapes) -> int:
+        """The planned peak bytes of one call with inputs of ``shapes`` (``x=(32, 784)``):
+        what the program's Values occupy at once at worst, loops and checkpointing included
+        (the model of :mod:`symgrad.passes.peak_memory`; the caller's feeds and parameters not
+        counted). Inputs whose dims are all static need no shape. A ValueError names an
+        unknown input, or a Value whose size the shapes do not determine (a while loop's
+        stacked values, sized by a trip count known only at run time)."""
+        names = {spec.name for spec in self.signature}
+        for name in shapes:
+            if name not in names:
+                raise ValueError(f"memory: no input named {name!r} (inputs: "
+                                 f"{sorted(names)})")
+        sizes = {}
+        if self._dim_check is not None:
+            sizes = self._dim_check({name: _Shaped(tuple(int(d) for d in shape))
+                                     for name, shape in shapes.items()})
+
+        def size_of(dim):
+            size = None if dim is None else dim_size(dim_to_json(dim), sizes)
+            if size is None:
+                raise ValueError(f"dim {'?' if dim is None else dim_text(dim)} is unbound")
+            return size
+
+        return peak_bytes(self.program, self.fetches, size_of)
+
     def changed_state(self) -> dict:
         """``{name: array}`` of the state's parameters that no longer hold the program's own
         initial value (assigned by calls, or set): what a run elsewhere from the inits has
@@ -170,6 +197,13 @@ class CompiledProgram:
         names = ", ".join(self.input_names)
         return (f"<CompiledProgram backend={self.backend} inputs=({names}) "
                 f"outputs={len(self.outputs)}>")
+
+
+class _Shaped:
+    """A stand-in for a fed array: only its shape (what binding dims reads)."""
+
+    def __init__(self, shape):
+        self.shape = shape
 
 
 def _hold(state, param) -> None:

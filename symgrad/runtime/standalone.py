@@ -745,7 +745,7 @@ def _missing_feeds(missing, updates) -> str:
 MAX_BOUND_SHAPES = 256   # distinct sets of fed shapes remembered as bound
 
 
-def _dim_size(dim, sizes):
+def dim_size(dim, sizes):
     """The int ``dim`` (JSON form) is when each symbol has its size in ``sizes`` (by text);
     None when one has none. Recursion is over the expression's nesting only."""
     if type(dim) is int:
@@ -756,13 +756,13 @@ def _dim_size(dim, sizes):
     if kind == "anonymous":
         return sizes.get(f"?{body}")
     if kind == "floordiv":
-        size = _dim_size(body[0], sizes)
+        size = dim_size(body[0], sizes)
         return None if size is None else size // body[1]
     total = 0
     for atoms, coefficient in body:
         term = coefficient
         for atom in atoms:
-            size = _dim_size(atom, sizes)
+            size = dim_size(atom, sizes)
             if size is None:
                 return None
             term *= size
@@ -798,7 +798,7 @@ class DimBinder:
                 if not isinstance(name, str) or any(type(d) not in (int, str) for d in dims):
                     raise ValueError(f"input {name!r}")
             for check in checks:
-                _dim_size(check["left"], {}), _dim_size(check["right"], {})
+                dim_size(check["left"], {}), dim_size(check["right"], {})
                 if not all(isinstance(check[k], str) for k in ("left_text", "right_text", "op")):
                     raise ValueError("a check's texts")
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -830,7 +830,7 @@ class DimBinder:
                 sizes.setdefault(dim, size)
                 source.setdefault(dim, name)
         for check in self.checks:
-            left, right = _dim_size(check["left"], sizes), _dim_size(check["right"], sizes)
+            left, right = dim_size(check["left"], sizes), dim_size(check["right"], sizes)
             if left is not None and right is not None and left != right:
                 raise FeedError(_failed_check(check, left, right, source))
         return sizes

@@ -12,7 +12,8 @@ RNG = np.random.default_rng(7)
 T = 10
 FEEDS = {"xs": RNG.normal(size=(T, 4, 3)), "w": RNG.normal(size=(5, 5)) * 0.5,
          "u": RNG.normal(size=(3, 5)), "h0": RNG.normal(size=(4, 5))}
-POLICIES = [1, 3, 5, "sqrt", T]   # 3 and "sqrt" (4) leave a shorter last segment
+# 3 and "sqrt" (4) leave a shorter last segment; ("binomial", s) follows revolve's schedule
+POLICIES = [1, 3, 5, "sqrt", T, ("binomial", 1), ("binomial", 3), ("binomial", 12)]
 
 
 def _rnn_step(w, u):
@@ -91,7 +92,7 @@ def test_second_derivatives_agree(policy, backend):
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("policy", [3, 5])
+@pytest.mark.parametrize("policy", [3, 5, ("binomial", 2)])
 def test_random_masks_and_a_cond_in_the_body_recompute_the_same(policy, backend):
     _assert_identical(_dropout_step, policy, backend, counted=True)
     _assert_identical(_dropout_step, policy, backend, counted=True, order=2)
@@ -101,6 +102,7 @@ def test_random_masks_and_a_cond_in_the_body_recompute_the_same(policy, backend)
 def test_a_nested_loop_in_the_body(backend):
     _assert_identical(_nested_step, 3, backend)
     _assert_identical(_nested_step, 4, backend, reverse=True, order=2)
+    _assert_identical(_nested_step, ("binomial", 2), backend, reverse=True)
 
 
 def test_fori_loop_checkpoint_is_bit_identical():
@@ -116,7 +118,7 @@ def test_fori_loop_checkpoint_is_bit_identical():
         return sg.compile(prog, fetches, backend="numpy")
     feeds = {"x": np.array([0.3, -1.2, 2.0]), "w": np.array([1.1, 0.4, -0.7])}
     plain = build(None)(**feeds)
-    for policy in (2, "sqrt", 7):
+    for policy in (2, "sqrt", 7, ("binomial", 2)):
         for a, b in zip(build(policy)(**feeds), plain):
             assert np.array_equal(a, b)
 
@@ -206,7 +208,7 @@ def _while_program(policy, counter=False):
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("policy", [1, 3, 4, 100])
+@pytest.mark.parametrize("policy", [1, 3, 4, 100, "sqrt", ("binomial", 1), ("binomial", 3)])
 def test_while_loop_checkpoint_is_bit_identical(policy, backend):
     feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
     plain = sg.compile(*_while_program(None, True), backend=backend)(**feeds)
@@ -234,8 +236,52 @@ def test_fori_loop_with_value_bounds_checkpoints_its_while_loop():
             y = sg.fori_loop(0, n, lambda i, v: sg.sin(v) * 1.1, x, checkpoint=policy)
             return sg.compile(prog, [y] + ir_backward.grad(sg.sum(y), [x]), backend="numpy")
     feeds = {"x": np.array([0.3, -1.2, 2.0]), "n": np.int64(9)}
-    for a, b in zip(build(2)(**feeds), build(None)(**feeds)):
-        assert np.array_equal(a, b)
+    plain = build(None)(**feeds)
+    for policy in (2, "sqrt", ("binomial", 3)):
+        for a, b in zip(build(policy)(**feeds), plain):
+            assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [3, "sqrt", ("binomial", 2)])
+@pytest.mark.parametrize("with_xs", [True, False])
+def test_a_run_time_trip_count_follows_the_schedule_for_it(policy, with_xs, backend):
+    """A scan whose trip count is known only at run time (xs of unknown leading dim, or a
+    length Value) computes its schedule when it runs; the same program serves any T."""
+    def build(policy):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            xs = sg.data("xs", [None, 4, 3], "float64")
+            w, u = sg.data("w", [5, 5], "float64"), sg.data("u", [3, 5], "float64")
+            h0 = sg.data("h0", [4, 5], "float64")
+            if with_xs:
+                h, ys = sg.scan(_rnn_step(w, u), h0, xs, checkpoint=policy)
+                loss = sg.mean(h * h) + sg.sum(ys * ys)
+            else:
+                h = sg.fori_loop(0, sg.data("n", [], "int64"),
+                                 lambda i, h: sg.tanh(h @ w + xs[i] @ u), h0,
+                                 checkpoint=policy)
+                loss = sg.mean(h * h)
+            fetches = [h, loss] + ir_backward.grad(loss, [w, u, h0, xs])
+        return sg.compile(prog, fetches, backend=backend)
+    plain, got = build(None), build(policy)
+    for steps in (1, 6, 10):
+        feeds = dict(FEEDS, xs=FEEDS["xs"][:steps], n=np.int64(steps))
+        if with_xs:
+            feeds.pop("n")
+        for a, b in zip(got(**feeds), plain(**feeds)):
+            assert np.array_equal(a, b), (policy, steps)
+
+
+def test_a_binomial_scan_stores_nothing_of_its_steps():
+    """Reverse mode through a ``("binomial", s)`` loop records no stacked value in the
+    forward loop: its backward is one reverse_loop op reading the initial carry."""
+    prog, _ = _program(_rnn_step, ("binomial", 3))
+    (forward,) = [op for op in prog.ops if op.name == "scan"]
+    assert forward.attrs["plan"] == ("binomial", 3)
+    assert len(forward.results) == 2                 # the final carry and the ys only
+    (reverse,) = [op for op in prog.ops if op.name == "reverse_loop"]
+    assert reverse.inputs[0] is forward.inputs[0]     # h0
 
 
 def test_a_loop_continues_the_running_gradient_sum_of_what_it_reads():

@@ -10,7 +10,10 @@ from tests.backends.cuda_emulation.device import EmulatedDevice
 
 WHILE_FEEDS = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
 CASES = [(_program(_rnn_step, "sqrt"), FEEDS), (_program(_rnn_step, 4, reverse=True), FEEDS),
-         (_while_program(3, True), WHILE_FEEDS)]
+         (_while_program(3, True), WHILE_FEEDS), (_program(_rnn_step, ("binomial", 3)), FEEDS),
+         (_program(_rnn_step, ("binomial", 2), reverse=True), FEEDS),
+         (_while_program(("binomial", 2), True), WHILE_FEEDS),
+         (_while_program("sqrt", True), WHILE_FEEDS)]
 
 
 def _check(got, prog, fetches, feeds):

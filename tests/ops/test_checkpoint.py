@@ -1,10 +1,14 @@
 """``checkpoint=`` of scan and fori_loop at build time: the segment plan, the structure it
 builds, the forward results, and the errors (naming the op, leaving the program unchanged)."""
+import math
+
 import numpy as np
 import pytest
 
 import symgrad as sg
-from symgrad.ops.checkpoint import segment_length
+from symgrad.ops.checkpoint import (ADVANCE, RESTORE, REVERSE, STORE, _sg_reverse_plan,
+                                    plan_cost, plan_slots, run_time_plan,
+                                    segment_length)
 from tests.ops.samples import interpret
 
 
@@ -21,26 +25,91 @@ def test_an_open_ended_loop_takes_an_int_policy():
     assert segment_length("while_loop", None, None, open_ended=True) is None
 
 
-@pytest.mark.parametrize("policy", [0, -2, True, 2.0, "log", ("binomial", 4)])
+@pytest.mark.parametrize("policy", [0, -2, True, 2.0, "log", ("binomial", 0),
+                                    ("binomial", 2.0), ("revolve", 4), ["binomial", 4]])
 def test_a_bad_policy_is_refused_naming_the_op(policy):
-    with pytest.raises(ValueError, match="scan: checkpoint must be None, an int >= 1 or "):
-        segment_length("scan", policy, 10)
+    with pytest.raises(ValueError, match="scan: checkpoint must be None, an int >= 1, 'sqrt' "):
+        run_time_plan("scan", policy, 10)
 
 
-def test_a_run_time_trip_count_is_refused_and_the_program_is_unchanged():
+@pytest.mark.parametrize("policy, length, open_ended, expected", [
+    (("binomial", 4), 10, False, ("binomial", 4)), (("binomial", 4), None, True,
+                                                    ("binomial", 4)),
+    ("sqrt", None, False, ("sqrt", 0)), ("sqrt", None, True, ("sqrt", 0)),
+    (3, None, False, ("every", 3)), (3, None, True, None), ("sqrt", 10, False, None),
+    (3, 10, False, None), (None, None, False, None)])
+def test_run_time_plan(policy, length, open_ended, expected):
+    assert run_time_plan("scan", policy, length, open_ended) == expected
+
+
+def _replay(steps, kind, param):
+    """Run the actions of the schedule on step numbers: each is valid, and every step is
+    reversed once, last to first. Returns (steps advanced, slots used)."""
+    current, slots, reversed_steps, advanced = 0, {}, [], 0
+    for action, a, b in _sg_reverse_plan(steps, kind, param):
+        if action == ADVANCE:
+            assert current == a and b > a
+            current, advanced = b, advanced + b - a
+        elif action == STORE:
+            assert current == b
+            slots[a] = b
+        elif action == RESTORE:
+            assert slots[a] == b
+            current = b
+        else:
+            assert action == REVERSE and current == a
+            reversed_steps.append(a)
+    assert reversed_steps == list(range(steps - 1, -1, -1))
+    return advanced, len(slots)
+
+
+def _fewest_advances(steps, slots):
+    """The fewest forward steps that reverse ``steps`` steps from a stored carry with
+    ``slots`` slots (its own included), by exhaustive search over the first stored step."""
+    best = [[0] * (slots + 1) for _ in range(steps + 1)]
+    for length in range(2, steps + 1):
+        best[length][1] = length * (length - 1) // 2
+        for s in range(2, slots + 1):
+            best[length][s] = min(m + best[length - m][s - 1] + best[m][s]
+                                  for m in range(1, length))
+    return best
+
+
+def test_the_binomial_schedule_is_optimal_and_keeps_at_most_s_carries():
+    best = _fewest_advances(80, 6)
+    for steps in range(1, 81):
+        for slots in range(1, 7):
+            advanced, used = _replay(steps, "binomial", slots)
+            assert advanced == best[steps][slots], (steps, slots)
+            assert advanced == plan_cost(steps, "binomial", slots)[0]
+            assert used == plan_slots(steps, "binomial", slots) <= slots
+            # Griewank & Walther's closed form: r * l - C(s + r, r - 1)
+            reps = next(r for r in range(steps + 1) if math.comb(slots + r, slots) >= steps)
+            assert advanced == reps * steps - (math.comb(slots + reps, reps - 1) if reps else 0)
+
+
+@pytest.mark.parametrize("kind, param", [("every", 1), ("every", 3), ("every", 50),
+                                         ("sqrt", 0)])
+def test_the_segment_schedules(kind, param):
+    for steps in range(1, 40):
+        advanced, used = _replay(steps, kind, param)
+        k = param if kind == "every" else math.isqrt(steps - 1) + 1
+        segments = -(-steps // k)
+        assert used == plan_slots(steps, kind, param) == segments + min(k, steps) - 1
+        assert advanced <= 2 * steps
+
+
+def test_a_bad_policy_leaves_the_program_unchanged():
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [None, 3], "float64")
         n = sg.data("n", [], "int64")
         init = xs[0] * 0.0
         before = str(prog)
-        with pytest.raises(ValueError, match="scan: checkpoint='sqrt' needs the trip count"):
-            sg.scan(lambda c, x: (c + x, None), init, xs, checkpoint="sqrt")
-        with pytest.raises(ValueError, match="fori_loop: checkpoint='sqrt' needs the trip"):
-            sg.fori_loop(0, n, lambda i, v: v * 2.0, init, checkpoint="sqrt")
-        with pytest.raises(ValueError, match="while_loop: checkpoint='sqrt' needs the trip"):
-            sg.while_loop(lambda v: sg.sum(v) < 9.0, lambda v: [v * 2.0], [init],
-                          checkpoint="sqrt")
+        with pytest.raises(ValueError, match="scan: checkpoint must be"):
+            sg.scan(lambda c, x: (c + x, None), init, xs, checkpoint="log")
+        with pytest.raises(ValueError, match="fori_loop: checkpoint must be"):
+            sg.fori_loop(0, n, lambda i, v: v * 2.0, init, checkpoint=("binomial", 0))
         with pytest.raises(ValueError, match="while_loop: checkpoint must be None, an int"):
             sg.while_loop(lambda v: sg.sum(v) < 9.0, lambda v: [v * 2.0], [init],
                           checkpoint=0)

@@ -27,7 +27,9 @@ a module-level function taking the Values the region op reads and returning its 
 """
 from __future__ import annotations
 
+from ...ops.checkpoint import _sg_reverse_plan
 from ...ops.control_flow import cond_p, loop_layout, scan_p, while_p
+from ...ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from .functions import indented
 from .literals import dtype_code, shape_code
 from .lowering import register_lowering
@@ -179,3 +181,95 @@ def _bounded(lower):
 register_lowering(cond_p, statements=_bounded(_lower_cond))
 register_lowering(scan_p, statements=_bounded(_lower_scan))
 register_lowering(while_p, statements=_bounded(_lower_while))
+
+
+def _lower_reverse_loop(gen, op) -> list:
+    """A ``reverse_loop`` (:mod:`symgrad.ops.reverse_loop`) as a loop over the actions of its
+    schedule, the helper ``_sg_reverse_plan`` (copied into the module)::
+
+        h = h0                                   # the carries: the advance block's arguments
+        g, acc = g_init, acc_init                # the reverse block's carried arguments
+        _slots = {}
+        for _action, _a, _b in _sg_reverse_plan(T, 'binomial', 8):
+            if _action == 0:                     # advance from step _a to step _b
+                for _t in range(_a, _b):
+                    x = xs[_t]
+                    ...advance block...
+                    h = h_next
+            elif _action == 1:
+                _slots[_a] = (h,)
+            elif _action == 2:
+                (h,) = _slots[_a]
+            else:                                # reverse step _a
+                ...reverse block...
+                g, acc = g_prev, acc_prev
+                dxs[_a] = dx
+    """
+    advance, reverse = op.blocks
+    carries, xs_count, cts, ycts = reverse_loop_counts(op.attrs)
+    inputs = list(op.inputs)
+    inits, xs = inputs[:carries], inputs[carries:carries + xs_count]
+    ct_inits = inputs[carries + xs_count:carries + xs_count + cts]
+    y_stacks = inputs[carries + xs_count + cts:carries + xs_count + cts + ycts]
+    carry_names = [gen.namer.value(a) for a in advance.args[:carries]]
+    for arg, name_arg in zip(reverse.args[cts + ycts:cts + ycts + carries],
+                             advance.args[:carries]):
+        gen.alias(arg, name_arg)
+    ct_names = [gen.namer.value(a) for a in reverse.args[:cts]]
+    lines = _assign(carry_names, [gen.expr(v) for v in inits])
+    lines += _assign(ct_names, [gen.expr(v) for v in ct_inits])
+    length = gen.namer.fresh("_length")
+    if op.attrs["length"] is not None:
+        lines.append(f"{length} = {op.attrs['length']}")
+    elif xs:
+        lines.append(f"{length} = {gen.expr(xs[0])}.shape[0]")
+    else:
+        lines.append(f"{length} = int({gen.expr(inputs[carries + xs_count + cts + ycts])})")
+    stacked = list(zip(op.results[cts:], reverse.yields[cts:]))
+    for result, _ in stacked:
+        lines.append(f"{gen.namer.value(result)} = None")
+    slots, action, a, b, step, t = (gen.namer.fresh(n) for n in
+                                    ("_slots", "_action", "_a", "_b", "_i", "_t"))
+    plan = ", ".join(repr(p) for p in op.attrs["plan"])
+    carry_tuple = f"({', '.join(carry_names)},)"
+    index = f"{length} - 1 - {{}}" if op.attrs["reverse"] else "{}"
+    lines += [f"{slots} = {{}}",
+              f"for {action}, {a}, {b} in _sg_reverse_plan({length}, {plan}):",
+              f"    if {action} == 0:",
+              f"        for {step} in range({a}, {b}):",
+              f"            {t} = {index.format(step)}"]
+    for arg, x in zip(advance.args[carries:], xs):
+        lines.append(f"            {gen.namer.value(arg)} = {gen.expr(x)}[{t}]")
+    lines.extend(indented(indented(line)) for line in _block(gen, advance))
+    lines.extend(indented(indented(indented(line))) for line in
+                 _assign(carry_names, [gen.expr(v) for v in advance.yields]))
+    lines += [f"    elif {action} == 1:",
+              f"        {slots}[{a}] = {carry_tuple}",
+              f"    elif {action} == 2:",
+              f"        {carry_tuple} = {slots}[{a}]",
+              "    else:",
+              f"        {t} = {index.format(a)}"]
+    for arg, y in zip(reverse.args[cts:cts + ycts], y_stacks):
+        lines.append(f"        {gen.namer.value(arg)} = {gen.expr(y)}[{t}]")
+    for arg, x in zip(reverse.args[cts + ycts + carries:], xs):
+        lines.append(f"        {gen.namer.value(arg)} = {gen.expr(x)}[{t}]")
+    lines.extend(indented(line) for line in _block(gen, reverse))
+    for result, value in stacked:
+        name, source = gen.namer.value(result), gen.expr(value)
+        lines += [f"        if {name} is None:",
+                  f"            {name} = np.empty(({length},) + np.shape({source}), "
+                  f"{dtype_code(value.dtype)})",
+                  f"        {name}[{t}] = {source}"]
+    lines.extend(indented(indented(line)) for line in
+                 _assign(ct_names, [gen.expr(v) for v in reverse.yields[:cts]]))
+    for result, value in stacked:   # no step ran: an empty stack
+        name = gen.namer.value(result)
+        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        lines += [f"if {name} is None:",
+                  f"    {name} = np.empty({empty}, {dtype_code(value.dtype)})"]
+    lines.extend(_assign([gen.namer.value(v) for v in op.results[:cts]], ct_names))
+    return lines
+
+
+register_lowering(reverse_loop_p, statements=_bounded(_lower_reverse_loop),
+                  helpers=(_sg_reverse_plan,))
