@@ -140,12 +140,15 @@ def test_matmul_of_stacks_and_arrays_that_disagree_with_the_entry_are_an_error()
              "m": RNG.standard_normal((7, 2), "float32"),
              "n": RNG.standard_normal((2, 5), "float32")}
     _assert_matches(prog, fetches, compiled, feeds, "float32")
-    # the feeds are checked before the run; the entry checks its arrays again
+    # the feeds are checked before the run; the entry checks its arrays again, against the
+    # sizes the binding gives (after the arrays: m's two dims, then n's rows)
     entry = compiled._executable.module._sg_n1
     with pytest.raises(ValueError, match="1 elements along axis 0 where the program needs 2"):
-        entry((feeds["m"], feeds["n"][:1], np.empty((7, 5), "float32")))
+        entry((feeds["m"], feeds["n"][:1], np.empty((7, 5), "float32"), 7, 2, 2))
+    with pytest.raises(ValueError, match="6 elements along axis 0 where the program needs 7"):
+        entry((feeds["m"], feeds["n"], np.empty((6, 5), "float32"), 7, 2, 2))
     with pytest.raises(TypeError, match="items of 8 bytes"):
-        entry((feeds["m"], feeds["n"].astype("float64"), np.empty((7, 5), "float32")))
+        entry((feeds["m"], feeds["n"].astype("float64"), np.empty((7, 5), "float32"), 7, 2, 2))
 
 
 def test_without_a_blas_the_native_ops_run_on_numpy(monkeypatch):

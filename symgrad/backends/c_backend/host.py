@@ -186,12 +186,14 @@ class CHostGenerator(Generator):
             return None
         number = len(entries)
         names = [self.expr(v) for v in op.inputs]
-        entries.append(render(number, op, kind, environment()).code)
+        entry = render(number, op, kind, environment())
+        entries.append(entry.code)
         result = op.results[0]
         target = self.namer.value(result)
+        sizes = [self.dim_code(dim) for dim in entry.sizes]
         return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
                 f"{dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"{suffix}{number}", names + [target]),
+                Commented(self.entry_call(f"{suffix}{number}", names + [target] + sizes),
                           self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:

@@ -4,8 +4,8 @@ gradients.
 An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types becomes one
 entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``): it
 takes one tuple (the op's inputs, then its result, which the host allocates with
-``np.empty``), checks the dims known when the program was built and that dims unknown then
-agree (the batch dim of every NCHW operand, a matmul's inner and batch dims), releases the GIL
+``np.empty``, then the sizes of its symbolic dims from the binding), checks every array's dims
+against those sizes and the static ones (:func:`.row_ops.binding_checks`), releases the GIL
 and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
@@ -29,7 +29,7 @@ from . import blas
 from .ctype import c_type, value_label
 from .kernels import describe
 from .lowering import LOWERINGS, CNativeOp
-from .row_ops import EntryCall
+from .row_ops import EntryCall, binding_checks
 
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
@@ -78,38 +78,6 @@ def _geometry(op, kind) -> dict:
                 pw=attrs["padding"][1], dh=dilation[0], dw=dilation[1], **extra)
 
 
-def _checks(op, kind) -> list:
-    """``(got, want, input, axis)`` of the dims to check at run time: static ones against
-    their values, each unknown one against the first expression giving it, a matmul's inner
-    and batch dims, and the batch dims of the NCHW operands."""
-    checks, symbols = [], {}
-
-    def add(k, axis, want):
-        got = f"sg_b[{k}].shape[{axis}]"
-        if want != got:
-            checks.append((got, want, k, axis))
-
-    for k, value in enumerate(op.inputs):
-        for axis, (dim, symbol) in enumerate(zip(value.shape, value.dims)):
-            if dim is not None:
-                add(k, axis, str(dim))
-            elif symbol in symbols:
-                add(k, axis, symbols[symbol])
-            else:
-                symbols[symbol] = f"sg_b[{k}].shape[{axis}]"
-    if kind == "matmul":
-        a, b = op.inputs
-        add(1, b.ndim - 2, f"sg_b[0].shape[{a.ndim - 1}]")
-        if b.ndim > 2:
-            for axis in range(a.ndim - 2):
-                add(1, axis, f"sg_b[0].shape[{axis}]")
-    else:
-        batched = [k for role, k in _OPERANDS[kind].items() if role in ("x", "y") and k != "result"]
-        for k in batched[1:]:
-            add(k, 0, f"sg_b[{batched[0]}].shape[0]")
-    return list(dict.fromkeys(checks))
-
-
 def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
     """Native op ``number`` computing ``op`` with template kind ``kind``; ``threads``: the
     program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
@@ -122,11 +90,10 @@ def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))
-    checks = [dict(got=got, want=want, what=value_label(op.inputs[k]), axis=axis)
-              for got, want, k, axis in _checks(op, kind)]
+    checks, sizes = binding_checks(op.inputs + [result])
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
+        sizes=len(sizes), T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
         g=_geometry(op, kind) if kind != "matmul" else {},
         pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
-    return EntryCall(code)
+    return EntryCall(code, sizes)

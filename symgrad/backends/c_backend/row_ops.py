@@ -2,8 +2,8 @@
 
 An op with a :class:`~.lowering.CRowOp` rule whose kind applies to its types becomes one entry
 point of its own, rendered from ``c/row_op.c.j2``: it takes one tuple (the op's inputs, then its
-result, which the host allocates with ``np.empty``), checks that the labels' dims agree with the
-logits' (dims unknown when the program was built), releases the GIL and loops over the rows
+result, which the host allocates with ``np.empty``, then the sizes of its symbolic dims from the
+binding), checks every array's dims against them, releases the GIL and loops over the rows
 along the class axis (``n`` elements ``inner`` apart): the max, then the sum of ``exp(x - max)``
 accumulated in double, then the row's results, rounded as the NumPy backend's kernels round
 them. Integer labels outside ``[0, n)`` are the NumPy backend's ``ValueError`` (naming the
@@ -22,10 +22,27 @@ from .lowering import LOWERINGS, CRowOp
 @dataclasses.dataclass
 class EntryCall:
     """A rendered entry point of one op (a row op, symbol ``sg_<unit>_r<number>``, or a native
-    op, ``sg_<unit>_n<number>``): its C ``code`` (the host allocates the result with the
-    sizes the binding gives its dims)."""
+    op, ``sg_<unit>_n<number>``): its C ``code`` and the symbolic dims whose ``sizes`` the
+    host passes after the arrays, from the binding (it allocates the result with them too)."""
 
     code: str
+    sizes: tuple = ()
+
+
+def binding_checks(values) -> tuple[list, tuple]:
+    """``(checks, sizes)`` for an entry point taking the arrays ``values`` (the op's inputs,
+    then its result): every dim of every array is checked against its static size or against
+    the size the binding gives it (``sg_size[j]``, the ``j``-th of ``sizes``), so that the
+    extents the entry reads from its buffers are the binding's."""
+    sizes: dict = {}
+    checks = []
+    for k, value in enumerate(values):
+        for axis, dim in enumerate(value.dims):
+            want = str(dim) if isinstance(dim, int) else \
+                f"sg_size[{sizes.setdefault(dim, len(sizes))}]"
+            checks.append(dict(got=f"sg_b[{k}].shape[{axis}]", want=want,
+                               what=value_label(value), axis=axis))
+    return checks, tuple(sizes)
 
 
 def row_kind(op, scalars) -> str | None:
@@ -37,29 +54,11 @@ def row_kind(op, scalars) -> str | None:
     return rule.kind(op)
 
 
-def _axis_sources(op, kind) -> list:
-    """For each axis of the result: the axis of input 0 it comes from, or None (a static
-    class count)."""
-    axis, rank = op.attrs["axis"], op.results[0].ndim
-    if kind == "one_hot":
-        return [a if a < axis else None if a == axis else a - 1 for a in range(rank)]
-    if kind in ("cross_entropy", "soft_cross_entropy"):
-        return [a if a < axis else a + 1 for a in range(rank)]
-    return list(range(rank))
-
-
 def render_row_op(number, op, kind, environment) -> EntryCall:
     """Row op ``number`` computing ``op`` with template kind ``kind``."""
     result = op.results[0]
     first = op.inputs[0]
-    sources = _axis_sources(op, kind)
-    checks = []
-    if len(op.inputs) == 2:      # labels: the logits' dims (without the class axis when integer)
-        labels = op.inputs[1]
-        of = sources if kind == "cross_entropy" else list(range(first.ndim))
-        checks = [dict(arg=1, axis=a, of=of[a], what=value_label(labels))
-                  for a in range(labels.ndim) if labels.shape[a] is None
-                  or first.shape[of[a]] is None]
+    checks, sizes = binding_checks(op.inputs + [result])
     args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
@@ -67,9 +66,9 @@ def render_row_op(number, op, kind, environment) -> EntryCall:
     indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
     code = environment.get_template("c/row_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
+        sizes=len(sizes), axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(indices.dtype) if indices is not None else "",
         unsigned=indices is not None and indices.dtype.kind == "u")
-    return EntryCall(code)
+    return EntryCall(code, sizes)
 
