@@ -276,3 +276,15 @@ def test_the_check_of_a_dim_an_op_defines_runs_in_the_standalone_runner(tmp_path
     assert type(info.value).__name__ == "FeedError"
     with pytest.raises(sg.errors.FeedError, match="needs dim"):
         sg.load(path)(s=np.arange(3.0), t=np.zeros(3))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_a_random_op_shaped_like_a_value_takes_its_shape_from_the_binding(backend):
+    prog, fetches = _program(lambda x: [x * sg.random.uniform(x)], ("x", ["batch", 3]))
+    fn = sg.compile(prog, fetches, backend=backend)
+    source = fn.sources[".py"]
+    call = next(line for line in source.splitlines() if "_sg_random_uniform(" in line
+                and "=" in line.split("(")[0])
+    assert re.search(r"shape=\(_d\d+, 3\)", call) and "x" not in call.split("(", 1)[1]
+    want = sg.compile(prog, fetches, backend="interpreter")(x=np.ones((4, 3)))[0]
+    np.testing.assert_array_equal(fn(x=np.ones((4, 3)))[0], want)

@@ -255,9 +255,9 @@ register_lowering("cumprod", lambda args, attrs, out=None: (
 register_lowering("linear_recurrence", call("_sg_linear_recurrence", ("axis", "reverse")),
                   (_sg_linear_recurrence,))
 register_lowering("full", expr("np.full({shape}, {fill_value}, {dtype})"))
-for _op in RANDOM_OPS:
-    register_lowering(_op, call(_op.impl.__name__, RANDOM_ATTRS + RANDOM_PARAMS[_op.name]),
-                      RANDOM_HELPERS + (_op.impl,))
+for _op in RANDOM_OPS:   # (step, counter), then the result's shape from the binding, not a like
+    register_lowering(_op, call(_op.impl.__name__, RANDOM_ATTRS + RANDOM_PARAMS[_op.name],
+                                result_shape="shape"), RANDOM_HELPERS + (_op.impl,))
 
 
 # --- data movement ----------------------------------------------------------------------------
