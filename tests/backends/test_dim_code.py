@@ -93,8 +93,8 @@ def _shape_reads(source) -> list:
         source = source[min(at for at in own if at >= 0):]
     else:   # C: the segments' entries (a row or native op's entry works on the arrays it is
         # given, as a NumPy function does)
-        source = "\n".join(part for part in re.split(r"\n(?=int sg_)", source)
-                            if re.match(r"int sg_\w+_s\d+\(", part))
+        source = "\n".join(part for part in re.split(r"\n(?=(?:SG_GLUE )?int sg_)", source)
+                            if re.match(r"(?:SG_GLUE )?int sg_\w+_s\d+\(", part))
         assert source
     return [line for line in source.splitlines() if ".shape[" in line
             and not line.lstrip().startswith(("#", "if ((int64_t)(sg_b", "sg_dim_error"))]

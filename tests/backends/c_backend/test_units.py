@@ -60,7 +60,8 @@ def test_a_split_program_matches_the_interpreter(small_bounds, tmp_path):
     holds = [unit.holds for unit in executable.units]
     assert holds[0] == "runtime" and "group functions" in holds and holds[-1] == "glue"
     assert len(executable.units) > 4 and compiled.stats["c_units"] == len(executable.units)
-    steps = re.findall(r"^SG_LINK int (sg_p_\w+)\(", compiled.source, re.MULTILINE)
+    steps = re.findall(r"^(?:SG_GLUE )?SG_LINK int (sg_p_\w+)\(", compiled.source,
+                       re.MULTILINE)
     assert len(steps) > 3 and len(compiled.stats) and compiled.stats["c_segments"] == 1
     assert compiled.source.count("/* ==== unit ") == len(executable.units)
     x = np.random.default_rng(0).standard_normal((3, 4))
