@@ -32,9 +32,10 @@ from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
+from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
 from ..host.functions import Commented
-from ..host.literals import dtype_code, shape_code
+from ..host.literals import dtype_code
 from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from ..plan import structure as group_structure

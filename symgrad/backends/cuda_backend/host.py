@@ -24,9 +24,10 @@ from ...ir.printer import counted, format_op_head
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
+from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator
 from ..host.functions import _ranges
-from ..host.literals import dtype_code, shape_code
+from ..host.literals import dtype_code
 from ..host.lowering import exact_ufunc
 from ..plan import structure as group_structure
 from . import ctype

@@ -36,9 +36,10 @@ from ...ir.printer import counted, value_label
 from ...ops.core import code_int
 from ...ops.fused import FUSION
 from ..common import Namer, comment
+from ..dim_code import shape_code
 from ..plan import plan_group, structure
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
-from .literals import dtype_code, shape_code
+from .literals import dtype_code
 from .lowering import exact_ufunc, register_lowering
 from .ops_text import numpy_emitter, visible_attrs
 

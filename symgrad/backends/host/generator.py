@@ -46,10 +46,10 @@ from ...ops.fused import is_fusion
 from ...ops.state import split_state_fetches
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import Namer, comment, library_version, sanitize, template_environment
-from ..dim_code import DimNames, RunTimeChecks
+from ..dim_code import DimNames, RunTimeChecks, shape_code
 from . import chunks, regions  # noqa: F401  (they register the region ops' lowerings)
 from .functions import Commented, Function, FunctionTable, wrap_doc
-from .literals import dtype_code, scalar_for, shape_code, typed_scalar
+from .literals import dtype_code, scalar_for, typed_scalar
 from .lowering import LOWERINGS, rule_of, standin
 from .ops_text import OpText, numpy_emitter, visible_attrs
 from .state_buffers import BUFFERS, StateBuffer, in_place_slots, overwrites

@@ -7,7 +7,6 @@ import math
 import numpy as np
 
 from ..common import number_text
-from ..dim_code import shape_code  # noqa: F401  (generators import it from here)
 from .lowering import exact_ufunc
 
 

@@ -31,7 +31,8 @@ from ...ops.checkpoint import _sg_reverse_plan
 from ...ops.control_flow import cond_p, loop_layout, scan_p, while_p
 from ...ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from .functions import indented
-from .literals import dtype_code, shape_code
+from ..dim_code import shape_code
+from .literals import dtype_code
 from .lowering import register_lowering
 
 INITIAL_CAPACITY = 16    # rows first allocated for a while loop's stacked values
