@@ -24,6 +24,7 @@ from ..ops.batching import move_to_front
 from ..ops.control_flow import scan
 from ..ops.core import batch_rule, bind, bind_region, program_of
 from ..ops.source import as_value
+from ..ops.trees import LEAF, flatten, unflatten
 
 __all__ = ["vmap"]
 
@@ -55,7 +56,7 @@ def vmap(fn, in_axes=0, out_axes=0, axis_size=None):
         if isinstance(spec, (tuple, list)) and len(spec) != len(args):
             raise ValueError(f"vmap: in_axes {spec!r} has {len(spec)} entries for "
                              f"{len(args)} arguments")
-        leaves, structure = _flatten(list(args))
+        leaves, structure = flatten(list(args))
         axes = _leaf_axes(spec, list(args), "in_axes", "argument")
         values = [leaf for leaf in leaves if isinstance(leaf, Value)]
         program = program_of(values, "vmap")
@@ -101,12 +102,12 @@ def _call(fn, program, leaves, structure, axes, out_axes, axis_size):
         env[example] = (moved, 0)
         traced.append(example)
     with insertion_point(scratch):
-        out = fn(*_unflatten(structure, traced))
+        out = fn(*unflatten(structure, traced))
     batch_ops(scratch.ops, env, size)
     program.dim_constraints[:] = [(c, op) for c, op in program.dim_constraints
                                   if not scratch.encloses(op.block)]
 
-    out_leaves, out_structure = _flatten(out)
+    out_leaves, out_structure = flatten(out)
     out_spec = _leaf_axes(out_axes, out, "out_axes", "result")
     results = []
     for (leaf, path), axis in zip(_with_paths(out_leaves, out_structure, "result"), out_spec):
@@ -115,7 +116,7 @@ def _call(fn, program, leaves, structure, axes, out_axes, axis_size):
                             f"{type(leaf).__name__} at {path}")
         value, batch_axis = env.get(leaf, (leaf, None))
         results.append(_place(value, batch_axis, axis, size, path))
-    return _unflatten(out_structure, results)
+    return unflatten(out_structure, results)
 
 
 def _place(value, batch_axis, axis, size, path):
@@ -222,37 +223,12 @@ def _check_spec(spec, what):
                     f"got {spec!r}")
 
 
-def _flatten(tree):
-    """``(leaves, structure)`` of nested tuples/lists (anything else is a leaf)."""
-    leaves = []
-
-    def walk(node):
-        if isinstance(node, (tuple, list)):
-            return type(node), [walk(item) for item in node]
-        leaves.append(node)
-        return None
-
-    return leaves, walk(tree)
-
-
-def _unflatten(structure, leaves):
-    items = iter(leaves)
-
-    def build(node):
-        if node is None:
-            return next(items)
-        kind, children = node
-        return kind(build(child) for child in children)
-
-    return build(structure)
-
-
 def _with_paths(leaves, structure, noun):
     """``(leaf, path)`` pairs, ``path`` naming the leaf for messages (``argument 1[0]``)."""
     paths = []
 
     def walk(node, path, top):
-        if node is None:
+        if node == LEAF:
             paths.append(path)
             return
         _, children = node
@@ -271,7 +247,7 @@ def _leaf_axes(spec, tree, what, noun) -> list:
     while pending:
         spec, node, path, top = pending.pop()
         if spec is None or isinstance(spec, int):
-            out.extend([spec] * len(_flatten(node)[0]))
+            out.extend([spec] * len(flatten(node)[0]))
             continue
         if not isinstance(node, (tuple, list)) or len(node) != len(spec):
             raise ValueError(f"vmap: {what} entry {spec!r} does not match the structure of "

@@ -58,6 +58,7 @@ from .checkpoint import copied_region, run_time_plan, segment_length
 from .elementwise import cast, logical_and
 from .shape import concatenate, reshape
 from .source import as_value
+from .trees import LEAF, flatten, unflatten
 
 __all__ = ["cond", "while_loop", "scan", "fori_loop", "checkpoint"]
 
@@ -66,45 +67,10 @@ def _is_int(dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
 
 
-# --- structures of Values (nested tuples/lists) ---------------------------------------------------
-_LEAF = "*"
-
-
-def _flatten(tree, allow_none=False):
-    """``(leaves, structure)`` of a Value or a nested tuple/list of them (``None`` leaves stay
-    in the structure when ``allow_none``). Recursion is over the nesting of the structure."""
-    leaves = []
-
-    def walk(node):
-        if isinstance(node, (list, tuple)):
-            return (type(node), tuple(walk(item) for item in node))
-        if node is None and allow_none:
-            return None
-        leaves.append(node)
-        return _LEAF
-
-    return leaves, walk(tree)
-
-
-def _unflatten(structure, leaves):
-    """Inverse of :func:`_flatten`."""
-    leaves = iter(leaves)
-
-    def build(node):
-        if node is None:
-            return None
-        if node == _LEAF:
-            return next(leaves)
-        kind, items = node
-        return kind(build(item) for item in items)
-
-    return build(structure)
-
-
 def _describe_structure(structure) -> str:
     if structure is None:
         return "None"
-    if structure == _LEAF:
+    if structure == LEAF:
         return "a Value"
     kind, items = structure
     inner = ", ".join(_describe_structure(item) for item in items)
@@ -198,7 +164,7 @@ def _run_in_block(program, arg_types, function, op_name, what, expected_dtypes=N
     try:
         with insertion_point(block):
             returned = function(*args)
-            leaves, structure = _flatten(returned, allow_none=allow_none)
+            leaves, structure = flatten(returned, allow_none=allow_none)
             leaves = _as_values(op_name, f"the value {what} returns", leaves, program,
                                 expected_dtypes)
     finally:
@@ -388,7 +354,7 @@ def cond(pred, true_fn, false_fn, *operands):
         then_block.yields, else_block.yields = then_leaves, else_leaves
         op = bind_region(cond_p, [pred, *operands], {"num_operands": len(operands)},
                          [then_block, else_block], program)
-    return _unflatten(then_structure, op.results)
+    return unflatten(then_structure, op.results)
 
 
 # --- while_loop -----------------------------------------------------------------------------------
@@ -515,17 +481,17 @@ def _while_op(cond_fn, body_fn, init, program, remat=False, plan=None):
     var_types = _types(init)
     cond_block, cond_leaves, cond_structure = _run_in_block(
         program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
-    if cond_structure != _LEAF:
+    if cond_structure != LEAF:
         raise TypeError(f"while_loop: cond_fn must return one bool scalar Value, got "
                         f"{_describe_structure(cond_structure)}")
     _bool_scalar("while_loop", "cond_fn's result", cond_leaves[0])
     body, body_leaves, body_structure = _run_in_block(
         program, _arg_types(init), body_fn, "while_loop", "body_fn",
         expected_dtypes=[d for _, d in var_types], repeats=True)
-    if body_structure == _LEAF and len(init) == 1:
-        body_structure = (list, (_LEAF,))
+    if body_structure == LEAF and len(init) == 1:
+        body_structure = (list, (LEAF,))
     if body_structure[0] not in (list, tuple) or any(
-            item != _LEAF for item in body_structure[1]):
+            item != LEAF for item in body_structure[1]):
         raise TypeError(f"while_loop: body_fn must return a list/tuple of Values, got "
                         f"{_describe_structure(body_structure)}")
     _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
@@ -662,8 +628,8 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
     if length is not None and (isinstance(length, bool)
                                or not isinstance(length, (int, np.integer)) or length < 0):
         raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
-    init_leaves, init_structure = _flatten(init, allow_none=True)
-    xs_leaves, xs_structure = _flatten(xs, allow_none=True)
+    init_leaves, init_structure = flatten(init, allow_none=True)
+    xs_leaves, xs_structure = flatten(xs, allow_none=True)
     if not init_leaves and not xs_leaves and length is None:
         raise TypeError("scan: give xs or length")
     values = [v for v in init_leaves + xs_leaves if isinstance(v, Value)]
@@ -679,11 +645,11 @@ def scan(f, init, xs=None, length=None, reverse=False, checkpoint=None):
         steps = None if plan else segment_length("scan", checkpoint, static_length)
         if steps is not None:
             carry, ys = _checkpointed_scan(f, init, xs, static_length, steps, reverse)
-            return _unflatten(init_structure, carry), ys
+            return unflatten(init_structure, carry), ys
         op, y_structure = _scan_op(f, init, xs, static_length, reverse, plan=plan)
     results = op.results
-    return (_unflatten(init_structure, results[:len(init_leaves)]),
-            _unflatten(y_structure, results[len(init_leaves):]))
+    return (unflatten(init_structure, results[:len(init_leaves)]),
+            unflatten(y_structure, results[len(init_leaves):]))
 
 
 def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, repeats=True,
@@ -698,8 +664,8 @@ def _scan_op(f, init, xs, static_length, reverse, remat=False, program=None, rep
     slice_types = [(x.dims[1:], x.dtype) for x in xs_leaves]
 
     def call(*args):
-        carry = _unflatten(init_structure, args[:len(init_leaves)])
-        x = _unflatten(xs_structure, args[len(init_leaves):])
+        carry = unflatten(init_structure, args[:len(init_leaves)])
+        x = unflatten(xs_structure, args[len(init_leaves):])
         out = f(carry, x)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise TypeError(f"scan: f must return a pair (carry, y), got "
@@ -769,7 +735,7 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
         carry = tail[:len(carry)]
         ys = [concatenate([y, t] if not reverse else [t, y])
               for y, t in zip(ys, tail[len(carry):])]
-    return carry, _unflatten(y_structure, ys)
+    return carry, unflatten(y_structure, ys)
 
 
 # --- checkpoint --------------------------------------------------------------------------------
@@ -782,13 +748,13 @@ def checkpoint(fn):
     The call builds a ``remat`` scan of one step with no carry (so every backend runs it):
     its body is ``fn``, its per-step outputs what ``fn`` returns."""
     def recomputed(*args):
-        leaves = [leaf for leaf in _flatten(args, allow_none=True)[0] if isinstance(leaf, Value)]
+        leaves = [leaf for leaf in flatten(args, allow_none=True)[0] if isinstance(leaf, Value)]
         program = program_of(leaves, "checkpoint")
         with program.transaction():
-            op, y_structure = _scan_op(lambda carry, _: ((), fn(*args)), ([], _flatten(())[1]),
+            op, y_structure = _scan_op(lambda carry, _: ((), fn(*args)), ([], flatten(())[1]),
                                        ([], None), 1, False, remat=True, program=program,
                                        repeats=False)
-            return _unflatten(y_structure, [y[0] for y in op.results])
+            return unflatten(y_structure, [y[0] for y in op.results])
 
     recomputed.__name__ = getattr(fn, "__name__", "checkpointed")
     recomputed.__doc__ = getattr(fn, "__doc__", None)
@@ -829,14 +795,14 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
     with program.transaction():
         start, stop = (cast(as_value(b, program=program), "int64") if isinstance(b, Value)
                        else as_value(np.int64(b), program=program) for b in bounds)
-        leaves, structure = _flatten(init_val)
+        leaves, structure = flatten(init_val)
 
         def keep_going(i, *_):
             return i < stop
 
         def body(i, *vals):
-            new = body_fn(i, _unflatten(structure, vals))
-            new_leaves, new_structure = _flatten(new)
+            new = body_fn(i, unflatten(structure, vals))
+            new_leaves, new_structure = flatten(new)
             if new_structure != structure:
                 raise ShapeError(f"fori_loop: body_fn returns "
                                  f"{_describe_structure(new_structure)} but init_val is "
@@ -844,9 +810,9 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
             return [i + np.int64(1)] + list(new_leaves)
 
         final = while_loop(keep_going, body, [start] + list(leaves), checkpoint=checkpoint)
-    return _unflatten(structure, final[1:])
+    return unflatten(structure, final[1:])
 
 
 def _program_for(*trees):
-    values = [leaf for tree in trees for leaf in _flatten(tree)[0] if isinstance(leaf, Value)]
+    values = [leaf for tree in trees for leaf in flatten(tree)[0] if isinstance(leaf, Value)]
     return program_of(values, "fori_loop")
