@@ -5,7 +5,7 @@ An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types 
 entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``): it
 takes one tuple (the op's inputs, then its result, which the host allocates with
 ``np.empty``, then the sizes of its symbolic dims from the binding), checks every array's dims
-against those sizes and the static ones (:func:`.row_ops.binding_checks`), releases the GIL
+against those sizes and the static ones (:class:`.entry_sizes.EntrySizes`), releases the GIL
 and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
@@ -29,7 +29,8 @@ from . import blas
 from .ctype import c_type, value_label
 from .kernels import describe
 from .lowering import LOWERINGS, CNativeOp
-from .row_ops import EntryCall, binding_checks
+from .entry_sizes import EntrySizes
+from .row_ops import EntryCall
 
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
@@ -90,10 +91,11 @@ def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))
-    checks, sizes = binding_checks(op.inputs + [result])
+    sizes = EntrySizes()
+    checks = sizes.checks(op.inputs + [result])
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        sizes=len(sizes), T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
+        sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
         g=_geometry(op, kind) if kind != "matmul" else {},
         pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
-    return EntryCall(code, sizes)
+    return EntryCall(code, sizes.dims)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from .ctype import c_type, value_label
+from .entry_sizes import EntrySizes
 from .kernels import describe
 from .lowering import LOWERINGS, CRowOp
 
@@ -27,22 +28,6 @@ class EntryCall:
 
     code: str
     sizes: tuple = ()
-
-
-def binding_checks(values) -> tuple[list, tuple]:
-    """``(checks, sizes)`` for an entry point taking the arrays ``values`` (the op's inputs,
-    then its result): every dim of every array is checked against its static size or against
-    the size the binding gives it (``sg_size[j]``, the ``j``-th of ``sizes``), so that the
-    extents the entry reads from its buffers are the binding's."""
-    sizes: dict = {}
-    checks = []
-    for k, value in enumerate(values):
-        for axis, dim in enumerate(value.dims):
-            want = str(dim) if isinstance(dim, int) else \
-                f"sg_size[{sizes.setdefault(dim, len(sizes))}]"
-            checks.append(dict(got=f"sg_b[{k}].shape[{axis}]", want=want,
-                               what=value_label(value), axis=axis))
-    return checks, tuple(sizes)
 
 
 def row_kind(op, scalars) -> str | None:
@@ -58,7 +43,8 @@ def render_row_op(number, op, kind, environment) -> EntryCall:
     """Row op ``number`` computing ``op`` with template kind ``kind``."""
     result = op.results[0]
     first = op.inputs[0]
-    checks, sizes = binding_checks(op.inputs + [result])
+    sizes = EntrySizes()
+    checks = sizes.checks(op.inputs + [result])
     args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
@@ -66,9 +52,9 @@ def render_row_op(number, op, kind, environment) -> EntryCall:
     indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
     code = environment.get_template("c/row_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        sizes=len(sizes), axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
+        sizes=len(sizes.dims), axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(indices.dtype) if indices is not None else "",
         unsigned=indices is not None and indices.dtype.kind == "u")
-    return EntryCall(code, sizes)
+    return EntryCall(code, sizes.dims)
 

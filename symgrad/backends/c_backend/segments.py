@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 
 from .ctype import c_type, value_label
+from .entry_sizes import EntrySizes
 from .kernels import group_heading
 from .units import Piece, guarded, steps_of
 
@@ -54,15 +55,10 @@ class SegmentRenderer:
         self.outputs = [v for m in members for v in m.plan.op.results if v in escaping]
         self.dim_code = dim_code
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
-        self.sizes: dict = {}           # symbolic dim -> its index in sg_size (the sizes given)
+        self.sizes = EntrySizes()       # the symbolic dims it takes sizes of (sg_size[j])
+        self.c_dim = self.sizes.c_dim
 
     # --- dims ------------------------------------------------------------------------------
-    def c_dim(self, dim) -> str:
-        """C source of ``dim``: a literal, or the size the host gives (``sg_size[j]``)."""
-        if isinstance(dim, int):
-            return str(dim)
-        return f"sg_size[{self.sizes.setdefault(dim, len(self.sizes))}]"
-
     def c_dims(self, value) -> list:
         return [self.c_dim(d) for d in value.dims]
 
@@ -80,19 +76,16 @@ class SegmentRenderer:
     def size_arguments(self) -> list:
         """The host's expressions of the sizes the entry takes after the arrays (call after
         :meth:`render`)."""
-        return [self.dim_code(dim) for dim in self.sizes]
+        return [self.dim_code(dim) for dim in self.sizes.dims]
 
     # --- the entry ---------------------------------------------------------------------------
     def render(self, environment) -> tuple[str, list]:
         """``(entry, steps)``: the entry's code and the step functions (:class:`.units.Piece`)
         it calls in turn, each a run of its groups of bounded size (:func:`.units.steps_of`)."""
         args = self.inputs + self.outputs
-        checks, groups, temporaries = [], [], {}
-        for value in self.inputs:   # every array against its static dims and the sizes given
-            k = self.arg[value]
-            for axis, dim in enumerate(value.dims):
-                checks.append((f"sg_b[{k}].shape[{axis}]", self.c_dim(dim), k, axis))
-        checked = set(checks)
+        groups, temporaries = [], {}
+        checks = self.sizes.checks(self.inputs)   # the inputs are its first arguments
+        checked = {(check["got"], check["want"]) for check in checks}
         last_use = {}
         for index, member in enumerate(self.members):
             for value in member.inputs:
@@ -114,10 +107,11 @@ class SegmentRenderer:
                 for axis, dim in enumerate(value.shape):
                     if k is None or dim is not None:   # a temporary, or a static dim
                         continue
-                    check = (f"sg_b[{k}].shape[{axis}]", aligned[lead + axis], k, axis)
-                    if check not in checked:
-                        checks.append(check)
-                        checked.add(check)
+                    got, want = f"sg_b[{k}].shape[{axis}]", aligned[lead + axis]
+                    if (got, want) not in checked:
+                        checks.append(dict(got=got, want=want, what=value_label(value),
+                                           axis=axis))
+                        checked.add((got, want))
             pointers = [self.pointer(value, temporaries) for value in member.inputs]
             allocate = {}   # (C type, element count) -> the temporaries' numbers
             for value in plan.op.results:
@@ -144,10 +138,9 @@ class SegmentRenderer:
             number=self.number, summary=summary,
             args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
                        what=value_label(v)) for k, v in enumerate(args)],
-            checks=[dict(got=got, want=want, what=value_label(args[k]) if k is not None
-                         else "a value", axis=axis) for got, want, k, axis in checks],
+            checks=checks,
             steps=[step.name for step in steps], temporaries=len(temporaries),
-            sizes=len(self.sizes))
+            sizes=len(self.sizes.dims))
         return entry, steps
 
     @staticmethod
