@@ -73,21 +73,23 @@ def row(workload, impl, seconds, ours, note=""):
 
 
 def moved_bytes(compiled, feeds) -> int:
-    """Bytes the kernels of one call read and write (broadcast arrays count their storage)."""
+    """Bytes the kernels of one call read and write (broadcast arrays count their storage). A
+    reduction's ``_merge`` launch reads only its partial results (its last argument): the other
+    arrays it is handed are the main launch's, counted there."""
     module = compiled._executable.module
     total = [0]
     originals = dict(module.KERNELS)
 
-    def counting(kernel):
+    def counting(name, kernel):
         def launch(grid, block, args):
-            for arg in args:
+            for arg in args[-1:] if "_merge" in name else args:
                 if isinstance(arg, cupy.ndarray):
                     broadcast = 0 in arg.strides and arg.base is not None
                     total[0] += arg.base.nbytes if broadcast else arg.nbytes
             return kernel(grid, block, args)
         return launch
 
-    module.KERNELS.update({name: counting(k) for name, k in originals.items()})
+    module.KERNELS.update({name: counting(name, k) for name, k in originals.items()})
     try:
         compiled(**feeds)
     finally:
@@ -198,7 +200,49 @@ def w1(batch, repeats):
     hand = gpu_time(lambda: mlp_cupy(x, labels, params), repeats)
     name = f"W1 MLP grad (batch {batch})"
     return [row(name, "symgrad cuda", ours, ours, f"{compiled.stats.get('kernels')} kernels"),
-            row(name, "hand-written CuPy + cuBLAS", hand, ours, "target: symgrad <= 1.15x")]
+            row(name, "hand-written CuPy + cuBLAS", hand, ours, "target: symgrad <= 1.15x")] \
+        + w1_frameworks(name, cupy.asnumpy(x), cupy.asnumpy(labels), init, ours, repeats)
+
+
+def w1_frameworks(name, x_host, labels_host, init, ours, repeats):
+    """W1 (loss and every parameter's gradient) in PyTorch eager and JAX ``jit``, where those
+    are installed with GPU support."""
+    rows = []
+    torch = optional_import("torch")
+    if torch is not None and torch.cuda.is_available():
+        params = [torch.from_numpy(a).cuda().requires_grad_(True) for pair in init for a in pair]
+        xt, lt = torch.from_numpy(x_host).cuda(), torch.from_numpy(labels_host).cuda()
+
+        def step():
+            h = xt
+            for i in range(0, len(params), 2):
+                h = h @ params[i] + params[i + 1]
+                if i < len(params) - 2:
+                    h = torch.tanh(h)
+            loss = torch.nn.functional.cross_entropy(h, lt)
+            return torch.autograd.grad(loss, params)
+
+        rows.append(row(name, "PyTorch (eager)", wall_time(step, torch.cuda.synchronize,
+                                                           repeats), ours))
+    jax = optional_import("jax")
+    if jax is not None and any(d.platform == "gpu" for d in jax.devices()):
+        import jax.numpy as jnp
+
+        def loss(params, x, labels):
+            h = x
+            for i in range(0, len(params), 2):
+                h = h @ params[i] + params[i + 1]
+                if i < len(params) - 2:
+                    h = jnp.tanh(h)
+            logp = jax.nn.log_softmax(h)
+            return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+        f = jax.jit(jax.value_and_grad(loss))
+        args = ([jax.device_put(a) for pair in init for a in pair], jax.device_put(x_host),
+                jax.device_put(labels_host))
+        rows.append(row(name, "JAX (jit)", wall_time(lambda: jax.block_until_ready(f(*args)),
+                                                     lambda: None, repeats), ours))
+    return rows
 
 
 def main(argv=None):

@@ -109,6 +109,33 @@ def test_a_program_with_state_updates_it_from_the_arrays_the_host_module_returns
         np.testing.assert_allclose(fn.state["w"], reference.state["w"], rtol=1e-6)
 
 
+def test_labels_outside_the_classes_raise_at_the_end_of_the_call_and_leave_the_state(cache_dir):
+    """The class-index checks of softmax cross-entropy and of its gradient's one-hot are queued
+    on the device and read once, after the call's last kernel: the NumPy backend's error, the
+    state untouched."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4], "float32")
+        labels = sg.data("labels", [None], "int64")
+        w = sg.parameter("w", [4, 3], "float32", init=np.linspace(-1, 1, 12).reshape(4, 3))
+        loss = sg.mean(sg.nn.softmax_cross_entropy(sg.matmul(x, w), labels))
+        sg.optimizer.SGD(0.1).minimize(loss)
+    fn = sg.compile(prog, [loss], backend="cuda")
+    source = fn.source if isinstance(fn.source, str) else fn.sources[".py"]
+    assert source.count("_raise_failed_checks(_CHECKS.pending)") == 1
+    reference = sg.compile(prog, [loss], backend="interpreter")
+    device = EmulatedDevice(emulation.Library([fn._executable.cuda_source], cache_dir=cache_dir))
+    x_value = np.linspace(-1, 1, 20, dtype="float32").reshape(5, 4)
+    good = np.array([0, 2, 1, 1, 0])
+    got, = device.run(fn, {"x": x_value, "labels": good})
+    np.testing.assert_allclose(got, reference(x=x_value, labels=good)[0], rtol=1e-5)
+    before = np.array(fn.state["w"])
+    for bad in (-1, 3):
+        with pytest.raises(ValueError, match=rf"class index {bad} is outside \[0, 3\)"):
+            device.run(fn, {"x": x_value, "labels": np.where(good == 1, bad, good)})
+        np.testing.assert_array_equal(fn.state["w"], before)
+
+
 def test_schedules_are_deterministic_and_different(cache_dir):
     source = r"""
 extern "C" __global__ void order(int* out, int* counter) {

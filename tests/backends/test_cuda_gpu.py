@@ -16,7 +16,9 @@ except Exception:   # no driver
     HAS_DEVICE = False
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not HAS_DEVICE, reason="no CUDA device")]
 
-# float32: NVRTC's math functions are within a few ulp of NumPy's (no fast-math, no FTZ)
+# float32: NVRTC's math functions are within a few ulp of NumPy's (no fast-math, no FTZ); NVRTC
+# contracts a*b+c into fused multiply-adds (its default, as nvcc's), so a result that cancels
+# terms of size 1 can differ from NumPy's by a few ulp of 1 (atol_scale below).
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4}
 
 
@@ -47,7 +49,9 @@ def test_sample_forward_float32_fused(sample):
 @pytest.mark.parametrize("n", [1, 1000, 300_000])
 def test_w2_gradient(n):
     x = np.linspace(-3, 3, n, dtype="float32")
-    _check(*w2_program(), {"x": x}, 1e-4)
+    # the gradient's terms are of size 1 and cancel to 1e-3 near its zeros (seen on an H100:
+    # 1.9e-7 apart there, under 2 ulp of the terms)
+    _check(*w2_program(), {"x": x}, 1e-4, atol_scale=1e-4)
 
 
 def test_dynamic_batch_reuses_kernels_and_accepts_cupy_feeds():
@@ -117,7 +121,7 @@ def test_aot_round_trip_with_cubins(tmp_path):
     assert (tmp_path / "w2" / "cuda" / "host.py").exists()
     loaded = sg.load(path)
     for e, g in zip(expected, loaded(x=x)):
-        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(cupy.asnumpy(g), e, rtol=1e-4, atol=1e-6)
     arch = device_arch()
     cubins = compiled._executable.cubins([arch])
     fresh = sg.compile(*w2_program(), backend="cuda")

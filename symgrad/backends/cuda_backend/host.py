@@ -30,7 +30,7 @@ from ..host.functions import _ranges
 from ..host.literals import dtype_code
 from ..host.lowering import exact_ufunc
 from ..plan import structure as group_structure
-from . import ctype
+from . import ctype, device_checks
 from . import kernels as kernel_lowering
 
 # Render the kernel of every group that shares one anyway and check that it is the same code
@@ -170,6 +170,11 @@ class HostGenerator(Generator):
         return "fused" if is_fusion(plan.op) else plan.op.name
 
     # --- the module ------------------------------------------------------------------------------
+    def helpers_used(self) -> dict:
+        """The NumPy generator's, with the checks of device data deferred to the end of ``run``
+        (:mod:`.device_checks`)."""
+        return device_checks.helpers(super().helpers_used())[0]
+
     def lower_op(self, op):
         """A kernel launch for a group (or single op) with CUDA lowerings, the group's ops one
         by one on CuPy for a fused group without; else as the NumPy generator (a loop's body
@@ -191,7 +196,8 @@ class HostGenerator(Generator):
             "host.py.j2", symgrad_version=library_version(), helpers=helpers, body=body,
             functions=self.functions.lines(), summary=summary, inputs=ascii(signature_inputs),
             outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE, dims=DIMS,
-            block=kernel_lowering.BLOCK)
+            block=kernel_lowering.BLOCK,
+            deferred_checks=device_checks.helpers(super().helpers_used())[1])
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
             "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,

@@ -66,6 +66,18 @@ def poisoned_empty_like(prototype, dtype=None, order="K", subok=True, shape=None
     return _poisoned(np.empty_like(prototype, dtype, order, subok, shape))
 
 
+def _device_only(function):
+    """``function`` refusing host scalars as CuPy's does (``cupy.ascontiguousarray`` of a NumPy
+    or Python scalar is a TypeError there): NumPy would quietly take them here, and a host
+    module that hands them over would pass on this device and fail on a real one."""
+    def device_function(a, *args, **kwargs):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"Argument 'a' has incorrect type (expected a device array, got "
+                            f"{type(a).__module__}.{type(a).__name__})")
+        return function(a, *args, **kwargs)
+    return device_function
+
+
 class EmulatedKernel:
     """A kernel called as CuPy's are: ``kernel(grid, block, args)``."""
 
@@ -122,6 +134,7 @@ class EmulatedDevice:
         fake.__dict__.update({k: v for k, v in np.__dict__.items() if not k.startswith("__")})
         fake.empty, fake.empty_like = poisoned_empty, poisoned_empty_like
         fake.asnumpy = np.asarray
+        fake.ascontiguousarray = _device_only(np.ascontiguousarray)
 
         class RawModule:
             def __init__(self, code=None, options=(), path=None, **_):
