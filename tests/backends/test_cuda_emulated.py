@@ -89,6 +89,11 @@ def test_layout_cases_reach_every_launch_path(layouts, library):
         for style in (rows, cols):
             assert any(x.scalars["P"] > 1 and x.scalars["K"] % x.scalars["P"] for x in style)
         assert any(x.entry.endswith("_merge") for x in made)
+        # row ops: rows longer than a warp, more rows than warps, classes `inner` apart
+        row_ops = [x for x in made if "rows" in x.scalars]
+        assert any(x.scalars["n"] > 32 for x in row_ops), sms
+        assert any(x.scalars["rows"] > x.grid[0] * 256 // 32 for x in row_ops), sms
+        assert any(x.scalars["inner"] > 1 for x in row_ops), sms
     assert any(x.scalars.get("P", 0) > 32 for x in launches[3])   # merge lanes loop over P
 
 

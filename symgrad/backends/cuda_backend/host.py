@@ -25,12 +25,12 @@ from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ..common import comment, library_version
 from ..dim_code import shape_code
-from ..host.generator import DIMS, Generator
+from ..host.generator import DIMS, Generator, helpers_of
 from ..host.functions import _ranges
 from ..host.literals import dtype_code
 from ..host.lowering import exact_ufunc
 from ..plan import structure as group_structure
-from . import ctype, device_checks
+from . import ctype, device_checks, row_ops
 from . import kernels as kernel_lowering
 
 # Render the kernel of every group that shares one anyway and check that it is the same code
@@ -60,6 +60,8 @@ class HostGenerator(Generator):
         self.by_structure: dict = {}     # kernel structure -> its Kernel
         self.sharers: dict = {}          # kernel name -> the later ops (groups) that launch it
         self.device_scalars: dict = {}   # Value -> CONSTANTS key of a 0-d device constant
+        self.row_kernels: dict = {}      # row_ops.signature -> its Kernel
+        self.host_ops: list = []         # the ops computed through CuPy (their helpers)
 
     def expr(self, value, consumer=None, position=0) -> str:
         """As the NumPy generator, except that an inlined scalar given to a library call that
@@ -171,9 +173,14 @@ class HostGenerator(Generator):
 
     # --- the module ------------------------------------------------------------------------------
     def helpers_used(self) -> dict:
-        """The NumPy generator's, with the checks of device data deferred to the end of ``run``
+        """The helpers of the ops computed through CuPy (a fused group's members included; a
+        region's body ops are lowered, and counted, one by one) and those of the module's own
+        lines, with the checks of device data deferred to the end of ``run``
         (:mod:`.device_checks`)."""
-        return device_checks.helpers(super().helpers_used())[0]
+        return device_checks.helpers(self._host_helpers())[0]
+
+    def _host_helpers(self) -> dict:
+        return {**helpers_of(self.host_ops, descend=is_fusion), **self.statement_helpers}
 
     def lower_op(self, op):
         """A kernel launch for a group (or single op) with CUDA lowerings, the group's ops one
@@ -183,9 +190,32 @@ class HostGenerator(Generator):
             plan = kernel_lowering.kernel_plan(op, self.options.accumulate_float64)
             if plan is not None:
                 return self.launch(plan)
+            kind = row_ops.row_kind(op, self.scalars)
+            if kind is not None:
+                return self.row_launch(op, kind)
             if is_fusion(op):
                 return self.host_group(op)
+        self.host_ops.append(op)
         return super().lower_op(op)
+
+    def row_launch(self, op, kind) -> list[str]:
+        """The launch of the row kernel computing ``op`` (:mod:`.row_ops`), rendered once per
+        kind and types."""
+        signature = row_ops.signature(op, kind)
+        kernel = self.row_kernels.get(signature)
+        if kernel is None:
+            name = f"k{len(self.kernels)}_{kind}"
+            source = row_ops.render(name, op, kind, row_ops.VARIANTS, kernel_lowering.BLOCK)
+            suffixes = tuple(suffix for suffix, _ in row_ops.VARIANTS)
+            kernel = kernel_lowering.Kernel(name, "rows", source, (), (), [], [], None, suffixes,
+                                            tuple(name + s for s in suffixes), [])
+            self.kernels.append(kernel)
+            self.row_kernels[signature] = kernel
+            runs = f"row kernel {name}"
+        else:
+            self.sharers.setdefault(kernel.name, []).append(op)
+            runs = f"runs row kernel {kernel.name}, shared"
+        return [comment(f"# {runs}")] + row_ops.launch_lines(self, kernel.name, op, kind)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
         body, helpers = self.finish(self.binding_lines()
@@ -197,7 +227,7 @@ class HostGenerator(Generator):
             functions=self.functions.lines(), summary=summary, inputs=ascii(signature_inputs),
             outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE, dims=DIMS,
             block=kernel_lowering.BLOCK,
-            deferred_checks=device_checks.helpers(super().helpers_used())[1])
+            deferred_checks=device_checks.helpers(self._host_helpers())[1])
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
             "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,
@@ -227,6 +257,7 @@ class HostGenerator(Generator):
         size = counted(len(op.blocks[0].ops), "op")
         lines = [comment(f"# fused group {op.attrs['group']} ({size}), on the host: some op has "
                          f"no CUDA emitter")]
+        self.host_ops.append(op)
         for inner in op.blocks[0].ops:
             lines.append(f"# {comment(format_op_head(inner))}")
             lines.extend(self.simple(inner))

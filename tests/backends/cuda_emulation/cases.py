@@ -133,9 +133,21 @@ def layout_cases() -> tuple[Case, ...]:
         lambda x: [sg.sum(sg.tanh(x) * x), *ir_backward.grad(sg.sum(sg.tanh(x) * x), [x])],
         "float32", dynamic=True)
     add("half-storage", [(1003, 3)], lambda x: [sg.sum(sg.exp(x), axis=0), x * 2.0], "float16")
+    # row ops (a warp per row): rows longer than a warp, more rows than warps, a class axis
+    # that is not the last, integer labels and the loss's gradient
+    add("row-op-softmax-long-rows", [(1031, 41)], lambda x: [sg.nn.softmax(x, axis=1)],
+        dynamic=True)
+    add("row-op-log-softmax-inner", [(45, 37)], lambda x: [sg.nn.log_softmax(x, axis=0)])
+    add("row-op-cross-entropy", [(301, 37)], _cross_entropy_and_gradient, "float32")
     # a long repetitive chain: groups of the same structure launch one shared kernel
     add("shared-kernels", [(37, 8)], _repeated_chain, dynamic=True, low=-1.0, high=1.0)
     return tuple(cases)
+
+
+def _cross_entropy_and_gradient(x):
+    labels = sg.constant(np.arange(x.shape[0]) * 7 % x.shape[1])
+    loss = sg.mean(sg.nn.softmax_cross_entropy(x, labels))
+    return [loss, *ir_backward.grad(loss, [x])]
 
 
 def _repeated_chain(x, n=300):

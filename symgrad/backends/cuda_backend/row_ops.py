@@ -1,0 +1,135 @@
+"""Kernels of the row ops: the softmax family and ``one_hot``, one launch each.
+
+Through CuPy, ``softmax_cross_entropy`` alone is a dozen launches (the max, the shift, exp, the
+sum, log, the gather of the labels' entries...), each with CuPy's host overhead. On an H100 the
+W1 MLP spent most of its time queuing such launches. An op with a rule in :data:`KINDS` whose
+kind applies to its types is one kernel instead, from ``cuda/row_op.cu.j2``: one warp per row
+along the class axis (``n`` elements ``inner`` apart, ``outer * inner`` rows), the max, then the
+sum of ``exp(x - max)`` accumulated in double, then the row's results. Row kernels of the same
+kind and types are one kernel (sizes are arguments). The host module's lines for
+``%16 = softmax_cross_entropy(%15, %labels)`` over ``[batch, 10]`` read::
+
+    check_class_indices(labels, 10, 'softmax_cross_entropy')
+    t16 = np.empty((_d0,), np.float32)
+    _rows('k2_cross_entropy', (_d0, 10, 1), (_dense(t15), _dense(labels), t16, ))
+
+The label check is queued on the device and read at the end of the call
+(:mod:`.device_checks`); an empty class axis is NumPy's error for the max of an empty array,
+raised before the launch.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir.printer import format_op_head
+from ...ops import kernels as numpy_kernels
+from ..dim_code import shape_code
+from ..host.literals import dtype_code
+from . import ctype
+from .kernels import render as render_template
+
+FLOATS = ("float32", "float64")
+# entry points of every row kernel: 32- and 64-bit indices (one kernel serves all sizes)
+VARIANTS = (("", "int"), ("_i64", "long long"))
+
+
+def _float(value) -> bool:
+    return value.dtype.name in FLOATS
+
+
+def _integer(value) -> bool:
+    return value.dtype.kind in "iu" and value.dtype.name in ctype.STORAGE
+
+
+def _cross_entropy_kind(op):
+    logits, labels = op.inputs
+    if not _float(logits):
+        return None
+    if _integer(labels):
+        return "cross_entropy"
+    return "soft_cross_entropy" if labels.dtype == logits.dtype else None
+
+
+def _one_hot_kind(op):
+    result = op.results[0].dtype.name
+    return "one_hot" if _integer(op.inputs[0]) and result in ctype.STORAGE \
+        and result not in ("float16", "bfloat16") else None
+
+
+# op name -> the kind of its kernel for the op's types, or None (it then runs through CuPy)
+KINDS = {
+    "softmax": lambda op: "softmax" if _float(op.inputs[0]) else None,
+    "log_softmax": lambda op: "log_softmax" if _float(op.inputs[0]) else None,
+    "softmax_cross_entropy": _cross_entropy_kind,
+    "one_hot": _one_hot_kind,
+}
+# the inputs of each kind, in the kernel's order, with their pointer names
+_POINTERS = {"softmax": ("x",), "log_softmax": ("x",), "cross_entropy": ("x", "labels"),
+             "soft_cross_entropy": ("x", "p"), "one_hot": ("labels",)}
+
+
+def row_kind(op, scalars) -> str | None:
+    """The kind of ``op``'s row kernel, or None when it runs through CuPy (no rule, types the
+    kernel does not compute, or an input inlined as a literal)."""
+    kind_of = KINDS.get(op.opdef.name)
+    if kind_of is None or any(v in scalars for v in op.inputs) or len(op.results) != 1:
+        return None
+    return kind_of(op)
+
+
+def signature(op, kind) -> tuple:
+    """What makes two row ops one kernel: the kind and the C types of the arrays."""
+    return (kind,) + tuple(ctype.storage_type(v.dtype) for v in op.inputs + op.results)
+
+
+def render(name, op, kind, variants, block) -> str:
+    """The CUDA text of row kernel ``name`` computing ``op`` (see the module docstring)."""
+    types = [ctype.storage_type(v.dtype) for v in op.inputs]
+    ptrs = [f"const {t}* __restrict__ {p}" for t, p in zip(types, _POINTERS[kind])]
+    result = ctype.storage_type(op.results[0].dtype)
+    ptrs.append(f"{result}* __restrict__ y")
+    labels = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    return render_template(
+        "row_op.cu.j2", name=name, kind=kind, note=ctype.c_comment(format_op_head(op)),
+        ints=("rows", "n", "inner"), ptrs=ptrs, variants=variants, block=block,
+        T=types[0], O=result, L=ctype.storage_type(labels.dtype) if labels is not None else "")
+
+
+def launch_lines(gen, name, op, kind) -> list[str]:
+    """The host module's lines launching row kernel ``name`` for ``op`` (``gen``: the CUDA
+    host generator, for names, dims and values)."""
+    axis = op.attrs["axis"]
+    first = op.inputs[0]
+    dims = gen.shape_of(first)
+    if kind == "one_hot":
+        n = str(op.attrs["num_classes"])
+        outer, inner = dims[:axis], dims[axis:]
+    else:
+        n = dims[axis]
+        outer, inner = dims[:axis], dims[axis + 1:]
+    lines = []
+    if kind != "one_hot" and not (isinstance(first.dims[axis], int) and first.dims[axis] > 0):
+        lines += [f"if {n} == 0:",
+                  "    raise ValueError('zero-size array to reduction operation maximum which "
+                  "has no identity')"]
+    if kind == "cross_entropy" or (kind == "one_hot" and op.attrs.get("strict")):
+        lines.append(f"check_class_indices({gen.expr(op.inputs[-1])}, {n}, "
+                     f"'softmax_cross_entropy')")
+        gen.statement_helpers["check_class_indices"] = numpy_kernels.check_class_indices
+    result = op.results[0]
+    out = gen.namer.value(result)
+    lines.append(f"{out} = np.empty({shape_code(gen.shape_of(result))}, "
+                 f"{dtype_code(result.dtype)})")
+    sizes = f"({_product(outer)}, {n}, {_product(inner)})"
+    arrays = "(" + "".join(f"_dense({gen.expr(v)}), " for v in op.inputs) + f"{out}, )"
+    lines.append(f"_rows({name!r}, {sizes}, {arrays})")
+    return lines
+
+
+def _product(dims) -> str:
+    """Python source of the product of ``dims`` (sources of sizes), static ones folded."""
+    static = math.prod(int(d) for d in dims if d.isdigit())
+    factors = [d for d in dims if not d.isdigit()]
+    if static != 1 or not factors:
+        factors.insert(0, str(static))
+    return " * ".join(factors)
