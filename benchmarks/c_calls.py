@@ -1,7 +1,8 @@
 """Per-call time of a compiled program called from C (its exported library) and from Python.
 
 Used by ``cpu.py``'s W3c and W7c rows. :func:`export_driver` exports ``fn`` (``fn.export_c``,
-linking NumPy's bundled OpenBLAS: the GEMM the C backend calls from Python) and builds a timing
+linking NumPy's bundled OpenBLAS, the GEMM the C backend calls from Python, and built for
+this machine's CPU, as the C backend builds) and builds a timing
 driver against ``lib<name>.so`` with the system compiler: a C program, written from the
 export's manifest, that loads the exported parameters, calls ``<name>_run`` once and writes its
 outputs (for the check against Python), then times ``samples`` runs of ``number`` calls in a
@@ -133,7 +134,7 @@ def export_driver(fn, folder, name, feeds) -> Driver:
     :class:`symgrad.backends.c_backend.compiler.CCompilerNotFoundError` without a compiler."""
     from symgrad.backends.c_backend.compiler import toolchain
     compiler = toolchain().compiler
-    fn.export_c(folder, name=name, blas="numpy")
+    fn.export_c(folder, name=name, blas="numpy", native=True)
     with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as handle:
         manifest = json.load(handle)
     entry = manifest["library"]
