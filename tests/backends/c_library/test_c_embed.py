@@ -225,3 +225,14 @@ def test_the_library_needs_no_python(exported):
     needed = [line for line in run(["readelf", "-d", os.path.join(folder, "libmlp_step.so")])
               .splitlines() if "(NEEDED)" in line]
     assert needed and not any("python" in line.lower() for line in needed)
+
+
+def test_the_stripped_library_is_under_a_megabyte(exported, tmp_path):
+    """The issue's target: the W1 training step's library, stripped, under 1 MB (the
+    parameters, with Adam's moments 8 MB here, come on top)."""
+    _, folder = exported
+    if shutil.which("strip") is None:
+        pytest.skip("no strip")
+    stripped = tmp_path / "libmlp_step.so"
+    run(["strip", "-o", str(stripped), os.path.join(folder, "libmlp_step.so")])
+    assert stripped.stat().st_size < 1 << 20
