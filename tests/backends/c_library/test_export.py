@@ -112,22 +112,28 @@ def test_gradients_equal_the_c_backend(gradients):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
 
 
-def test_float64_gradients_equal_the_c_backend_to_rounding(tmp_path, cblas):
-    """Within one rounding of the C backend: its native GEMM now reads a transposed operand
-    through the transpose flag, and the library's GEMM calls for the backward's transposed
-    products are not yet the same calls (the gradients of products with a transposed operand
-    differ in the last bit)."""
-    fn, folder, manifest = export(tmp_path, small_mlp("float64"), "mlp64")
-    library = Library(folder, manifest)
-    assert library.load(os.path.join(folder, "mlp64.params")) == 0
-    feeds = batch(9, "float64")
-    with one_blas_thread():
-        want = fn(**feeds)
-        code, got = library.run(feeds, [a.shape for a in want])
-    assert code == 0, library.error()
-    for a, b in zip(want, got):
-        np.testing.assert_allclose(b, a, rtol=1e-14, atol=1e-16)
-    library.close()
+def test_float64_results_equal_the_c_backend_exactly(tmp_path, cblas):
+    """Bit for bit in float64, gradients and Adam's steps: the library calls the C backend's
+    GEMMs with the same arguments, runs its group functions, and its row ops' loops are the
+    C backend's function compiled from the same text with the same flags (c/row_math.c.j2)."""
+    for program, name in ((small_mlp("float64"), "mlp64"),
+                          (small_mlp("float64", adam=True), "step64")):
+        fn, folder, manifest = export(tmp_path, program, name)
+        library = Library(folder, manifest)
+        assert library.load(os.path.join(folder, f"{name}.params")) == 0
+        with one_blas_thread():
+            for step in range(3):
+                feeds = batch(9, "float64", seed=step)
+                want = fn(**feeds)
+                code, got = library.run(feeds, [a.shape for a in want])
+                assert code == 0, library.error()
+                for a, b in zip(want, got):
+                    np.testing.assert_array_equal(b, a, err_msg=f"{name}, call {step}")
+        for parameter in manifest["library"]["state"]:
+            ref = np.asarray(fn.state[parameter])
+            np.testing.assert_array_equal(library.parameter(parameter, ref.dtype, ref.shape),
+                                          ref, err_msg=parameter)
+        library.close()
 
 
 def test_adam_steps_update_the_state_as_in_python(adam):
