@@ -40,7 +40,9 @@ W3c W3 and W7c W7 called from C: the program exported as a C library (``fn.expor
     (``c_calls.py``; the median per call by its own clock) against the same compiled program
     called from Python on backend "c"; for W3 also the C backend's kernel time (its C entry
     calls replayed from Python, less ctypes' cost of a call). Targets: W3 from C at most 1.2x
-    the kernel time, W7 from C no slower than from Python. Skipped without a C compiler.
+    the kernel time, W7 from C no slower than from Python. Timed in a process of its own on
+    one CPU, with one-thread pools (OpenBLAS's too), as the driver runs. Skipped without a C
+    compiler.
 W8  one Adam training step of a small CNN (batch 32 of 3x32x32, conv3x3 16 -> relu -> maxpool2
     -> conv3x3 32 -> relu -> maxpool2 -> linear 2048->10 -> softmax cross-entropy, float32;
     ``benchmarks/workloads.py``) on symgrad's backends, PyTorch (eager and ``torch.compile``)
@@ -1354,6 +1356,18 @@ def w9_framework_worker(framework, inputs, repeats):
 
 # --- W3c, W7c: the program called from C --------------------------------------------------------
 C_ROUNDS = 3    # runs of the C driver, each after a round of the Python timings
+C_THREADS = 1   # CPUs (and thread pools) of the process timing W3c and W7c, and of its driver
+
+
+def from_c_rows(name, repeats):
+    """The rows of W3c or W7c (``C_WORKLOADS``), timed in a process of its own on
+    :data:`C_THREADS` CPU with thread pools to match, as its C driver is: a GEMM split
+    between two threads on a loaded 2-core machine took 10x longer at times, in Python and in
+    C alike, which says nothing of the calls."""
+    rows = _in_own_process(name, "symgrad", {}, repeats, threads=C_THREADS)
+    if isinstance(rows, dict):   # the worker failed
+        return [{"workload": name, "note": rows["error"]}]
+    return rows
 
 
 def from_c(name, fn, feeds, check, contenders, repeats, number, samples):
@@ -1394,7 +1408,7 @@ def _no_c_compiler(name):
     return None
 
 
-def w3c(repeats, n_ops=300):
+def w3c_rows(repeats, n_ops=300):
     """W3 on backend "c" called from Python (``fn(x=x)``), its C entry calls replayed from
     Python less ctypes' cost of a call (the C backend's kernel time), and the program exported
     as a C library called from C."""
@@ -1431,7 +1445,7 @@ def w3c(repeats, n_ops=300):
                         f"a C driver's median of {W3_CALLS * 4} calls in a row")]
 
 
-def w7c(repeats):
+def w7c_rows(repeats):
     """W7 on backend "c" called from Python (``fn(x=x, labels=labels)``) and exported as a C
     library called from C, each from the same initial state, one step per call."""
     missing = _no_c_compiler("W7c")
@@ -1467,7 +1481,9 @@ W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 
 # workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
 OWN_WORKERS = {"W6m": w6m_bench.framework_worker, "W7": w7_framework_worker,
-               "W8": w8_framework_worker, "W9": w9_framework_worker}
+               "W8": w8_framework_worker, "W9": w9_framework_worker,
+               "W3c": lambda framework, inputs, repeats: w3c_rows(repeats),
+               "W7c": lambda framework, inputs, repeats: w7c_rows(repeats)}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
@@ -1481,8 +1497,8 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
                                     (100,) if quick else (100, 1000)),
     "W6m": lambda repeats, quick: w6m(3, 1_000 if quick else 10_000),
     "W7": lambda repeats, quick: w7(repeats),
-    "W3c": lambda repeats, quick: w3c(repeats),
-    "W7c": lambda repeats, quick: w7c(repeats),
+    "W3c": lambda repeats, quick: from_c_rows("W3c", repeats),
+    "W7c": lambda repeats, quick: from_c_rows("W7c", repeats),
     "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),
 }
