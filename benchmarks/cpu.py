@@ -1378,18 +1378,19 @@ def from_c(name, fn, feeds, check, contenders, repeats, number, samples):
     median over the rounds): ``{label: seconds, "C": seconds}``, or ``{"skipped": why}``
     without a C compiler or where the export is refused. ``check(outputs, label)`` checks the
     driver's first call's outputs."""
-    try:
-        driver = c_calls.export_driver(fn, tempfile.mkdtemp(prefix=f"symgrad-{name}-"), name,
-                                       feeds)
-    except sg.SymgradError as exc:   # the export refused, or no CBLAS to link
-        return {"skipped": f"skipped: {type(exc).__name__}: {exc}"}
-    rounds = []
-    for round_ in range(C_ROUNDS):
-        times = paired_median_times([run for _, run in contenders], repeats, number=number)
-        seconds, outputs = driver.run(samples, number)
-        if round_ == 0:
-            check(outputs, f"{name} from C")
-        rounds.append(times + [seconds])
+    with tempfile.TemporaryDirectory(prefix=f"symgrad-{name}-") as folder:
+        try:
+            driver = c_calls.export_driver(fn, folder, name, feeds)
+        except sg.SymgradError as exc:   # the export refused, or no CBLAS to link
+            return {"skipped": f"skipped: {type(exc).__name__}: {exc}"}
+        rounds = []
+        for round_ in range(C_ROUNDS):
+            times = paired_median_times([run for _, run in contenders], repeats,
+                                        number=number)
+            seconds, outputs = driver.run(samples, number)
+            if round_ == 0:
+                check(outputs, f"{name} from C")
+            rounds.append(times + [seconds])
     medians = [float(np.median(column)) for column in zip(*rounds)]
     return dict(zip([label for label, _ in contenders] + ["C"], medians))
 
