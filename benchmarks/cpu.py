@@ -35,6 +35,14 @@ W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimi
     in place); JAX (``jit`` of the step, parameters and moments donated) and PyTorch
     (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and of the optimizer
     step) when installed, each timed in a process of its own against the hand-written step.
+W3c W3 and W7c W7 called from C: the program exported as a C library (``fn.export_c``, linking
+    NumPy's OpenBLAS, as the C backend does) and called by a C driver built against it
+    (``c_calls.py``; the median per call by its own clock) against the same compiled program
+    called from Python on backend "c"; for W3 also the C backend's kernel time (its C entry
+    calls replayed from Python, less ctypes' cost of a call). Targets: W3 from C at most 1.2x
+    the kernel time, W7 from C no slower than from Python. Timed in a process of its own on
+    one CPU, with one-thread pools (OpenBLAS's too), as the driver runs. Skipped without a C
+    compiler.
 W8  one Adam training step of a small CNN (batch 32 of 3x32x32, conv3x3 16 -> relu -> maxpool2
     -> conv3x3 32 -> relu -> maxpool2 -> linear 2048->10 -> softmax cross-entropy, float32;
     ``benchmarks/workloads.py``) on symgrad's backends, PyTorch (eager and ``torch.compile``)
@@ -67,6 +75,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symgrad as sg  # noqa: E402
+import c_calls  # noqa: E402
 import w6m as w6m_bench  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
 from workloads import (ADAM, cnn_adam_program, cnn_by_hand, cnn_data, cnn_init,  # noqa: E402
@@ -484,22 +493,26 @@ def w3_workload(n_ops=300):
             "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
 
 
+def w3_program(n_ops=300):
+    """W3's program and fetches: the chain of :data:`W3_OPS` over float64[16], its sum and
+    the gradient."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [16], "float64")
+        y = x
+        for i in range(n_ops):
+            y = W3_OPS[i % len(W3_OPS)][0](y)
+        loss = sg.sum(y)
+        gx, = ir_backward.grad(loss, [x])
+    return prog, [loss, gx]
+
+
 def w3(repeats, n_ops=300):
     workload = w3_workload(n_ops)
     xv = workload["x"]
 
     def build(backend):
-        def compile_chain():
-            prog = sg.Program()
-            with sg.program_guard(prog):
-                x = sg.data("x", [16], "float64")
-                y = x
-                for i in range(n_ops):
-                    y = W3_OPS[i % len(W3_OPS)][0](y)
-                loss = sg.sum(y)
-                gx, = ir_backward.grad(loss, [x])
-            return sg.compile(prog, [loss, gx], backend=backend)
-        fn, seconds = _timed_compile(compile_chain)
+        fn, seconds = _timed_compile(lambda: sg.compile(*w3_program(n_ops), backend=backend))
         workload["check"](fn(x=xv), backend)
         return (lambda: fn(x=xv)), seconds, ""
     return contest("W3", f"{n_ops} small ops on float64[16], grad", workload["hand"], build,
@@ -1341,12 +1354,137 @@ def w9_framework_worker(framework, inputs, repeats):
     return rows
 
 
+# --- W3c, W7c: the program called from C --------------------------------------------------------
+C_ROUNDS = 3    # runs of the C driver, each after a round of the Python timings
+C_THREADS = 1   # CPUs (and thread pools) of the process timing W3c and W7c, and of its driver
+
+
+def from_c_rows(name, repeats):
+    """The rows of W3c or W7c (``C_WORKLOADS``), timed in a process of its own on
+    :data:`C_THREADS` CPU with thread pools to match, as its C driver is: a GEMM split
+    between two threads on a loaded 2-core machine took 10x longer at times, in Python and in
+    C alike, which says nothing of the calls."""
+    rows = _in_own_process(name, "symgrad", {}, repeats, threads=C_THREADS)
+    if isinstance(rows, dict):   # the worker failed
+        return [{"workload": name, "note": rows["error"]}]
+    return rows
+
+
+def from_c(name, fn, feeds, check, contenders, repeats, number, samples):
+    """The medians of ``contenders`` (``[(label, callable)]``, timed in this process in
+    alternation, ``number`` calls per sample) and of ``fn`` exported as a C library and called
+    from a C driver (``c_calls.export_driver``: ``samples`` of ``number`` calls, its own clock),
+    over :data:`C_ROUNDS` rounds (each contender's median and the driver's median, then the
+    median over the rounds): ``{label: seconds, "C": seconds}``, or ``{"skipped": why}``
+    without a C compiler or where the export is refused. ``check(outputs, label)`` checks the
+    driver's first call's outputs."""
+    with tempfile.TemporaryDirectory(prefix=f"symgrad-{name}-") as folder:
+        try:
+            driver = c_calls.export_driver(fn, folder, name, feeds)
+        except sg.SymgradError as exc:   # the export refused, or no CBLAS to link
+            return {"skipped": f"skipped: {type(exc).__name__}: {exc}"}
+        rounds = []
+        for round_ in range(C_ROUNDS):
+            times = paired_median_times([run for _, run in contenders], repeats,
+                                        number=number)
+            seconds, outputs = driver.run(samples, number)
+            if round_ == 0:
+                check(outputs, f"{name} from C")
+            rounds.append(times + [seconds])
+    medians = [float(np.median(column)) for column in zip(*rounds)]
+    return dict(zip([label for label, _ in contenders] + ["C"], medians))
+
+
+def _skipped_row(name, times):
+    return [{"workload": name, "note": times["skipped"]}] if "skipped" in times else None
+
+
+def _no_c_compiler(name):
+    """A row saying why ``name`` is skipped when there is no C compiler, else None."""
+    from symgrad.backends.c_backend.compiler import CCompilerNotFoundError, toolchain
+    try:
+        toolchain()
+    except CCompilerNotFoundError as exc:
+        return [{"workload": name, "note": f"skipped: {exc}"}]
+    return None
+
+
+def w3c_rows(repeats, n_ops=300):
+    """W3 on backend "c" called from Python (``fn(x=x)``), its C entry calls replayed from
+    Python less ctypes' cost of a call (the C backend's kernel time), and the program exported
+    as a C library called from C."""
+    missing = _no_c_compiler("W3c")
+    if missing:
+        return missing
+    workload = w3_workload(n_ops)
+    xv = workload["x"]
+    fn = sg.compile(*w3_program(n_ops), backend="c")
+    want = fn(x=xv)
+    workload["check"](want, "c")
+
+    def check(got, label):
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b, err_msg=label)   # the same C code, the same x
+    calls = c_calls.entry_calls(fn, {"x": xv})
+    contenders = [("hand", workload["hand"]), ("python", lambda: fn(x=xv)),
+                  ("entries", c_calls.replay(calls)), ("null", c_calls.null_call())]
+    times = from_c("w3", fn, {"x": xv}, check, contenders, repeats * 3, W3_CALLS * 4, 21)
+    skipped = _skipped_row("W3c from C", times)
+    kernel = times["entries"] - len(calls) * times["null"]
+    label = f"{n_ops} small ops on float64[16], grad"
+    rows = [_row(f"W3c symgrad c, from Python: {label}", times["python"], times["hand"],
+                 f"fn(x=x); {times['python'] / times['C']:.2f}x the call from C"
+                 if not skipped else ""),
+            _row("W3c symgrad c, its C kernels", kernel, times["hand"],
+                 f"its {len(calls)} C entry call(s) replayed from Python "
+                 f"({format_seconds(times['entries'])}) less ctypes' call "
+                 f"({format_seconds(times['null'])} each)")]
+    if skipped:
+        return rows + skipped
+    return rows + [_row("W3c symgrad c, from C: the exported library", times["C"], times["hand"],
+                        f"{times['C'] / kernel:.2f}x the C kernels' time (target <= 1.2x); "
+                        f"a C driver's median of {W3_CALLS * 4} calls in a row")]
+
+
+def w7c_rows(repeats):
+    """W7 on backend "c" called from Python (``fn(x=x, labels=labels)``) and exported as a C
+    library called from C, each from the same initial state, one step per call."""
+    missing = _no_c_compiler("W7c")
+    if missing:
+        return missing
+    init = mlp_init()
+    x, labels = mlp_data()
+    fn = sg.compile(*mlp_adam_program(init), backend="c")
+    hand, _ = w7_by_hand(init)
+    reference = sg.compile(*mlp_adam_program(init), backend="c")
+    want = reference(x=x, labels=labels)
+
+    def check(got, label):   # the first step's loss (float32: the GEMM's threads may round)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, err_msg=label)
+    contenders = [("hand", lambda: hand(x, labels)), ("python", lambda: fn(x=x, labels=labels))]
+    times = from_c("w7", fn, {"x": x, "labels": labels}, check, contenders, repeats, 1,
+                   repeats * 3)
+    label = "Adam training step of W1"
+    skipped = _skipped_row("W7c from C", times)
+    rows = [_row(f"W7c symgrad c, from Python: {label}", times["python"], times["hand"],
+                 "fn(x=x, labels=labels)" + ("" if skipped else
+                                             f"; {times['python'] / times['C']:.2f}x the "
+                                             f"call from C"))]
+    if skipped:
+        return rows + skipped
+    return rows + [_row("W7c symgrad c, from C: the exported library", times["C"], times["hand"],
+                        f"{times['C'] / times['python']:.2f}x the call from Python "
+                        f"(target <= 1x); a C driver's median of {repeats * 3} steps")]
+
+
 W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 
 
 # workloads that time their frameworks their own way: (framework, inputs, repeats) -> results
 OWN_WORKERS = {"W6m": w6m_bench.framework_worker, "W7": w7_framework_worker,
-               "W8": w8_framework_worker, "W9": w9_framework_worker}
+               "W8": w8_framework_worker, "W9": w9_framework_worker,
+               "W3c": lambda framework, inputs, repeats: w3c_rows(repeats),
+               "W7c": lambda framework, inputs, repeats: w7c_rows(repeats)}
 
 
 WORKLOADS = {   # name -> run(repeats, quick) -> rows
@@ -1360,6 +1498,8 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
                                     (100,) if quick else (100, 1000)),
     "W6m": lambda repeats, quick: w6m(3, 1_000 if quick else 10_000),
     "W7": lambda repeats, quick: w7(repeats),
+    "W3c": lambda repeats, quick: from_c_rows("W3c", repeats),
+    "W7c": lambda repeats, quick: from_c_rows("W7c", repeats),
     "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),
 }

@@ -296,7 +296,7 @@ def _table(manifest, name) -> dict:
 def cmd_export(args):
     compiled, _ = compile_target(args.target, "c")
     print(compiled.export_c(args.output, name=args.name, embed_parameters=args.embed_parameters,
-                            blas=args.blas))
+                            blas=args.blas, native=args.native))
 
 
 def inspect_export(path):
@@ -319,6 +319,9 @@ def inspect_export(path):
     if isinstance(state, list) and state:
         print(printable(f"state (parameters each call updates): {', '.join(map(str, state))}"))
     print(printable(f"BLAS: {library.get('blas')}"))
+    cpu = "this machine's CPU (-march=native)" if library.get("native") else \
+        "any CPU of its architecture"
+    print(printable(f"built for: {cpu}; CFLAGS {' '.join(map(str, library.get('cflags', [])))}"))
     print("files (size and sha256 verified):")
     for rel, size in sorted(sizes.items()):
         print(f"  {size:>10}  {printable(rel)}")
@@ -442,6 +445,9 @@ def make_parser() -> argparse.ArgumentParser:
     export.add_argument("--blas", metavar="FLAGS", default=None,
                         help="linker flags of the CBLAS to link, or 'numpy' for the OpenBLAS "
                              "NumPy bundles (default: found on this machine)")
+    export.add_argument("--native", action="store_true",
+                        help="build for this machine's CPU (-march=native, as the C backend "
+                             "does) instead of any CPU of its architecture")
     export.set_defaults(handler=cmd_export)
 
     ops = commands.add_parser("ops", help="list the registered ops")

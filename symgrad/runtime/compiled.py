@@ -183,15 +183,17 @@ class CompiledProgram:
                             "compile it with symgrad.compile to save it")
         return self._saver(self, path, cubin_archs, key)
 
-    def export_c(self, path, name="program", embed_parameters=False, blas=None):
+    def export_c(self, path, name="program", embed_parameters=False, blas=None, native=False):
         """Write this program as a C library that needs no Python into the folder ``path``
         (``lib<name>.so``, ``lib<name>.a``, ``<name>.h``, the sources, a Makefile and
         CMakeLists.txt, ``<name>.params`` and ``manifest.json``) and return ``path``; the
         state is exported as it is now. Only for ``backend="c"``; an op the library cannot
-        compute in C is refused by name. See ``docs/c-library.md``."""
+        compute in C is refused by name. The library is built for any CPU of this machine's
+        architecture, or with ``native=True`` for this machine's CPU (``-march=native``, as
+        the C backend builds: the same numbers as the C backend). See ``docs/c-library.md``."""
         from .export_c import export_c
 
-        return export_c(self, path, name, embed_parameters, blas)
+        return export_c(self, path, name, embed_parameters, blas, native)
 
     def __repr__(self):
         names = ", ".join(self.input_names)

@@ -31,12 +31,16 @@ class ExportError(SymgradError, ValueError):
     """A compiled program that cannot be exported (its backend has no library export)."""
 
 
-def export_c(compiled, path, name="program", embed_parameters=False, blas=None) -> str:
+def export_c(compiled, path, name="program", embed_parameters=False, blas=None,
+             native=False) -> str:
     """Write the C library of ``compiled`` into the folder ``path`` (created; files of an
     earlier export there are replaced) and return ``path``. ``name``: the C prefix of every
     symbol and file (``lib<name>.so``, ``<name>.h``...); ``embed_parameters``: compile the
     parameters into the library too; ``blas``: linker flags of the CBLAS to use, or ``"numpy"``
-    for the OpenBLAS NumPy bundles (default: found on this machine). See ``docs/c-library.md``."""
+    for the OpenBLAS NumPy bundles (default: found on this machine); ``native``: build the
+    library (and, by default, the folder's Makefile and CMakeLists.txt) for this machine's CPU
+    (``-march=native``) instead of any CPU of its architecture; the manifest's ``library``
+    entry says which (``native``, ``cflags``). See ``docs/c-library.md``."""
     backend = get_backend(compiled.backend)
     if backend.export_library is None:
         raise ExportError(f"a program compiled with backend={compiled.backend!r} cannot be "
@@ -49,7 +53,8 @@ def export_c(compiled, path, name="program", embed_parameters=False, blas=None) 
     spec = {"name": name,
             "inputs": [(s.name, s.dtype) for s in compiled.signature if s.kind == "data"],
             "binding": binder.to_json() if binder is not None else None,
-            "parameters": values, "embed": embed_parameters, "blas": blas}
+            "parameters": values, "embed": embed_parameters, "blas": blas,
+            "native": bool(native)}
     path = os.fspath(path)
     library = backend.export_library(compiled.program, compiled.fetches, compiled.options,
                                      spec, path)

@@ -233,11 +233,13 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments + [Piece(code) for code in self.row_ops] + \
+        # the row and native ops' entries compute loops: with the group functions (-O3), not
+        # with the glue (-O0), so that a program computes the same wherever its C is split
+        computing = [Piece(code) for code in self.row_ops] + \
             [Piece(code, native=True) for code in self.native_ops]
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
-        units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
-                         entries, render_prelude, native)
+        units = units_of(list(self.c_functions.values()) + computing,
+                         list(self.c_steps.values()), self.segments, render_prelude, native)
         header = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary)
         unit = hashlib.sha256(joined(units, header).encode()).hexdigest()[:16]

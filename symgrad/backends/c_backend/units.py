@@ -9,7 +9,8 @@ size of one translation unit. So no generated C function or unit grows with the 
 - A program whose C has more than :data:`UNIT_LINES` lines or :data:`UNIT_FUNCTIONS` functions
   becomes several translation units (:func:`units_of`): the runtime (the prelude with its
   definitions, the same for every program: compiled once per toolchain), units of group
-  functions (up to :data:`UNIT_LINES` lines) and units of glue, the steps and then the
+  functions (up to :data:`UNIT_LINES` lines; the host puts the entries of row and native ops,
+  which compute loops, among them) and units of glue, the steps and then the segments'
   entries (up to :data:`GLUE_LINES`), each in the program's order. A unit declares the
   functions of other units it calls (hidden externals, ``SG_LINK``). The compiler compiles the
   units in parallel, caches each unit's object file by the hash of its text and flags, and

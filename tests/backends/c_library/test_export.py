@@ -3,6 +3,7 @@ in Python (the C backend) on the same inputs, refuses what it cannot compute in 
 dims and parameter file, and keeps the state unchanged when a call fails."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,9 +54,11 @@ def batch(n, dtype="float32", features=12, classes=3, seed=1):
 
 
 def export(tmp_path, program, name, **options):
-    """Compile and export with NumPy's OpenBLAS (the C backend's GEMM: see conftest)."""
+    """Compile and export with NumPy's OpenBLAS (the C backend's GEMM: see conftest), built
+    for this machine's CPU as the C backend builds (the same code, so the same numbers)."""
     fn = sg.compile(*program, backend="c")
     options.setdefault("blas", "numpy")
+    options.setdefault("native", True)
     folder = fn.export_c(str(tmp_path / name), name=name, **options)
     with open(os.path.join(folder, "manifest.json")) as handle:
         manifest = json.load(handle)
@@ -109,22 +112,28 @@ def test_gradients_equal_the_c_backend(gradients):
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
 
 
-def test_float64_gradients_equal_the_c_backend_to_rounding(tmp_path, cblas):
-    """Within one rounding of the C backend: its native GEMM now reads a transposed operand
-    through the transpose flag, and the library's GEMM calls for the backward's transposed
-    products are not yet the same calls (the gradients of products with a transposed operand
-    differ in the last bit)."""
-    fn, folder, manifest = export(tmp_path, small_mlp("float64"), "mlp64")
-    library = Library(folder, manifest)
-    assert library.load(os.path.join(folder, "mlp64.params")) == 0
-    feeds = batch(9, "float64")
-    with one_blas_thread():
-        want = fn(**feeds)
-        code, got = library.run(feeds, [a.shape for a in want])
-    assert code == 0, library.error()
-    for a, b in zip(want, got):
-        np.testing.assert_allclose(b, a, rtol=1e-14, atol=1e-16)
-    library.close()
+def test_float64_results_equal_the_c_backend_exactly(tmp_path, cblas):
+    """Bit for bit in float64, gradients and Adam's steps: the library calls the C backend's
+    GEMMs with the same arguments, runs its group functions, and its row ops' loops are the
+    C backend's function compiled from the same text with the same flags (c/row_math.c.j2)."""
+    for program, name in ((small_mlp("float64"), "mlp64"),
+                          (small_mlp("float64", adam=True), "step64")):
+        fn, folder, manifest = export(tmp_path, program, name)
+        library = Library(folder, manifest)
+        assert library.load(os.path.join(folder, f"{name}.params")) == 0
+        with one_blas_thread():
+            for step in range(3):
+                feeds = batch(9, "float64", seed=step)
+                want = fn(**feeds)
+                code, got = library.run(feeds, [a.shape for a in want])
+                assert code == 0, library.error()
+                for a, b in zip(want, got):
+                    np.testing.assert_array_equal(b, a, err_msg=f"{name}, call {step}")
+        for parameter in manifest["library"]["state"]:
+            ref = np.asarray(fn.state[parameter])
+            np.testing.assert_array_equal(library.parameter(parameter, ref.dtype, ref.shape),
+                                          ref, err_msg=parameter)
+        library.close()
 
 
 def test_adam_steps_update_the_state_as_in_python(adam):
@@ -196,6 +205,44 @@ def test_the_blas_found_on_this_machine(tmp_path):
     for a, b in zip(want, got):
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
     library.close()
+
+
+def test_a_default_export_builds_for_any_cpu(tmp_path, cblas):
+    """Without native=True, the library and the folder's Makefile and CMakeLists.txt build
+    without -march=native (NATIVE=1 / -DNATIVE=ON adds it), and the manifest says so; the
+    results agree with the C backend's to float32's precision (float32 tanh is libm's there)."""
+    fn, folder, manifest = export(tmp_path, small_mlp(), "anycpu", native=False)
+    entry = manifest["library"]
+    assert entry["native"] is False and "-march=native" not in entry["cflags"]
+    makefile = open(os.path.join(folder, "Makefile")).read()
+    assert "NATIVE ?= 0" in makefile and "ARCH_FLAGS ?= -march=native" in makefile
+    assert 'option(NATIVE "build for this machine\'s CPU (-march=native)" OFF)' in \
+        open(os.path.join(folder, "CMakeLists.txt")).read()
+    assert "any CPU of the architecture" in open(os.path.join(folder, "README.md")).read()
+    if shutil.which("make"):
+        def commands(*arguments):
+            return subprocess.run(["make", "-n", "-B", "-C", folder, *arguments],
+                                  capture_output=True, text=True, check=True).stdout
+        assert "-march=native" not in commands()
+        assert "-march=native" in commands("NATIVE=1")
+    library = Library(folder, manifest)
+    assert library.load(os.path.join(folder, "anycpu.params")) == 0
+    feeds = batch(7)
+    with one_blas_thread():
+        want = fn(**feeds)
+        code, got = library.run(feeds, [a.shape for a in want])
+    assert code == 0, library.error()
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    library.close()
+
+
+def test_a_native_export_says_so(gradients):
+    _, folder, manifest, _ = gradients
+    assert manifest["library"]["native"] is True and "-march=native" in \
+        manifest["library"]["cflags"]
+    assert "NATIVE ?= 1" in open(os.path.join(folder, "Makefile")).read()
+    assert "this machine's CPU" in open(os.path.join(folder, "README.md")).read()
 
 
 def test_reshapes_read_the_same_buffer(tmp_path, cblas):
@@ -282,6 +329,7 @@ def test_cli_export_and_inspect(tmp_path, cblas):
     assert "int tiny_run(tiny_state *state, const float *x, int64_t x_dim0, float *out0)" \
         in shown.stdout
     assert "BLAS: no BLAS" in shown.stdout
+    assert "built for: any CPU of its architecture" in shown.stdout
     with open(out / "tiny.c", "a") as handle:
         handle.write("/* changed */\n")
     shown = subprocess.run([sys.executable, "-m", "symgrad", "inspect", str(out)],
