@@ -1,5 +1,5 @@
-"""The batching rules of the region ops ``cond``, ``scan`` and ``while_loop`` (``fori_loop``
-builds one of the last two), registered on their OpDefs at the bottom of this module like the
+"""The batching rules of the region ops ``cond``, ``scan``, ``while_loop`` (``fori_loop``
+builds one of these two) and ``reverse_loop`` (the backward of a checkpointed loop), registered on their OpDefs at the bottom of this module like the
 region VJPs of :mod:`symgrad.autodiff.regions` (``show_registry`` lists them).
 
 Each rule batches the op's blocks once, with :func:`symgrad.autodiff.vmap.batch_ops` (every
@@ -33,6 +33,13 @@ iterating that walk to a fixpoint (at most one round per carry).
     (``where(pred, next, vars)``): finished examples are frozen. ``grad`` of such a loop
     works; a loop that records per-step values or its trip count for a ``grad`` taken
     inside ``vmap`` would need a trip count per example, and is a ``ValueError``.
+``reverse_loop``
+    one ``reverse_loop`` whose ``advance`` and ``reverse`` blocks are batched, as ``scan``'s
+    body: batched carries, cotangents and running sums carry the batch in front (each found
+    by the fixpoint over its own block); batched ``xs`` and stacked cotangents are read along
+    their step axis with the batch second, and the stacked ``xs`` cotangents come back as
+    ``[T, B, ...]`` and are transposed. Every example follows the one schedule, since the
+    trip count is shared.
 
 A case a rule does not cover (a batched run-time length, a broadcast that needs a batch size
 known only at run time) returns ``NotImplemented``: the op is batched by the loop fallback.
@@ -46,11 +53,12 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ops.batching import batch_size, per_example, with_rank
 from ..ops.control_flow import cond_p, loop_layout, scan_p, while_p
 from ..ops.core import batch_rule, bind, bind_region
+from ..ops.reverse_loop import reverse_loop_counts, reverse_loop_p, trip_input
 from ..ops.elementwise import cast, greater, where
 from ..ops.reduction import max as reduce_max
 from .vmap import batch_ops
 
-__all__ = ["cond_batch", "scan_batch", "while_batch"]
+__all__ = ["cond_batch", "scan_batch", "while_batch", "reverse_loop_batch"]
 
 
 # --- which Values depend on the examples --------------------------------------------------------
@@ -331,7 +339,56 @@ def _frozen_while(op, layout, inputs, axes, env, size):
     return list(new.results), [0] * count
 
 
+# --- reverse_loop -------------------------------------------------------------------------------
+@per_example
+def reverse_loop_batch(op, inputs, axes, size):
+    """``reverse_loop`` over a batch (see the module docstring)."""
+    size = size if size is not None else batch_size(inputs, axes)
+    if all(a is None for a in axes) and not _draws(op):
+        return NotImplemented
+    counts = reverse_loop_counts(op.attrs)
+    starts = [sum(counts[:k]) for k in range(len(counts) + 1)]
+    carry_in, x_in, ct_in, y_in = (list(inputs[a:b]) for a, b in zip(starts, starts[1:]))
+    carry_axes, x_axes, ct_axes, y_axes = (list(axes[a:b]) for a, b in zip(starts, starts[1:]))
+    if trip_input(op.attrs) and axes[starts[-1]] is not None:
+        return NotImplemented
+    env = _outer_env(op, inputs, axes)
+    advance, reverse = op.blocks
+    x_flags = [a is not None for a in x_axes]
+    y_flags = [a is not None for a in y_axes]
+    carry_flags = _carry_flags(advance, [a is not None for a in carry_axes], x_flags, env)
+    ct_flags = _carry_flags(reverse, [a is not None for a in ct_axes],
+                            y_flags + carry_flags + x_flags, env)
+    inits = _as_batched(carry_in, carry_axes, carry_flags, size)
+    cts = _as_batched(ct_in, ct_axes, ct_flags, size)
+    if inits is None or cts is None:
+        return NotImplemented
+    carry_arg_axes = [0 if f else None for f in carry_flags]
+    x_slices = [_Slice(x, a) for x, a in zip(x_in, x_axes)]
+    stepped = _batched_block(advance, inits + x_slices, carry_arg_axes + x_axes, env, size,
+                             carry_flags)
+    reversed_ = _batched_block(
+        reverse, cts + [_Slice(y, a) for y, a in zip(y_in, y_axes)] + inits + x_slices,
+        [0 if f else None for f in ct_flags] + y_axes + carry_arg_axes + x_axes, env, size,
+        ct_flags + [False] * (len(reverse.yields) - len(cts)))
+    if stepped is None or reversed_ is None:
+        return NotImplemented
+    block, yield_axes = reversed_
+
+    def step_axis_first(values, value_axes):
+        return [v if a is None else _swap_leading(v) for v, a in zip(values, value_axes)]
+
+    explicit = inits + step_axis_first(x_in, x_axes) + cts + step_axis_first(y_in, y_axes) \
+        + list(inputs[starts[-1]:starts[-1] + trip_input(op.attrs)])
+    new = bind_region(reverse_loop_p, explicit, dict(op.attrs), [stepped[0], block],
+                      op.block.program)
+    sums = list(new.results[:len(cts)])
+    stacked, stacked_axes = _unstack(new.results[len(cts):], yield_axes[len(cts):])
+    return sums + stacked, [0 if f else None for f in ct_flags] + stacked_axes
+
+
 # --- registration (like the region VJPs in regions.py) -------------------------------------------
 cond_p.batch = cond_batch
 scan_p.batch = scan_batch
 while_p.batch = while_batch
+reverse_loop_p.batch = reverse_loop_batch

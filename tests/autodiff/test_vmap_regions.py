@@ -225,3 +225,35 @@ def test_vmap_of_grad_and_grad_of_vmap_through_cond_and_scan():
     numeric = [sum(f_np(s, w + np.eye(2)[j] * eps) - f_np(s, w - np.eye(2)[j] * eps)
                    for s in a) / (2 * eps) for j in range(2)]
     np.testing.assert_allclose(got[2], numeric, rtol=1e-6)
+
+
+@pytest.mark.parametrize("policy", [("binomial", 2), ("binomial", 5)])
+def test_per_example_gradients_through_a_checkpointed_scan_batch_its_reverse_loop(policy):
+    """vmap of grad through ``checkpoint=("binomial", s)``: the backward's ``reverse_loop`` is
+    batched by its own rule (one reverse_loop, no loop over the examples), and the gradients
+    are those of the loop that stores every step, bit for bit."""
+    xs, w, h0 = R.normal(size=(4, 7, 3)), R.normal(size=(3, 3)), R.normal(size=(4, 3))
+
+    def build(checkpoint):
+        with sg.program_guard(sg.Program()) as prog:
+            x, wv, hv = (sg.data("x", [4, 7, 3], "float64"), sg.data("w", [3, 3], "float64"),
+                         sg.data("h0", [4, 3], "float64"))
+
+            def grads(seq, h_init):
+                h, ys = sg.scan(lambda h, t: (sg.tanh(h @ wv + t), h * t), h_init, seq,
+                                checkpoint=checkpoint)
+                loss = sg.sum(h * h) + sg.sum(ys)
+                return ir_backward.grad(loss, [wv, seq, h_init])
+
+            out = sg.vmap(grads)(x, hv)
+        return prog, list(out)
+
+    prog, fetches = build(policy)
+    names = _names(prog)
+    assert names.count("reverse_loop") == 1 and "scan" not in names[names.index("reverse_loop"):]
+    plain_prog, plain_fetches = build(None)
+    for backend in ("interpreter", "numpy"):
+        got = _run(prog, fetches, backend, x=xs, w=w, h0=h0)
+        want = _run(plain_prog, plain_fetches, backend, x=xs, w=w, h0=h0)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and np.array_equal(a, b)

@@ -28,7 +28,6 @@ NUMPY_SUBSET = {"add", "matmul", "einsum", "sum", "softmax", "transpose", "resha
 
 # Ops without a batching rule, batched by the loop fallback (docs/vmap.md says so), and why.
 LOOP_FALLBACK = {
-    "reverse_loop": "a checkpointed loop's backward region: batched by the loop fallback for now",
     "conv2d_weight_grad": "it sums over the examples' leading axis, which cannot hold the batch",
     "assign": "it writes program state, which examples cannot each own",
 }
