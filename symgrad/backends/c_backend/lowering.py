@@ -35,6 +35,7 @@ from ...errors import SymgradError
 from ...ops.core import ELEMENTWISE
 from ..c_expressions import CONSTANT_FORMS, EXPRESSIONS, FLOAT_EXPRESSIONS, expression_for
 from ..lowering import LoweringTable, op_name
+from ..row_kinds import FLOATS, row_kinds
 from .ctype import supported
 
 
@@ -152,28 +153,7 @@ class CRowOp:
 
 
 def _float(value) -> bool:
-    return value.dtype.name in ("float32", "float64")
-
-
-def _integer(value) -> bool:
-    return supported(value.dtype) and value.dtype.kind in "iu"
-
-
-def _softmax_kind(name):
-    return lambda op: name if _float(op.inputs[0]) else None
-
-
-def _cross_entropy_kind(op):
-    logits, labels = op.inputs
-    if not _float(logits):
-        return None
-    if _integer(labels):
-        return "cross_entropy"
-    return "soft_cross_entropy" if labels.dtype == logits.dtype else None
-
-
-def _one_hot_kind(op):
-    return "one_hot" if _integer(op.inputs[0]) and supported(op.results[0].dtype) else None
+    return value.dtype.name in FLOATS
 
 
 def register_row_op(op, kind) -> None:
@@ -182,10 +162,9 @@ def register_row_op(op, kind) -> None:
     LOWERINGS.register(op, None if kind is None else CRowOp(kind))
 
 
-register_row_op("softmax", _softmax_kind("softmax"))
-register_row_op("log_softmax", _softmax_kind("log_softmax"))
-register_row_op("softmax_cross_entropy", _cross_entropy_kind)
-register_row_op("one_hot", _one_hot_kind)
+for _name, _kind in row_kinds(lambda value: supported(value.dtype) and value.dtype.kind in "iu",
+                              supported).items():
+    register_row_op(_name, _kind)
 
 
 # --- native ops ---------------------------------------------------------------------------------

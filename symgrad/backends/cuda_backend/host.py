@@ -205,7 +205,7 @@ class HostGenerator(Generator):
         kernel = self.row_kernels.get(signature)
         if kernel is None:
             name = f"k{len(self.kernels)}_{kind}"
-            source = row_ops.render(name, op, kind, row_ops.VARIANTS, kernel_lowering.BLOCK)
+            source = row_ops.render(name, op, kind, kernel_lowering.BLOCK)
             suffixes = tuple(suffix for suffix, _ in row_ops.VARIANTS)
             kernel = kernel_lowering.Kernel(name, "rows", source, (), (), [], [], None, suffixes,
                                             tuple(name + s for s in suffixes), [])

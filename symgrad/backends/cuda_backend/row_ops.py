@@ -25,44 +25,17 @@ from ...ir.printer import format_op_head
 from ...ops import kernels as numpy_kernels
 from ..dim_code import shape_code
 from ..host.literals import dtype_code
+from ..row_kinds import row_kinds
 from . import ctype
 from .kernels import render as render_template
 
-FLOATS = ("float32", "float64")
 # entry points of every row kernel: 32- and 64-bit indices (one kernel serves all sizes)
 VARIANTS = (("", "int"), ("_i64", "long long"))
-
-
-def _float(value) -> bool:
-    return value.dtype.name in FLOATS
-
-
-def _integer(value) -> bool:
-    return value.dtype.kind in "iu" and value.dtype.name in ctype.STORAGE
-
-
-def _cross_entropy_kind(op):
-    logits, labels = op.inputs
-    if not _float(logits):
-        return None
-    if _integer(labels):
-        return "cross_entropy"
-    return "soft_cross_entropy" if labels.dtype == logits.dtype else None
-
-
-def _one_hot_kind(op):
-    result = op.results[0].dtype.name
-    return "one_hot" if _integer(op.inputs[0]) and result in ctype.STORAGE \
-        and result not in ("float16", "bfloat16") else None
-
-
-# op name -> the kind of its kernel for the op's types, or None (it then runs through CuPy)
-KINDS = {
-    "softmax": lambda op: "softmax" if _float(op.inputs[0]) else None,
-    "log_softmax": lambda op: "log_softmax" if _float(op.inputs[0]) else None,
-    "softmax_cross_entropy": _cross_entropy_kind,
-    "one_hot": _one_hot_kind,
-}
+# op name -> the kind of its kernel for the op's types, or None (it then runs through CuPy);
+# a one_hot result of 16-bit floats would need the prelude's conversions: CuPy computes it
+KINDS = row_kinds(
+    lambda value: value.dtype.kind in "iu" and value.dtype.name in ctype.STORAGE,
+    lambda dtype: dtype.name in ctype.STORAGE and dtype.name not in ("float16", "bfloat16"))
 # the inputs of each kind, in the kernel's order, with their pointer names
 _POINTERS = {"softmax": ("x",), "log_softmax": ("x",), "cross_entropy": ("x", "labels"),
              "soft_cross_entropy": ("x", "p"), "one_hot": ("labels",)}
@@ -82,7 +55,7 @@ def signature(op, kind) -> tuple:
     return (kind,) + tuple(ctype.storage_type(v.dtype) for v in op.inputs + op.results)
 
 
-def render(name, op, kind, variants, block) -> str:
+def render(name, op, kind, block) -> str:
     """The CUDA text of row kernel ``name`` computing ``op`` (see the module docstring)."""
     types = [ctype.storage_type(v.dtype) for v in op.inputs]
     ptrs = [f"const {t}* __restrict__ {p}" for t, p in zip(types, _POINTERS[kind])]
@@ -91,7 +64,7 @@ def render(name, op, kind, variants, block) -> str:
     labels = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
     return render_template(
         "row_op.cu.j2", name=name, kind=kind, note=ctype.c_comment(format_op_head(op)),
-        ints=("rows", "n", "inner"), ptrs=ptrs, variants=variants, block=block,
+        ints=("rows", "n", "inner"), ptrs=ptrs, variants=VARIANTS, block=block,
         T=types[0], O=result, L=ctype.storage_type(labels.dtype) if labels is not None else "")
 
 
