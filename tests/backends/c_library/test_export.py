@@ -101,15 +101,20 @@ def test_the_folder_holds_what_the_issue_lists(gradients):
     assert "Py" not in symbols
 
 
-def test_gradients_equal_the_c_backend(gradients):
-    fn, _, _, library = gradients
-    feeds = batch(7)
+def _assert_library_matches(fn, library, feeds, rtol, atol):
+    """The library's results for ``feeds`` are the compiled program's, to ``rtol``/``atol``."""
     with one_blas_thread():
         want = fn(**feeds)
         code, got = library.run(feeds, [a.shape for a in want])
     assert code == 0, library.error()
     for a, b in zip(want, got):
-        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+
+
+def test_gradients_equal_the_c_backend(gradients):
+    fn, _, _, library = gradients
+    feeds = batch(7)
+    _assert_library_matches(fn, library, feeds, rtol=1e-6, atol=1e-7)
 
 
 def test_float64_results_equal_the_c_backend_exactly(tmp_path, cblas):
@@ -228,12 +233,7 @@ def test_a_default_export_builds_for_any_cpu(tmp_path, cblas):
     library = Library(folder, manifest)
     assert library.load(os.path.join(folder, "anycpu.params")) == 0
     feeds = batch(7)
-    with one_blas_thread():
-        want = fn(**feeds)
-        code, got = library.run(feeds, [a.shape for a in want])
-    assert code == 0, library.error()
-    for a, b in zip(want, got):
-        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    _assert_library_matches(fn, library, feeds, rtol=1e-5, atol=1e-6)
     library.close()
 
 
@@ -258,12 +258,7 @@ def test_reshapes_read_the_same_buffer(tmp_path, cblas):
     library = Library(folder, manifest)
     assert library.load(os.path.join(folder, "views.params")) == 0
     feeds = {"x": np.random.default_rng(0).standard_normal((4, 6)).astype("float32")}
-    with one_blas_thread():
-        want = fn(**feeds)
-        code, got = library.run(feeds, [a.shape for a in want])
-    assert code == 0, library.error()
-    for a, b in zip(want, got):
-        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+    _assert_library_matches(fn, library, feeds, rtol=1e-6, atol=1e-7)
     library.close()
 
 
