@@ -278,16 +278,6 @@ def test_an_op_without_c_is_refused_by_name(tmp_path, cblas):
         fn.export_c(str(tmp_path / "sorted"), name="sorted")
 
 
-def test_control_flow_is_refused(tmp_path, cblas):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [4], "float32")
-        y = sg.cond(sg.sum(x) > 0.0, lambda: x * 2.0, lambda: x - 1.0)
-    fn = sg.compile(prog, [y], backend="c")
-    with pytest.raises(sg.errors.SymgradError, match="control flow"):
-        fn.export_c(str(tmp_path / "branch"), name="branch")
-
-
 def test_numpy_programs_are_refused(tmp_path):
     prog, fetches = small_mlp()
     fn = sg.compile(prog, fetches, backend="numpy")

@@ -15,6 +15,9 @@ into Python. The rules:
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
   computed); another 2-D ``transpose``: a copy loop;
 - ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
+- ``broadcast_to``, ``broadcast_like``: a copy loop;
+- control flow (``cond``, ``scan``, ``while_loop``): C branches and loops over their blocks'
+  code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
 Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
@@ -47,7 +50,7 @@ import dataclasses
 
 import numpy as np
 
-from ....ir.graph import users
+from ....ir.graph import users, walk_blocks, walk_ops
 from ....ir.printer import format_op_head
 from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from ....ops.fused import is_fusion
@@ -59,6 +62,8 @@ from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
 from .dims import DimTable, c_string, identifier
 from .errors import LibraryExportError
+from .regions import REFUSALS
+from .regions import RULES as REGION_RULES
 
 
 def op_where(op) -> str:
@@ -121,7 +126,7 @@ class LibraryGenerator:
         self.options = options
         self.environment = environment
         self.user_fetches, self.state = split_state_fetches(program, list(fetches))
-        self.readers = users(program.ops)
+        self.readers = users(walk_ops(program.ops))
         self.parameter_values = set(program.parameters)
         taken = {"state"}
         names = {name: identifier(name, taken) for name, _ in spec["inputs"]}
@@ -138,8 +143,10 @@ class LibraryGenerator:
         self.rows: list = []
         self.constants: list = []
         self.gemm_types: set = set()
-        self.folded: set = set()       # transposes read through a GEMM's flag
+        self.locals: list = []         # C lines declaring the entry's int64_t locals
+        self.regions = 0
         self.direct = self._direct_outputs()
+        self.folded = self._folded()   # transposes read through a GEMM's flag
         self.outputs = [Output(f"out{k}", c_type(v.dtype), _type_text(v))
                         for k, v in enumerate(self.user_fetches)]
         self.inputs = [Input(name, names[name], c_type(np.dtype(dtype)),
@@ -156,7 +163,26 @@ class LibraryGenerator:
         state = {v for _, v in self.state}
         return {v: k for k, v in enumerate(self.user_fetches)
                 if counts[v] == 1 and v not in state and v.op is not None
-                and v.op.opdef.category != SOURCE and v.op.name not in ALIASES}
+                and v.op.opdef.category != SOURCE and v.op.name not in ALIASES
+                and not _is_region(v.op)}
+
+    def _folded(self) -> set:
+        """The 2-D transposes (at any depth) every reader of which is a GEMM of a matrix,
+        which reads it through its transpose flag: neither fetched, nor state, nor yielded by
+        a block."""
+        kept = set(self.user_fetches) | {v for _, v in self.state}
+        kept |= {v for block in walk_blocks([self.program.global_block()])
+                 for v in block.yields}
+        folded = set()
+        for op in walk_ops(self.program.ops):
+            if op.name != "transpose" or not _transposed_matrix(op.results[0]):
+                continue
+            value = op.results[0]
+            readers = self.readers.get(value, [])
+            if readers and value not in kept and \
+                    all(_gemm_operands(r) and r.inputs[0].ndim == 2 for r in readers):
+                folded.add(value)
+        return folded
 
     def count(self, value) -> str:
         return " * ".join(f"(size_t)({d})" for d in self.dims.dims_of(value)) or "1"
@@ -170,11 +196,7 @@ class LibraryGenerator:
         name = f"v{value.id}"
         ctype = c_type(value.dtype)
         self.declare(name, ctype)
-        self.body.append(f"    {name} = ({ctype} *)malloc({self.count(value)} * "
-                         f"sizeof({ctype}) + 1);")
-        self.body.append(f'    if ({name} == NULL) {{\n        sg_status = sg_fail('
-                         f'SG_ERROR_MEMORY, "out of memory for {c_string(f"%{value.id}")}");\n'
-                         f"        goto done;\n    }}")
+        self.body += malloc_lines(name, ctype, self.count(value), f"%{value.id}")
         self.pointer[value] = name
         self.owned[value] = name
         return name
@@ -189,8 +211,25 @@ class LibraryGenerator:
 
     # --- the walk ----------------------------------------------------------------------------
     def generate(self) -> GeneratedLibrary:
-        last = self._last_uses()
-        for index, op in enumerate(self.program.ops):
+        keep = {self.origin(v) for v in self.user_fetches}
+        keep |= {self.origin(v) for _, v in self.state}
+        self.body = self.lower_ops(self.program.ops, keep)
+        finish = self.finish_lines()
+        return GeneratedLibrary(
+            self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
+            self.dims.lines, self.locals + self.declarations, self.buffers, self.body,
+            finish, list(self.functions.values()), self.rows, self.constants,
+            self.gemm_types)
+
+    def lower_ops(self, ops, keep) -> list:
+        """The C lines computing ``ops`` (the top level's or a block's), each by the first
+        rule of :data:`RULES` that takes it, freeing the buffers of the values they define
+        after the last op that reads them, except those of ``keep`` (origins, see
+        :meth:`origin`: fetches, new state values, a block's yields)."""
+        outer, self.body = self.body, []
+        defined = {v for op in ops for v in op.results}
+        last = _last_uses(ops, keep, self.origin)
+        for index, op in enumerate(ops):
             for rule in RULES:
                 if rule(self, op):
                     break
@@ -198,32 +237,30 @@ class LibraryGenerator:
                 raise LibraryExportError(_refusal(op))
             for value in last.get(index, ()):   # buffers no later op reads
                 buffer = self.owned.get(value)
-                if buffer is not None:
+                if buffer is not None and value in defined:
                     self.body.append(f"    free({buffer});\n    {buffer} = NULL;")
-        finish = self.finish_lines()
-        return GeneratedLibrary(
-            self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
-            self.dims.lines, self.declarations, self.buffers, self.body, finish,
-            list(self.functions.values()), self.rows, self.constants, self.gemm_types)
+        lines, self.body = self.body, outer
+        return lines
 
-    def _last_uses(self) -> dict:
-        """``{op index: [values whose buffer no later op reads]}``, without the values the
-        entry reads at the end (fetches copied out, new state values). A value read through
-        another (an assign's result, a transpose a GEMM reads through its flag) counts as
-        read where that one is."""
-        keep = {_origin(v, transposes=True) for v in self.user_fetches}
-        keep |= {_origin(v, transposes=True) for _, v in self.state}
-        last: dict = {}
-        for index, op in enumerate(self.program.ops):
-            for value in op.results:
-                last[value] = index
-            for value in op.inputs:
-                last[_origin(value, transposes=True)] = index
-        table: dict = {}
-        for value, index in last.items():
-            if value not in keep:
-                table.setdefault(index, []).append(value)
-        return table
+    def origin(self, value):
+        """The value whose buffer holds ``value``: through :data:`ALIASES`, and through a
+        transpose a GEMM reads by its flag (which has no buffer)."""
+        while value.op is not None and (value.op.name in ALIASES or value in self.folded):
+            value = value.op.inputs[0]
+        return value
+
+    def region_number(self) -> int:
+        """A number naming the locals of one region op (``sg_n<k>``...)."""
+        self.regions += 1
+        return self.regions
+
+    @staticmethod
+    def malloc_lines(name, ctype, count, what) -> list:
+        return malloc_lines(name, ctype, count, what)
+
+    def local(self, text) -> None:
+        """Declare an ``int64_t`` local of the entry (``text``: ``name = value``)."""
+        self.locals.append(f"    int64_t {text};")
 
     def finish_lines(self) -> list:
         """Copy the fetches not computed in place, then commit the state: copies of the new
@@ -242,11 +279,7 @@ class LibraryGenerator:
             if buffer is None or buffer in swapped:
                 buffer = f"sg_new{index[name]}"
                 self.declare(buffer, ctype)
-                lines.append(f"    {buffer} = ({ctype} *)malloc({self.count(value)} * "
-                             f"sizeof({ctype}) + 1);")
-                lines.append(f'    if ({buffer} == NULL) {{\n        sg_status = sg_fail('
-                             f'SG_ERROR_MEMORY, "out of memory for the new {c_string(name)}");'
-                             f"\n        goto done;\n    }}")
+                lines += malloc_lines(buffer, ctype, self.count(value), f"the new {name}")
                 lines.append(f"    memcpy({buffer}, {self.read(value)}, {self.count(value)} "
                              f"* sizeof({ctype}));")
             swapped.add(buffer)
@@ -257,18 +290,46 @@ class LibraryGenerator:
             + swaps
 
 
+def malloc_lines(name, ctype, count, what) -> list:
+    """``name = malloc(...)`` of ``count`` (a C expression) items of ``ctype``, failing the
+    call with "out of memory for WHAT" (a byte more: ``malloc(0)`` may return NULL)."""
+    return [f"    {name} = ({ctype} *)malloc({count} * sizeof({ctype}) + 1);",
+            f'    if ({name} == NULL) {{\n        sg_status = sg_fail(SG_ERROR_MEMORY, '
+            f'"out of memory for {c_string(what)}");\n        goto done;\n    }}']
+
+
 # ops whose result is their first input's buffer: an assign's result is its new value, and a
 # view that keeps the order of the elements is the same C-contiguous buffer
 ALIASES = ("assign", "reshape", "expand_dims", "squeeze")
 
 
-def _origin(value, transposes=False):
-    """The value whose buffer holds ``value`` (see :data:`ALIASES`; with ``transposes``, a
-    2-D transpose's result counts as its input, which a GEMM may read in its place)."""
-    while value.op is not None and (value.op.name in ALIASES or
-                                    transposes and _transposed_matrix(value)):
+def _origin(value):
+    """The value whose buffer holds ``value`` (see :data:`ALIASES`)."""
+    while value.op is not None and value.op.name in ALIASES:
         value = value.op.inputs[0]
     return value
+
+
+def _last_uses(ops, keep, origin) -> dict:
+    """``{op index: [values whose buffer no later op of ops reads]}``, without ``keep``. A
+    value read through another (``origin``) counts as read where that one is; a region op
+    reads what its blocks capture (they are its inputs)."""
+    last: dict = {}
+    for index, op in enumerate(ops):
+        for value in op.results:
+            last[value] = index
+        for value in op.inputs:
+            last[origin(value)] = index
+    table: dict = {}
+    for value, index in last.items():
+        if value not in keep:
+            table.setdefault(index, []).append(value)
+    return table
+
+
+def _is_region(op) -> bool:
+    """A control-flow op (blocks that run as C loops and branches), not a fusion."""
+    return bool(op.blocks) and not is_fusion(op)
 
 
 def _type_text(value) -> str:
@@ -277,9 +338,8 @@ def _type_text(value) -> str:
 
 
 def _refusal(op) -> str:
-    if op.blocks and not is_fusion(op):
-        return (f"{op_where(op)} is control flow, which the C library export does not compute "
-                f"yet: export a program without loops or conditionals")
+    if op.name in REFUSALS:
+        return f"{op_where(op)} {REFUSALS[op.name]}"
     return (f"{op_where(op)} is not computed in C by the C library export (it would need "
             f"Python): export a program without it, or run it with the Python artifact "
             f"(fn.save)")
@@ -405,11 +465,7 @@ def transpose_rule(gen, op) -> bool:
     if op.name != "transpose" or not _transposed_matrix(op.results[0]):
         return False
     value = op.results[0]
-    readers = gen.readers.get(value, [])
-    if readers and not any(v is value for v in gen.user_fetches) and \
-            all(_gemm_operands(r) and r.inputs[0].ndim == 2 for r in readers) and \
-            not any(v is value for _, v in gen.state):
-        gen.folded.add(value)
+    if value in gen.folded:
         return True
     source = op.inputs[0]
     if not supported(value.dtype):
@@ -469,6 +525,41 @@ def size_rule(gen, op) -> bool:
     return True
 
 
+def broadcast_rule(gen, op) -> bool:
+    """``broadcast_to``/``broadcast_like``: a copy loop over the result's elements, reading
+    the input's element at the same index with its broadcast axes (absent or of size 1)
+    dropped::
+
+        for (int64_t sg_o = 0; sg_o < (size_t)(sg_s0) * (size_t)(5); sg_o++) {
+            int64_t sg_r = sg_o, sg_x = 0, sg_c;
+            sg_c = sg_r % 5; sg_r /= 5; sg_x += sg_c * 1;
+            v17[sg_o] = v16[sg_x];
+        }
+    """
+    if op.name not in ("broadcast_to", "broadcast_like") or not supported(op.results[0].dtype):
+        return False
+    source, result = op.inputs[0], op.results[0]
+    ins, outs = gen.dims.dims_of(source), gen.dims.dims_of(result)
+    steps, stride = [], "1"
+    for axis in range(len(outs) - 1, -1, -1):
+        inner = axis - (len(outs) - len(ins))
+        if inner >= 0 and source.dims[inner] != 1:
+            steps.append(f"sg_c = sg_r % ({outs[axis]}); sg_r /= ({outs[axis]}); "
+                         f"sg_x += sg_c * {stride};")
+            stride = f"{stride} * (int64_t)({ins[inner]})"
+        else:
+            steps.append(f"sg_r /= ({outs[axis]});")
+    src, target = gen.read(source), gen.allocate(result)
+    lines = [f"    /* {group_heading_of(op)} */",
+             f"    for (int64_t sg_o = 0; sg_o < (int64_t)({gen.count(result)}); sg_o++) {{",
+             "        int64_t sg_r = sg_o, sg_x = 0, sg_c = 0;"]
+    lines += [f"        {step}" for step in steps]
+    lines += ["        (void)sg_r; (void)sg_c;", f"        {target}[sg_o] = {src}[sg_x];",
+              "    }"]
+    gen.body.append("\n".join(lines))
+    return True
+
+
 def alias_rule(gen, op) -> bool:
     """An op of :data:`ALIASES`: its result reads its input's buffer."""
     if op.name not in ALIASES:
@@ -477,7 +568,8 @@ def alias_rule(gen, op) -> bool:
     return True
 
 
-RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule, alias_rule)
+RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule,
+         broadcast_rule, alias_rule) + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
