@@ -127,6 +127,10 @@ class DimTable:
         return [f"    if ({left} != {right})\n        return sg_fail(SG_ERROR_DIM, "
                 f'"{message}", {values});']
 
+    def known(self, dim) -> bool:
+        """Has ``dim`` a C expression (a number, or symbols the entry has bound)?"""
+        return isinstance(dim, int) or c_expression(dim_to_json(dim), self.symbols) is not None
+
     def bind(self, dim, local) -> None:
         """Bind the symbol ``dim`` that an op defines at run time (the leading dim of a
         while loop's stacked outputs: its trip count) to the entry's C local ``local``;

@@ -1,7 +1,7 @@
 """The C host of an exported library: one C function running a whole program.
 
-:class:`LibraryGenerator` walks the program's top-level ops once, in order, and writes the
-body of ``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is
+:class:`LibraryGenerator` walks the program's top-level ops once, in order (a region op's
+blocks nested in its C loop or branch), and writes the body of ``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is
 computed in C by the first rule of :data:`RULES` that takes it, or the export is refused with
 a :class:`LibraryExportError` naming the op and the line that built it; nothing calls back
 into Python. The rules:
@@ -13,9 +13,11 @@ into Python. The rules:
 - the softmax family and ``one_hot``: the row loops of the C backend (``c/library/row_op.c.j2``);
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
-  computed); another 2-D ``transpose``: a copy loop;
+  computed);
 - ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
-- ``broadcast_to``, ``broadcast_like``: a copy loop;
+- other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
+  ``split``, ``pad``: copy loops (:mod:`.moves`);
+- ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
 - control flow (``cond``, ``scan``, ``while_loop``): C branches and loops over their blocks'
   code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
@@ -62,6 +64,8 @@ from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
 from .dims import DimTable, c_string, identifier
 from .errors import LibraryExportError
+from .gathers import RULES as GATHER_RULES
+from .moves import RULES as MOVE_RULES
 from .regions import REFUSALS
 from .regions import RULES as REGION_RULES
 
@@ -248,6 +252,13 @@ class LibraryGenerator:
         while value.op is not None and (value.op.name in ALIASES or value in self.folded):
             value = value.op.inputs[0]
         return value
+
+    def new_local(self, prefix) -> str:
+        """A new ``int64_t`` local of the entry (``prefix<k>``), 0 until set."""
+        self.regions += 1
+        name = f"{prefix}{self.regions}"
+        self.local(f"{name} = 0")
+        return name
 
     def region_number(self) -> int:
         """A number naming the locals of one region op (``sg_n<k>``...)."""
@@ -459,26 +470,6 @@ def _gemm_operands(op) -> bool:
     return a.ndim >= 2 and b.ndim == 2
 
 
-def transpose_rule(gen, op) -> bool:
-    """A 2-D transpose: nothing when every reader is a GEMM (which reads it through its
-    flag), else a copy loop."""
-    if op.name != "transpose" or not _transposed_matrix(op.results[0]):
-        return False
-    value = op.results[0]
-    if value in gen.folded:
-        return True
-    source = op.inputs[0]
-    if not supported(value.dtype):
-        return False
-    rows, cols = gen.dims.dims_of(source)
-    src, target = gen.read(source), gen.allocate(value)
-    gen.body.append(f"    /* {group_heading_of(op)} */")
-    gen.body.append(f"    for (int64_t sg_i = 0; sg_i < {cols}; sg_i++)\n"
-                    f"        for (int64_t sg_j = 0; sg_j < {rows}; sg_j++)\n"
-                    f"            {target}[sg_i * {rows} + sg_j] = {src}[sg_j * {cols} + sg_i];")
-    return True
-
-
 def matmul_rule(gen, op) -> bool:
     if not _gemm_operands(op):
         return False
@@ -525,41 +516,6 @@ def size_rule(gen, op) -> bool:
     return True
 
 
-def broadcast_rule(gen, op) -> bool:
-    """``broadcast_to``/``broadcast_like``: a copy loop over the result's elements, reading
-    the input's element at the same index with its broadcast axes (absent or of size 1)
-    dropped::
-
-        for (int64_t sg_o = 0; sg_o < (size_t)(sg_s0) * (size_t)(5); sg_o++) {
-            int64_t sg_r = sg_o, sg_x = 0, sg_c;
-            sg_c = sg_r % 5; sg_r /= 5; sg_x += sg_c * 1;
-            v17[sg_o] = v16[sg_x];
-        }
-    """
-    if op.name not in ("broadcast_to", "broadcast_like") or not supported(op.results[0].dtype):
-        return False
-    source, result = op.inputs[0], op.results[0]
-    ins, outs = gen.dims.dims_of(source), gen.dims.dims_of(result)
-    steps, stride = [], "1"
-    for axis in range(len(outs) - 1, -1, -1):
-        inner = axis - (len(outs) - len(ins))
-        if inner >= 0 and source.dims[inner] != 1:
-            steps.append(f"sg_c = sg_r % ({outs[axis]}); sg_r /= ({outs[axis]}); "
-                         f"sg_x += sg_c * {stride};")
-            stride = f"{stride} * (int64_t)({ins[inner]})"
-        else:
-            steps.append(f"sg_r /= ({outs[axis]});")
-    src, target = gen.read(source), gen.allocate(result)
-    lines = [f"    /* {group_heading_of(op)} */",
-             f"    for (int64_t sg_o = 0; sg_o < (int64_t)({gen.count(result)}); sg_o++) {{",
-             "        int64_t sg_r = sg_o, sg_x = 0, sg_c = 0;"]
-    lines += [f"        {step}" for step in steps]
-    lines += ["        (void)sg_r; (void)sg_c;", f"        {target}[sg_o] = {src}[sg_x];",
-              "    }"]
-    gen.body.append("\n".join(lines))
-    return True
-
-
 def alias_rule(gen, op) -> bool:
     """An op of :data:`ALIASES`: its result reads its input's buffer."""
     if op.name not in ALIASES:
@@ -568,8 +524,8 @@ def alias_rule(gen, op) -> bool:
     return True
 
 
-RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule,
-         broadcast_rule, alias_rule) + REGION_RULES
+RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
+    MOVE_RULES + GATHER_RULES + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:

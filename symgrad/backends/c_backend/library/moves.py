@@ -1,0 +1,223 @@
+"""Data movement in an exported library: slices, their gradients, joins, splits, pads,
+transposes and broadcasts as copy loops.
+
+Every buffer is C-contiguous, so each of these ops is one or more *affine copies*
+(:func:`affine_copy`): a loop over the elements of a space of dims (the result, or one
+input) that reads the source at ``base + sum(index[a] * stride[a])`` and writes the target
+the same way (contiguously when it is the space itself). A stride of ``0`` broadcasts, a
+negative one runs backwards (a slice of step ``-1``). Emitted (``x[1:, ::-1]`` of an
+``x: float32[n, 4]``)::
+
+    /* %3 = slice(%x) {index=((1, None, None), (None, None, -1))} */
+    for (int64_t sg_o = 0; sg_o < (int64_t)((size_t)(sg_n3) * (size_t)(4)); sg_o++) {
+        int64_t sg_r = sg_o, sg_x = (int64_t)(1) * (4) + (int64_t)(3) * 1, sg_c;
+        sg_c = sg_r % (4); sg_r /= (4); sg_x += sg_c * (-1 * 1);
+        sg_c = sg_r % (sg_n3); sg_r /= (sg_n3); sg_x += sg_c * (1 * (4));
+        v3[sg_o] = x[sg_x];
+    }
+
+A slice's start on an axis of run-time size follows Python's rules
+(``sg_slice_start``, ``sg_slice_length`` in ``c/library/library.c.j2``); the length of
+a slice of a run-time dim is a local of the entry bound to the result's dim.
+"""
+from __future__ import annotations
+
+from ....ir.printer import format_op_head
+from ..ctype import c_comment, literal, supported
+
+
+def strides(dims) -> list:
+    """The C expressions of the strides (in elements) of a C-contiguous array of ``dims``."""
+    out, stride = [], "1"
+    for dim in reversed(dims):
+        out.append(stride)
+        stride = f"{stride} * ({dim})" if stride != "1" else f"({dim})"
+    return out[::-1]
+
+
+def affine_copy(note, space, target, source, src_strides, dst_strides=None, src_base="0",
+                dst_base="0", accumulate=False) -> str:
+    """One C loop over the elements of ``space`` (dims as C expressions): ``target[...] =
+    source[...]`` (``+=`` with ``accumulate``), the source element at ``src_base`` plus each
+    index times its stride of ``src_strides``, the target's likewise (``dst_strides`` None:
+    contiguous over the space). A stride ``"0"`` adds nothing."""
+    total = " * ".join(f"(size_t)({d})" for d in space) or "1"
+    steps = []
+    for axis in range(len(space) - 1, -1, -1):
+        step = f"sg_c = sg_r % ({space[axis]}); sg_r /= ({space[axis]});"
+        if src_strides[axis] != "0":
+            step += f" sg_x += sg_c * ({src_strides[axis]});"
+        if dst_strides is not None and dst_strides[axis] != "0":
+            step += f" sg_y += sg_c * ({dst_strides[axis]});"
+        steps.append(step)
+    where = "sg_o" if dst_strides is None else "sg_y"
+    lines = [f"    /* {note} */",
+             f"    for (int64_t sg_o = 0; sg_o < (int64_t)({total}); sg_o++) {{",
+             f"        int64_t sg_r = sg_o, sg_x = {src_base}, sg_y = {dst_base}, sg_c = 0;"]
+    lines += [f"        {step}" for step in steps]
+    lines += ["        (void)sg_r; (void)sg_y; (void)sg_c;",
+              f"        {target}[{where}] {'+=' if accumulate else '='} {source}[sg_x];",
+              "    }"]
+    return "\n".join(lines)
+
+
+def fill(target, count, value, dtype) -> str:
+    """``target[0:count] = value`` (a C loop)."""
+    return (f"    for (int64_t sg_o = 0; sg_o < (int64_t)({count}); sg_o++)\n"
+            f"        {target}[sg_o] = {literal(value, dtype)};")
+
+
+def heading(op) -> str:
+    return c_comment(format_op_head(op))
+
+
+def _all_supported(op) -> bool:
+    return all(supported(v.dtype) for v in list(op.inputs) + list(op.results))
+
+
+# --- slices -----------------------------------------------------------------------------------
+def _slice_map(gen, index, dims, result_dims) -> tuple:
+    """``(base, strides)`` of a basic ``index`` into an array of ``dims`` (C expressions):
+    the offset of the first element it picks and, per axis of the sliced result, its stride
+    in the array. A result dim that no input binds (a slice of a run-time dim) is bound to
+    a local computing the slice's length."""
+    array_strides = strides(dims)
+    base, out, axis, out_axis = [], [], 0, 0
+    for item in index:
+        if item is None:
+            out.append("0")
+            out_axis += 1
+            continue
+        n, stride = dims[axis], array_strides[axis]
+        if isinstance(item, (list, tuple)):
+            start, stop, step = item
+            step = 1 if step is None else step
+            flags = f"{int(start is not None)}, {start or 0}, {int(stop is not None)}, " \
+                    f"{stop or 0}, {step}"
+            dim = result_dims[out_axis]
+            if not gen.dims.known(dim):
+                local = gen.new_local("sg_len")
+                gen.body.append(f"    {local} = sg_slice_length({n}, {flags});   "
+                                f"/* dim {c_comment(str(dim))} */")
+                gen.dims.bind(dim, local)
+            base.append(f"sg_slice_start({n}, {flags}) * ({stride})")
+            out.append(f"{step} * ({stride})")
+            out_axis += 1
+        else:
+            base.append(f"((int64_t)({item}) < 0 ? (int64_t)({item}) + ({n}) : "
+                        f"(int64_t)({item})) * ({stride})")
+        axis += 1
+    out += array_strides[axis:]
+    return " + ".join(base) or "0", out
+
+
+def slice_rule(gen, op) -> bool:
+    if op.name != "slice" or not _all_supported(op):
+        return False
+    (x,), result = op.inputs, op.results[0]
+    base, src = _slice_map(gen, op.attrs["index"], gen.dims.dims_of(x), result.dims)
+    space = gen.dims.dims_of(result)
+    gen.body.append(affine_copy(heading(op), space, gen.allocate(result), gen.read(x), src,
+                                src_base=base))
+    return True
+
+
+def slice_scatter_rule(gen, op) -> bool:
+    """The gradient of a slice: zeros, the cotangent written where the slice read."""
+    if op.name != "slice_scatter" or not _all_supported(op):
+        return False
+    g, result = op.inputs[0], op.results[0]
+    dims = gen.dims.dims_of(result)
+    base, dst = _slice_map(gen, op.attrs["index"], dims, g.dims)
+    target = gen.allocate(result)
+    gen.body.append(fill(target, gen.count(result), 0, result.dtype))
+    gen.body.append(affine_copy(heading(op), gen.dims.dims_of(g), target, gen.read(g),
+                                strides(gen.dims.dims_of(g)), dst, dst_base=base))
+    return True
+
+
+# --- joins and splits --------------------------------------------------------------------------
+def concatenate_rule(gen, op) -> bool:
+    """Each input copied into its place along the axis (the dtype converted as C does)."""
+    if op.name not in ("concatenate", "stack") or not _all_supported(op):
+        return False
+    result, axis = op.results[0], op.attrs["axis"]
+    out = strides(gen.dims.dims_of(result))
+    target = gen.allocate(result)
+    offset = "0"
+    for k, value in enumerate(op.inputs):
+        dims = gen.dims.dims_of(value)
+        if op.name == "stack":
+            dst, base = out[:axis] + out[axis + 1:], f"(int64_t){k} * ({out[axis]})"
+        else:
+            dst, base = out, f"(int64_t)({offset}) * ({out[axis]})"
+            offset = f"{offset} + ({dims[axis]})" if offset != "0" else f"({dims[axis]})"
+        gen.body.append(affine_copy(f"{heading(op)}: input {k}", dims, target,
+                                    gen.read(value), strides(dims), dst, dst_base=base))
+    return True
+
+
+def split_rule(gen, op) -> bool:
+    """Each piece copied out of its place along the axis (``split``, ``split_like``)."""
+    if op.name not in ("split", "split_like") or not _all_supported(op):
+        return False
+    x, axis = op.inputs[0], op.attrs["axis"]
+    src, src_dims = gen.read(x), gen.dims.dims_of(x)
+    offset = "0"
+    for k, piece in enumerate(op.results):
+        dims = gen.dims.dims_of(piece)
+        base = f"(int64_t)({offset}) * ({strides(src_dims)[axis]})"
+        gen.body.append(affine_copy(f"{heading(op)}: piece {k}", dims, gen.allocate(piece),
+                                    src, strides(src_dims), src_base=base))
+        offset = f"{offset} + ({dims[axis]})" if offset != "0" else f"({dims[axis]})"
+    return True
+
+
+def pad_rule(gen, op) -> bool:
+    if op.name != "pad" or not _all_supported(op):
+        return False
+    (x,), result = op.inputs, op.results[0]
+    out = strides(gen.dims.dims_of(result))
+    target = gen.allocate(result)
+    base = " + ".join(f"(int64_t){before} * ({stride})" for (before, _), stride in
+                      zip(op.attrs["pad_width"], out) if before) or "0"
+    dims = gen.dims.dims_of(x)
+    gen.body.append(fill(target, gen.count(result), op.attrs["constant_values"], result.dtype))
+    gen.body.append(affine_copy(heading(op), dims, target, gen.read(x), strides(dims), out,
+                                dst_base=base))
+    return True
+
+
+# --- transposes and broadcasts -----------------------------------------------------------------
+def transpose_rule(gen, op) -> bool:
+    """A transpose the GEMM does not read through its flag: a copy loop."""
+    if op.name != "transpose" or not _all_supported(op):
+        return False
+    (x,), result = op.inputs, op.results[0]
+    if result in gen.folded:
+        return True
+    within = strides(gen.dims.dims_of(x))
+    gen.body.append(affine_copy(heading(op), gen.dims.dims_of(result), gen.allocate(result),
+                                gen.read(x), [within[a] for a in op.attrs["axes"]]))
+    return True
+
+
+def broadcast_rule(gen, op) -> bool:
+    """``broadcast_to``/``broadcast_like``: the input's axes that are absent or of size 1
+    read with stride 0 (a dim unknown when the program was built is never broadcast)."""
+    if op.name not in ("broadcast_to", "broadcast_like") or not _all_supported(op):
+        return False
+    source, result = op.inputs[0], op.results[0]
+    within, outs = strides(gen.dims.dims_of(source)), gen.dims.dims_of(result)
+    lead = len(outs) - source.ndim
+    src = ["0" if a < lead or source.dims[a - lead] == 1 else within[a - lead]
+           for a in range(len(outs))]
+    gen.body.append(affine_copy(heading(op), outs, gen.allocate(result), gen.read(source),
+                                src))
+    return True
+
+
+RULES = (transpose_rule, broadcast_rule, slice_rule, slice_scatter_rule, concatenate_rule,
+         split_rule, pad_rule)
+
+__all__ = ["RULES", "affine_copy", "fill", "strides"]
