@@ -1,9 +1,9 @@
 """Control flow in an exported library: programs with ``scan``, ``while_loop``, ``cond`` and
 ``fori_loop`` and their gradients, called with ctypes, compute what the same program computes
 on the C backend (float64: bit for bit) and the interpreter; a while loop's data-dependent trip
-count (none, and more than the 16 rows its stacks start with) and the checkpointed loops'
-segments; the schedule of a binomial checkpoint is refused, naming the op; a C driver runs the
-while/cond program clean under AddressSanitizer."""
+count (none, and more than the 16 rows its stacks start with), and loops checkpointed every k
+steps, by sqrt and by a binomial schedule; C drivers run the while/cond program and the
+checkpointed one clean under AddressSanitizer."""
 import json
 import os
 import subprocess
@@ -13,7 +13,6 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward
-from symgrad.backends.c_backend.library import LibraryExportError
 
 from .conftest import one_blas_thread
 from .library_ctypes import Library
@@ -67,19 +66,27 @@ def dynamic():
 
 
 def checkpointed():
-    """A fori_loop of static bounds and one of a run-time bound, each checkpointed every few
-    steps (the backward recomputes segments: nested scans, a counted while loop)."""
+    """Loops checkpointed every few steps (a fori_loop of static bounds: nested scans; one of
+    a run-time bound: a counted while loop and the reverse_loop of its schedule), with
+    ``"sqrt"`` and with a binomial schedule on a reverse scan: their backward loops recompute
+    the steps from the carries they stored."""
     rng = np.random.default_rng(2)
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", ["batch", 5], "float64")
+        xs = sg.data("xs", ["T", "batch", 5], "float64")
         n = sg.data("n", [], "int64")
         w = sg.parameter("w", [5, 5], "float64", init=rng.standard_normal((5, 5)) * 0.4)
         h = sg.fori_loop(0, 7, lambda i, h: sg.tanh(h @ w), x, checkpoint=2)
         h = sg.fori_loop(sg.constant(np.int64(0)), n, lambda i, h: sg.tanh(h @ w + h), h,
                          checkpoint=3)
-        loss = sg.sum(h * h)
-        grads = ir_backward.grad(loss, [w, x])
+        h = sg.fori_loop(sg.constant(np.int64(0)), n, lambda i, h: sg.sin(h @ w), h,
+                         checkpoint="sqrt")
+        (h, _), ys = sg.scan(lambda c, x_t: ((sg.sin(c[0] * x_t) + c[1] @ w, c[1] * 0.5),
+                                            c[0] * x_t), (h, x), xs, reverse=True,
+                             checkpoint=("binomial", 2))
+        loss = sg.sum(h * h) + sg.sum(ys)
+        grads = ir_backward.grad(loss, [w, x, xs])
     return prog, [loss] + list(grads)
 
 
@@ -148,27 +155,22 @@ def test_a_dim_the_loop_reads_is_checked_at_the_entry(dynamic_library):
     assert code != 0 and "x: dim 0 is -1" in library.error()
 
 
-def test_checkpointed_loops_and_their_segments(tmp_path_factory, cblas):
+@pytest.fixture(scope="module")
+def checkpointed_library(tmp_path_factory, cblas):
     programs = export(tmp_path_factory, checkpointed(), "ckpt")
-    try:
-        rng = np.random.default_rng(5)
-        for n in (0, 1, 7):
-            check(programs, {"x": rng.standard_normal((2, 5)), "n": np.int64(n)})
-    finally:
-        programs[3].close()
+    yield programs
+    programs[3].close()
 
 
-def test_a_binomial_checkpoint_is_refused_naming_its_op(tmp_path):
-    prog = sg.Program()
-    with sg.program_guard(prog):
-        x = sg.data("x", [3], "float64")
-        h = sg.fori_loop(0, 5, lambda i, h: sg.sin(h), x, checkpoint=("binomial", 2))
-        loss = sg.sum(h)
-        (grad,) = ir_backward.grad(loss, [x])
-    fn = sg.compile(prog, [loss, grad], backend="c")
-    with pytest.raises(LibraryExportError, match=r"op 'reverse_loop' .*checkpoint the loop "
-                                                 r"with an int k"):
-        fn.export_c(str(tmp_path / "binomial"), name="binomial", blas="numpy")
+def checkpointed_feeds(n, steps, seed=5):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal((2, 5)) * 0.3, "n": np.int64(n),
+            "xs": rng.standard_normal((steps, 2, 5))}
+
+
+def test_checkpointed_loops_and_their_schedules(checkpointed_library):
+    for n, steps in ((0, 0), (1, 1), (7, 9), (30, 23)):
+        check(checkpointed_library, checkpointed_feeds(n, steps))
 
 
 DRIVER = r"""
@@ -199,35 +201,99 @@ int main(int argc, char **argv)
 """
 
 
-def test_the_while_and_cond_program_under_address_sanitizer(dynamic_library, tmp_path):
-    fn, _, folder, _ = dynamic_library
-    (tmp_path / "driver.c").write_text(DRIVER)
+def sanitized(folder, name, driver, tmp_path):
+    """The C ``driver`` built with the library's sources under AddressSanitizer and UBSan
+    (skips without their runtime), and the environment to run it in."""
+    (tmp_path / "driver.c").write_text(driver)
     binary = str(tmp_path / "driver")
-    flags = ["-std=gnu11", "-O1", "-g", "-fsanitize=address,undefined",
-             "-fno-omit-frame-pointer", f"-I{folder}"]
     make = ["make", "-s", "--no-print-directory", "-C", folder]
     blas = subprocess.run(make + ["libs"], capture_output=True, text=True).stdout.split()
     blas_cflags = subprocess.run(make + ["blas-cflags"], capture_output=True,
                                  text=True).stdout.split()
-    done = subprocess.run(["cc", *flags, *blas_cflags, str(tmp_path / "driver.c"),
-                           os.path.join(folder, "dyn.c"), *blas, "-o", binary],
-                          capture_output=True, text=True)
+    done = subprocess.run(["cc", "-std=gnu11", "-O1", "-g", "-fsanitize=address,undefined",
+                           "-fno-omit-frame-pointer", f"-I{folder}", *blas_cflags,
+                           str(tmp_path / "driver.c"), os.path.join(folder, f"{name}.c"),
+                           *blas, "-o", binary], capture_output=True, text=True)
     if done.returncode != 0 and "asan" in done.stderr.lower():
         pytest.skip(f"no AddressSanitizer runtime: {done.stderr[-300:]}")
     assert done.returncode == 0, done.stderr
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", ASAN_OPTIONS="detect_leaks=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    return binary, env
+
+
+def run_clean(command, env) -> list:
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Sanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr
+    return done.stdout.split()
+
+
+def test_the_while_and_cond_program_under_address_sanitizer(dynamic_library, tmp_path):
+    fn, _, folder, _ = dynamic_library
+    binary, env = sanitized(folder, "dyn", DRIVER, tmp_path)
     x = np.random.default_rng(4).standard_normal((3, 5)) * 0.05
     for limit in (1e-9, 100.0):
         path = tmp_path / "input.bin"
         np.concatenate([x.reshape(-1), [limit]]).tofile(path)
-        done = subprocess.run([binary, os.path.join(folder, "dyn.params"), str(path)],
-                              capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in \
-            done.stderr
-        loss, trips = done.stdout.split()
+        loss, trips = run_clean([binary, os.path.join(folder, "dyn.params"), str(path)], env)
         with one_blas_thread():
             want = fn(x=x, limit=np.float64(limit))
         assert int(trips) == int(want[1])   # built at -O1 here: the loss to a rounding
         np.testing.assert_allclose(float(loss), want[0], rtol=1e-12)
+
+
+CHECKPOINTED_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "ckpt.h"
+
+/* argv: the parameter file, n, the steps T, then a file of x (2 x 5) and xs (T x 2 x 5)
+   float64; prints the loss and the sum of the gradients. */
+int main(int argc, char **argv)
+{
+    if (argc < 5)
+        return 2;
+    const int64_t n = atoll(argv[2]), steps = atoll(argv[3]);
+    double *in = malloc((size_t)(10 + 10 * steps) * sizeof(double) + 1);
+    double *gxs = malloc((size_t)(10 * steps) * sizeof(double) + 1);
+    double loss, gw[25], gx[10], total = 0;
+    FILE *file = fopen(argv[4], "rb");
+    if (in == NULL || gxs == NULL || file == NULL ||
+        fread(in, sizeof(double), (size_t)(10 + 10 * steps), file) != (size_t)(10 + 10 * steps))
+        return 2;
+    fclose(file);
+    ckpt_state *state = ckpt_state_new();
+    if (state == NULL || ckpt_state_load(state, argv[1]) != 0)
+        return 3;
+    int code = ckpt_run(state, in, 2, in + 10, steps, 2, &n, &loss, gw, gx, gxs);
+    if (code != 0)
+        fprintf(stderr, "%s\n", ckpt_last_error());
+    for (int k = 0; k < 25; k++)
+        total += gw[k];
+    for (int k = 0; k < 10; k++)
+        total += gx[k];
+    for (int64_t k = 0; k < 10 * steps; k++)
+        total += gxs[k];
+    printf("%.17g %.17g\n", loss, total);
+    ckpt_state_free(state);
+    free(in);
+    free(gxs);
+    return code;
+}
+"""
+
+
+def test_the_checkpointed_program_under_address_sanitizer(checkpointed_library, tmp_path):
+    fn, _, folder, _ = checkpointed_library
+    binary, env = sanitized(folder, "ckpt", CHECKPOINTED_DRIVER, tmp_path)
+    for n, steps in ((0, 0), (9, 6)):
+        data = checkpointed_feeds(n, steps)
+        path = tmp_path / "input.bin"
+        np.concatenate([data["x"].reshape(-1), data["xs"].reshape(-1)]).tofile(path)
+        loss, total = run_clean([binary, os.path.join(folder, "ckpt.params"), str(n),
+                                 str(steps), str(path)], env)
+        with one_blas_thread():
+            want = fn(**data)
+        np.testing.assert_allclose(float(loss), want[0], rtol=1e-12)
+        np.testing.assert_allclose(float(total), sum(np.sum(g) for g in want[1:]), rtol=1e-9)

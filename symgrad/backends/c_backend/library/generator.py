@@ -18,7 +18,7 @@ into Python. The rules:
 - other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
   ``split``, ``pad``: copy loops (:mod:`.moves`);
 - ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
-- control flow (``cond``, ``scan``, ``while_loop``): C branches and loops over their blocks'
+- control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops over their blocks'
   code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
@@ -66,7 +66,6 @@ from .dims import DimTable, c_string, identifier
 from .errors import LibraryExportError
 from .gathers import RULES as GATHER_RULES
 from .moves import RULES as MOVE_RULES
-from .regions import REFUSALS
 from .regions import RULES as REGION_RULES
 
 
@@ -116,7 +115,7 @@ class GeneratedLibrary:
     body: list              # C lines of the entry
     finish: list            # C lines after success (outputs, state commits)
     functions: list         # units.Piece of each loop group function
-    rows: list              # rendered row functions
+    rows: list              # rendered row functions and helpers
     constants: list         # C lines of static constant arrays
     dtypes: set             # C float types the GEMM is called with
 
@@ -149,6 +148,7 @@ class LibraryGenerator:
         self.gemm_types: set = set()
         self.locals: list = []         # C lines declaring the entry's int64_t locals
         self.regions = 0
+        self.helpers: dict = {}        # template -> its rendered C (helpers of some ops)
         self.direct = self._direct_outputs()
         self.folded = self._folded()   # transposes read through a GEMM's flag
         self.outputs = [Output(f"out{k}", c_type(v.dtype), _type_text(v))
@@ -222,7 +222,8 @@ class LibraryGenerator:
         return GeneratedLibrary(
             self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
             self.dims.lines, self.locals + self.declarations, self.buffers, self.body,
-            finish, list(self.functions.values()), self.rows, self.constants,
+            finish, list(self.functions.values()),
+            list(self.helpers.values()) + self.rows, self.constants,
             self.gemm_types)
 
     def lower_ops(self, ops, keep) -> list:
@@ -252,6 +253,11 @@ class LibraryGenerator:
         while value.op is not None and (value.op.name in ALIASES or value in self.folded):
             value = value.op.inputs[0]
         return value
+
+    def helper(self, template) -> None:
+        """Render the C helper ``template`` once into the library (before the entry)."""
+        if template not in self.helpers:
+            self.helpers[template] = self.environment.get_template(template).render()
 
     def new_local(self, prefix) -> str:
         """A new ``int64_t`` local of the entry (``prefix<k>``), 0 until set."""
@@ -349,8 +355,6 @@ def _type_text(value) -> str:
 
 
 def _refusal(op) -> str:
-    if op.name in REFUSALS:
-        return f"{op_where(op)} {REFUSALS[op.name]}"
     return (f"{op_where(op)} is not computed in C by the C library export (it would need "
             f"Python): export a program without it, or run it with the Python artifact "
             f"(fn.save)")

@@ -1,5 +1,5 @@
-"""Control flow in an exported library: ``cond``, ``scan`` and ``while_loop`` as C branches and
-loops over their blocks' C code (``fori_loop`` is one of the two loops).
+"""Control flow in an exported library: ``cond``, ``scan``, ``while_loop`` and ``reverse_loop``
+as C branches and loops over their blocks' C code (``fori_loop`` is one of the loops).
 
 A block's ops are lowered by the generator's own rules (:meth:`LibraryGenerator.lower_ops`),
 into lines nested in the loop or branch; the values they compute live in buffers allocated
@@ -20,7 +20,12 @@ at each step and freed after their last use in the block. Rendered from
   double when full (16 rows first); the trip count is a local of the entry, which the
   stacked outputs' leading dim and a ``counted`` loop's trip count result read after it;
 - a ``cond`` is ``if (pred) {...} else {...}``: each branch moves or copies what it yields
-  into the op's results.
+  into the op's results;
+- a ``reverse_loop`` (the backward of a loop checkpointed by a run-time schedule:
+  ``("binomial", s)``, or ``k``/``"sqrt"`` on a while loop) runs the actions of its schedule,
+  computed in C by ``sg_reverse_plan`` (``c/library/reverse_plan.c.j2``, the same actions as
+  :func:`~symgrad.ops.checkpoint._sg_reverse_plan`), storing and restoring its carries in
+  slots.
 
 Emitted (an RNN's backward scan, abridged)::
 
@@ -38,27 +43,17 @@ Emitted (an RNN's backward scan, abridged)::
         v43 = NULL;
         ...
     }
-
-The ``reverse_loop`` of a loop checkpointed with ``"sqrt"`` (on a while_loop) or
-``("binomial", s)`` is refused (:data:`REFUSALS`).
 """
 from __future__ import annotations
 
 from ....ir.printer import format_op_head
 from ....ops.control_flow import cond_p, loop_layout, scan_p, while_p
+from ....ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from ..ctype import c_comment, c_type
 from .dims import c_string
 
 
 INITIAL_ROWS = 16    # rows first allocated for a while loop's stacked values
-
-# ops refused with a message of their own: {op name: what to do instead}
-REFUSALS = {
-    "reverse_loop": "is the backward of a loop checkpointed with \"sqrt\" (a while_loop) or "
-                    "(\"binomial\", s), whose schedule the C library export does not compute: "
-                    "checkpoint the loop with an int k (segments of k steps) or not at all",
-}
-
 
 def indented(lines, depth=1) -> list:
     """``lines`` (each possibly several lines of C) indented ``depth`` more levels."""
@@ -168,9 +163,10 @@ def _finals(gen, layout, names) -> None:
         gen.pointer[value] = gen.owned[value] = name
 
 
-def _render(gen, kind, **parts) -> list:
+def _render(gen, macro, **parts) -> list:
+    """The lines of ``macro`` of ``c/library/region.c.j2`` rendered with ``parts``."""
     text = gen.environment.get_template("c/library/region.c.j2").module
-    return getattr(text, kind)(**parts).rstrip("\n").split("\n")
+    return getattr(text, macro)(**parts).rstrip("\n").split("\n")
 
 
 def scan_rule(gen, op) -> bool:
@@ -281,4 +277,85 @@ def cond_rule(gen, op) -> bool:
     return True
 
 
-RULES = (scan_rule, while_rule, cond_rule)
+PLAN_KINDS = {"every": 0, "sqrt": 1, "binomial": 2}   # sg_reverse_plan's kinds
+
+
+def reverse_loop_rule(gen, op) -> bool:
+    """The backward of a loop checkpointed by a run-time schedule: the schedule's actions
+    (``sg_reverse_plan``, ``c/library/reverse_plan.c.j2``: the Python function's, in C) run
+    in order, advancing the carries with the ``advance`` block, storing and restoring them in
+    slots (one buffer of slots per carry, as many as the schedule uses), and running the
+    ``reverse`` block on a step's carries, which moves the cotangents and sums like a scan's
+    carries and writes the ``xs`` cotangents into stacks of ``length`` rows."""
+    if op.opdef is not reverse_loop_p:
+        return False
+    advance, backward = op.blocks
+    carries, xs_count, cts, ycts = reverse_loop_counts(op.attrs)
+    inputs = list(op.inputs)
+    inits, xs = inputs[:carries], inputs[carries:carries + xs_count]
+    ct_inits = inputs[carries + xs_count:carries + xs_count + cts]
+    y_stacks = inputs[carries + xs_count + cts:carries + xs_count + cts + ycts]
+    number = gen.region_number()
+    length, step_index = f"sg_n{number}", f"sg_t{number}"
+    gen.local(f"{length} = 0")
+    if op.attrs["length"] is not None:
+        count = str(op.attrs["length"])
+    elif xs:
+        count = gen.dims.dim_code(xs[0].dims[0], f"the length of {op.name}")
+    else:
+        source = f"{gen.read(inputs[carries + xs_count + cts + ycts])}[0]"
+        count = f"{source} > 0 ? (int64_t){source} : 0"
+    stacked_results = op.results[cts:]
+    for value in stacked_results:
+        gen.dims.bind(value.dims[0], length)
+    names, before = _carries(gen, advance.args[:carries], inits)
+    ct_names, ct_before = _carries(gen, backward.args[:cts], ct_inits)
+    for arg, name in zip(backward.args[cts + ycts:cts + ycts + carries], names):
+        gen.pointer[arg] = name
+    for args in (advance.args[carries:], backward.args[cts + ycts + carries:]):
+        for arg, x in zip(args, xs):
+            gen.pointer[arg] = f"({gen.read(x)} + {step_index} * ({_count(gen, x, 1)}))"
+    for arg, y in zip(backward.args[cts:cts + ycts], y_stacks):
+        gen.pointer[arg] = f"({gen.read(y)} + {step_index} * ({_count(gen, y, 1)}))"
+    step = _Block(gen, advance)
+    spares, allocate, free = _spares(gen, step, names, advance.yields, inits)
+    advance_lines = step.lines + _hand_over(gen, step, names, advance.yields, spares)
+    back = _Block(gen, backward)
+    ct_spares, ct_allocate, ct_free = _spares(gen, back, ct_names, backward.yields[:cts],
+                                              ct_inits)
+    stacks = _results(gen, stacked_results)
+    for name, value in zip(stacks, stacked_results):
+        before += gen.malloc_lines(name, c_type(value.dtype), _count(gen, value),
+                                   f"%{value.id}")
+    writes = [_copy(f"{name} + {step_index} * ({_count(gen, value, 1)})", gen.read(source),
+                    _count(gen, value, 1), c_type(value.dtype))
+              for name, value, source in zip(stacks, stacked_results, backward.yields[cts:])]
+    back_lines = back.lines + writes + _hand_over(gen, back, ct_names, backward.yields[:cts],
+                                                  ct_spares)
+    plan, slots = f"sg_plan{number}", gen.new_local("sg_slots")
+    gen.declare(plan, "sg_action")
+    stored = []
+    for name, init in zip(names, inits):
+        ctype = c_type(init.dtype)
+        gen.declare(f"sg_slots{name[1:]}", ctype)
+        stored.append(dict(name=name, slots=f"sg_slots{name[1:]}", count=_count(gen, init),
+                           ctype=ctype))
+    after = free + ct_free + [f"    free({b});\n    {b} = NULL;" for b in
+                              [plan] + [c["slots"] for c in stored]]
+    gen.helper("c/library/reverse_plan.c.j2")
+    kind, param = op.attrs["plan"]
+    gen.body += _render(gen, "reverse_loop", note=c_comment(format_op_head(op)),
+                        number=number, length=length, count=count,
+                        reverse=op.attrs["reverse"], kind=PLAN_KINDS[kind], param=int(param),
+                        plan=plan, slots=slots, carries=stored,
+                        before=before + ct_before + allocate + ct_allocate,
+                        advance=indented(advance_lines, 4), backward=indented(back_lines, 3),
+                        after=after)
+    for value, name in zip(op.results[:cts], ct_names):
+        gen.pointer[value] = gen.owned[value] = name
+    for name in names:   # the carries: not results of the op
+        gen.body.append(f"    free({name});\n    {name} = NULL;")
+    return True
+
+
+RULES = (scan_rule, while_rule, cond_rule, reverse_loop_rule)
