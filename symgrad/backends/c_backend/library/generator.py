@@ -18,6 +18,7 @@ into Python. The rules:
 - other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
   ``split``, ``pad``: copy loops (:mod:`.moves`);
 - ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
+- ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
 - control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops over their blocks'
   code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
@@ -64,6 +65,7 @@ from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
 from .dims import DimTable, c_string, identifier
 from .errors import LibraryExportError
+from .draws import RULES as RANDOM_RULES
 from .gathers import RULES as GATHER_RULES
 from .moves import RULES as MOVE_RULES
 from .regions import RULES as REGION_RULES
@@ -529,7 +531,7 @@ def alias_rule(gen, op) -> bool:
 
 
 RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
-    MOVE_RULES + GATHER_RULES + REGION_RULES
+    MOVE_RULES + GATHER_RULES + RANDOM_RULES + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
