@@ -1,8 +1,8 @@
 """Data movement in an exported library: slices (of run-time dims, negative steps),
-concatenate, stack, split, pad, N-D transposes, take and take_along_axis, and their
-gradients, equal the C backend bit for bit in float64 and the interpreter; an index out of
-range fails the call with Python's message, also inside a loop, where a C driver run under
-AddressSanitizer shows every buffer freed."""
+concatenate, stack, split, pad, N-D transposes, take and take_along_axis, matmuls of two
+stacks (attention), and their gradients, equal the C backend bit for bit in float64 and the
+interpreter; an index out of range fails the call with Python's message, also inside a loop,
+where a C driver run under AddressSanitizer shows every buffer freed."""
 import json
 import os
 import subprocess
@@ -24,6 +24,7 @@ def moves():
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", ["n", 6], "float64")
+        q = sg.data("q", ["heads", 4, 3], "float64")
         idx = sg.data("idx", ["k"], "int64")
         labels = sg.data("labels", ["n", 2], "int64")
         w = sg.parameter("w", [6, 4], "float64", init=rng.standard_normal((6, 4)))
@@ -40,8 +41,12 @@ def moves():
         loss = sg.sum(joined * joined) + sg.sum(stacked) + sg.sum(padded * padded) + \
             sg.sum(turned * turned) + sg.sum(rows * rows) + sg.sum(picked * picked) + \
             sg.sum(left) + sg.sum(right * right) + sg.sum(x[2] * x[-1, 1:2])
-        grads = ir_backward.grad(loss, [w, table, x])
-    return prog, [loss] + list(grads) + [joined, stacked, padded, turned, rows, picked]
+        keys = q @ w[:3, :3]                                         # a stack @ a matrix
+        attended = sg.nn.softmax(q @ sg.transpose(keys, (0, 2, 1)), axis=-1) @ q   # stacks
+        loss = loss + sg.sum(attended * attended)
+        grads = ir_backward.grad(loss, [w, table, x, q])
+    return prog, [loss] + list(grads) + [joined, stacked, padded, turned, rows, picked,
+                                         attended]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +65,7 @@ def library(tmp_path_factory, cblas):
 def feeds(n, seed=1):
     rng = np.random.default_rng(seed)
     return {"x": rng.standard_normal((n, 6)), "idx": np.array([0, 3, 3, -1, 6, -7]),
-            "labels": rng.integers(-4, 4, (n, 2))}
+            "labels": rng.integers(-4, 4, (n, 2)), "q": rng.standard_normal((2, 4, 3))}
 
 
 def test_moves_and_gathers_and_their_gradients(library):
@@ -83,8 +88,8 @@ def test_an_index_out_of_range_fails_with_pythons_message(library, name, bad):
     data[name].reshape(-1)[1] = bad
     with pytest.raises(sg.errors.IndexOutOfRangeError) as raised:
         fn(**data)
-    code, _ = built.run(data, [()] + [(6, 4), (7, 3), (4, 6), (3, 12), (4, 2, 3), (5, 5),
-                                      (3, 4, 2), (6, 3), (4, 2)])
+    shapes = [np.shape(a) for a in fn(**feeds(4))]
+    code, _ = built.run(data, shapes)
     assert code == 2   # NAME_ERROR_VALUE
     message = built.error()
     assert f"index {bad} is out of bounds for axis" in message

@@ -1,10 +1,11 @@
 """The C host of an exported library: one C function running a whole program.
 
 :class:`LibraryGenerator` walks the program's top-level ops once, in order (a region op's
-blocks nested in its C loop or branch), and writes the body of ``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is
-computed in C by the first rule of :data:`RULES` that takes it, or the export is refused with
-a :class:`LibraryExportError` naming the op and the line that built it; nothing calls back
-into Python. The rules:
+blocks nested in its C loop or branch), and writes the body of
+``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is computed in
+C by the first rule of :data:`RULES` that takes it, or the export is refused with a
+:class:`LibraryExportError` naming the op and the line that built it; nothing calls back into
+Python. The rules:
 
 - sources: a data input is the caller's pointer, a parameter the state's array, a constant a
   ``static const`` array (a 0-d one is also inlined as a literal into loop groups);
@@ -13,14 +14,14 @@ into Python. The rules:
 - the softmax family and ``one_hot``: the row loops of the C backend (``c/library/row_op.c.j2``);
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
-  computed);
+  computed); of two stacks of the same batch dims: one GEMM per matrix;
 - ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
 - other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
   ``split``, ``pad``: copy loops (:mod:`.moves`);
 - ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
 - ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
-- control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops over their blocks'
-  code (:mod:`.regions`);
+- control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops
+  over their blocks' code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
 Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
@@ -463,8 +464,9 @@ def _transposed_matrix(value) -> bool:
 
 
 def _gemm_operands(op) -> bool:
-    """A matmul the library computes: float32 or float64 throughout, ``b`` a matrix, ``a`` a
-    matrix or a stack of them (not a transposed stack)."""
+    """A matmul the library computes: float32 or float64 throughout, ``b`` a matrix and ``a``
+    a matrix or a stack of them (not a transposed stack), or two stacks of the same batch
+    dims (the C backend's cases)."""
     rule = LOWERINGS.rule(op.opdef)
     if not isinstance(rule, CNativeOp) or op.name != "matmul":
         return False
@@ -473,7 +475,7 @@ def _gemm_operands(op) -> bool:
     if values[0].dtype.name not in ("float32", "float64") or \
             any(v.dtype != values[0].dtype for v in values):
         return False
-    return a.ndim >= 2 and b.ndim == 2
+    return a.ndim >= 2 and b.ndim == 2 or a.ndim == b.ndim > 2 and a.dims[:-2] == b.dims[:-2]
 
 
 def matmul_rule(gen, op) -> bool:
@@ -491,6 +493,8 @@ def matmul_rule(gen, op) -> bool:
         else:
             operands.append((0, gen.read(value)))
     a_dims, b_dims = gen.dims.dims_of(a), gen.dims.dims_of(b)
+    if b.ndim > 2:   # two stacks: a GEMM per matrix, as the C backend's
+        return _stacked_matmul(gen, op, ctype, a_dims, b_dims)
     m = " * ".join(f"(int64_t)({d})" for d in a_dims[:-1])
     k, n = a_dims[-1], b_dims[-1]
     (ta, pa), (tb, pb) = operands
@@ -501,6 +505,20 @@ def matmul_rule(gen, op) -> bool:
     gen.body.append(f"    if (sg_gemm_{ctype}({ta}, {tb}, {m}, {n}, {k}, {pa}, {lda}, {pb}, "
                     f"{ldb}, {target}, {n}) != 0) {{\n        sg_status = SG_ERROR_BLAS;\n"
                     f"        goto done;\n    }}")
+    return True
+
+
+def _stacked_matmul(gen, op, ctype, a_dims, b_dims) -> bool:
+    a, b = op.inputs
+    batch = " * ".join(f"(int64_t)({d})" for d in a_dims[:-2])
+    m, k, n = a_dims[-2], a_dims[-1], b_dims[-1]
+    pa, pb, target = gen.read(a), gen.read(b), gen.allocate(op.results[0])
+    gen.body.append(f"    /* {group_heading_of(op)} */")
+    gen.body.append(
+        f"    for (int64_t sg_k = 0; sg_k < {batch}; sg_k++)\n"
+        f"        if (sg_gemm_{ctype}(0, 0, {m}, {n}, {k}, {pa} + sg_k * ({m}) * ({k}), {k}, "
+        f"{pb} + sg_k * ({k}) * ({n}), {n}, {target} + sg_k * ({m}) * ({n}), {n}) != 0) {{\n"
+        f"            sg_status = SG_ERROR_BLAS;\n            goto done;\n        }}")
     return True
 
 
