@@ -32,11 +32,7 @@ from __future__ import annotations
 from ....ir.location import op_site
 from ..ctype import supported
 from .dims import c_string
-from .moves import fill, heading, strides
-
-
-def _product(dims) -> str:
-    return " * ".join(f"(int64_t)({d})" for d in dims) or "1"
+from .moves import fill, heading, product, strides
 
 
 def _wrapped(index, n) -> str:
@@ -99,9 +95,9 @@ def take_rule(gen, op) -> bool:
     result, axis = op.results[0], op.attrs["axis"]
     full = gen.dims.dims_of(result if scatter else data)   # the gathered array's dims
     if axis is None:
-        n, outer, inner = _product(full), "1", "1"
+        n, outer, inner = product(full), "1", "1"
     else:
-        n, outer, inner = full[axis], _product(full[:axis]), _product(full[axis + 1:])
+        n, outer, inner = full[axis], product(full[:axis]), product(full[axis + 1:])
     gen.body.append(_check(gen, op, indices, n, axis))
     target = gen.allocate(result)
     if scatter:
@@ -124,7 +120,7 @@ def take_along_axis_rule(gen, op) -> bool:
     dims = gen.dims.dims_of(array)
     space = gen.dims.dims_of(space_value)
     if axis is None:
-        n = _product(dims)
+        n = product(dims)
         array_strides, index_strides = ["0"], strides(space)
         axis_stride = "1"
     else:

@@ -15,10 +15,12 @@ Python. The rules:
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
   computed); of two stacks of the same batch dims: one GEMM per matrix;
-- ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
+- ``reshape`` (and ``reshape_like``), ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
 - other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
   ``split``, ``pad``: copy loops (:mod:`.moves`);
 - ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
+- ``cumsum``, ``cumprod``, ``linear_recurrence``, ``argmax``, ``argmin``: loops along the
+  axis (:mod:`.along_axis`);
 - ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
 - control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops
   over their blocks' code (:mod:`.regions`);
@@ -66,6 +68,7 @@ from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
 from .dims import DimTable, c_string, identifier
 from .errors import LibraryExportError
+from .along_axis import RULES as AXIS_RULES
 from .draws import RULES as RANDOM_RULES
 from .gathers import RULES as GATHER_RULES
 from .moves import RULES as MOVE_RULES
@@ -320,7 +323,7 @@ def malloc_lines(name, ctype, count, what) -> list:
 
 # ops whose result is their first input's buffer: an assign's result is its new value, and a
 # view that keeps the order of the elements is the same C-contiguous buffer
-ALIASES = ("assign", "reshape", "expand_dims", "squeeze")
+ALIASES = ("assign", "reshape", "reshape_like", "expand_dims", "squeeze")
 
 
 def _origin(value):
@@ -549,7 +552,7 @@ def alias_rule(gen, op) -> bool:
 
 
 RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
-    MOVE_RULES + GATHER_RULES + RANDOM_RULES + REGION_RULES
+    MOVE_RULES + GATHER_RULES + AXIS_RULES + RANDOM_RULES + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:

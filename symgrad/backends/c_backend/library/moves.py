@@ -35,6 +35,11 @@ def strides(dims) -> list:
     return out[::-1]
 
 
+def product(dims) -> str:
+    """The C expression of the product of ``dims`` (C expressions), as an ``int64_t``."""
+    return " * ".join(f"(int64_t)({d})" for d in dims) or "1"
+
+
 def affine_copy(note, space, target, source, src_strides, dst_strides=None, src_base="0",
                 dst_base="0", accumulate=False) -> str:
     """One C loop over the elements of ``space`` (dims as C expressions): ``target[...] =
@@ -220,4 +225,4 @@ def broadcast_rule(gen, op) -> bool:
 RULES = (transpose_rule, broadcast_rule, slice_rule, slice_scatter_rule, concatenate_rule,
          split_rule, pad_rule)
 
-__all__ = ["RULES", "affine_copy", "fill", "strides"]
+__all__ = ["RULES", "affine_copy", "fill", "product", "strides"]
