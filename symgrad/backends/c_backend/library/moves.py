@@ -2,18 +2,20 @@
 transposes and broadcasts as copy loops.
 
 Every buffer is C-contiguous, so each of these ops is one or more *affine copies*
-(:func:`affine_copy`): a loop over the elements of a space of dims (the result, or one
-input) that reads the source at ``base + sum(index[a] * stride[a])`` and writes the target
+(:func:`affine_copy`): nested loops over the elements of a space of dims (the result, or
+one input) that read the source at ``base + sum(index[a] * stride[a])`` and write the target
 the same way (contiguously when it is the space itself). A stride of ``0`` broadcasts, a
 negative one runs backwards (a slice of step ``-1``). Emitted (``x[1:, ::-1]`` of an
 ``x: float32[n, 4]``)::
 
     /* %3 = slice(%x) {index=((1, None, None), (None, None, -1))} */
-    for (int64_t sg_o = 0; sg_o < (int64_t)((size_t)(sg_n3) * (size_t)(4)); sg_o++) {
-        int64_t sg_r = sg_o, sg_x = (int64_t)(1) * (4) + (int64_t)(3) * 1, sg_c;
-        sg_c = sg_r % (4); sg_r /= (4); sg_x += sg_c * (-1 * 1);
-        sg_c = sg_r % (sg_n3); sg_r /= (sg_n3); sg_x += sg_c * (1 * (4));
-        v3[sg_o] = x[sg_x];
+    {
+        const int64_t sg_x0 = sg_slice_start(sg_s0, 1, 1, 0, 0, 1) * ((4)) + ...,
+                      sg_y0 = 0;
+        for (int64_t sg_e0 = 0; sg_e0 < (sg_len1); sg_e0++)
+            for (int64_t sg_e1 = 0; sg_e1 < (4); sg_e1++)
+                v3[sg_y0 + sg_e0 * ((4)) + sg_e1 * (1)] = x[sg_x0 + sg_e0 * (1 * ((4))) +
+                                                          sg_e1 * (-1 * (1))];
     }
 
 A slice's start on an axis of run-time size follows Python's rules
@@ -41,28 +43,27 @@ def product(dims) -> str:
 
 
 def affine_copy(note, space, target, source, src_strides, dst_strides=None, src_base="0",
-                dst_base="0", accumulate=False) -> str:
-    """One C loop over the elements of ``space`` (dims as C expressions): ``target[...] =
-    source[...]`` (``+=`` with ``accumulate``), the source element at ``src_base`` plus each
-    index times its stride of ``src_strides``, the target's likewise (``dst_strides`` None:
-    contiguous over the space). A stride ``"0"`` adds nothing."""
-    total = " * ".join(f"(size_t)({d})" for d in space) or "1"
-    steps = []
-    for axis in range(len(space) - 1, -1, -1):
-        step = f"sg_c = sg_r % ({space[axis]}); sg_r /= ({space[axis]});"
-        if src_strides[axis] != "0":
-            step += f" sg_x += sg_c * ({src_strides[axis]});"
-        if dst_strides is not None and dst_strides[axis] != "0":
-            step += f" sg_y += sg_c * ({dst_strides[axis]});"
-        steps.append(step)
-    where = "sg_o" if dst_strides is None else "sg_y"
-    lines = [f"    /* {note} */",
-             f"    for (int64_t sg_o = 0; sg_o < (int64_t)({total}); sg_o++) {{",
-             f"        int64_t sg_r = sg_o, sg_x = {src_base}, sg_y = {dst_base}, sg_c = 0;"]
-    lines += [f"        {step}" for step in steps]
-    lines += ["        (void)sg_r; (void)sg_y; (void)sg_c;",
-              f"        {target}[{where}] {'+=' if accumulate else '='} {source}[sg_x];",
-              "    }"]
+                dst_base="0") -> str:
+    """Nested C loops over the elements of ``space`` (dims as C expressions, one loop each,
+    the last innermost): ``target[...] = source[...]``, the source element at ``src_base``
+    plus each index times its stride of ``src_strides``, the target's likewise
+    (``dst_strides`` None: contiguous over the space). A stride ``"0"`` adds nothing."""
+    if dst_strides is None:
+        dst_strides = strides(space)
+    lines = [f"    /* {note} */", "    {",
+             f"        const int64_t sg_x0 = {src_base}, sg_y0 = {dst_base};"]
+    indent = "        "
+    for axis, dim in enumerate(space):
+        lines.append(f"{indent}for (int64_t sg_e{axis} = 0; sg_e{axis} < ({dim}); "
+                     f"sg_e{axis}++)")
+        indent += "    "
+
+    def offset(base, steps):
+        return " + ".join([base] + [f"sg_e{a} * ({s})" for a, s in enumerate(steps)
+                                    if s != "0"])
+    lines.append(f"{indent}{target}[{offset('sg_y0', dst_strides)}] = "
+                 f"{source}[{offset('sg_x0', src_strides)}];")
+    lines.append("    }")
     return "\n".join(lines)
 
 
