@@ -1,5 +1,6 @@
 """Ops that run along one axis, in an exported library: ``cumsum``, ``cumprod``,
-``linear_recurrence`` (cumprod's gradient) and ``argmax``/``argmin``.
+``linear_recurrence`` (cumprod's gradient) and ``argmax``/``argmin``; and ``logsumexp``
+(:func:`logsumexp_rule`).
 
 Each is a loop over the ``outer * inner`` lines of the axis (``outer``: the product of the
 dims before it, ``inner``: of those after it; element ``j`` of line ``(p, q)`` at
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from ..ctype import c_type, supported
 from .dims import c_string
-from .moves import heading, product
+from .moves import heading, product, strides
 
 
 def _line(gen, value, axis) -> tuple:
@@ -116,4 +117,47 @@ def arg_extremum_rule(gen, op) -> bool:
     return True
 
 
-RULES = (cumulative_rule, recurrence_rule, arg_extremum_rule)
+def logsumexp_rule(gen, op) -> bool:
+    """``logsumexp`` over its axes, as the reference computes it: the line's max subtracted
+    (0 when it is not finite), ``log`` of the sum of ``exp``, the max added back; in the
+    result's float type. The sum runs in order (NumPy's is pairwise) and ``exp``/``log`` are
+    the C library's: the numbers agree to rounding, not to the bit."""
+    if op.name != "logsumexp" or not _usable(op) or op.results[0].dtype.kind != "f":
+        return False
+    (x,), result = op.inputs, op.results[0]
+    dims, axes = gen.dims.dims_of(x), op.attrs["axis"]
+    within = strides(dims)
+    kept = [a for a in range(len(dims)) if a not in axes]
+    T, source, target = c_type(result.dtype), gen.read(x), gen.allocate(result)
+
+    def offset(index, over):
+        steps = [f"sg_c = sg_r % ({dims[a]}); sg_r /= ({dims[a]}); sg_at += sg_c * "
+                 f"({within[a]});" for a in reversed(over)]
+        return [f"            int64_t sg_r = {index}, sg_c = 0, sg_at = sg_base;",
+                *[f"            {step}" for step in steps], "            (void)sg_r; (void)sg_c;"]
+    lines = [f"    /* {heading(op)} */",
+             f"    for (int64_t sg_o = 0; sg_o < {product([dims[a] for a in kept])}; sg_o++) {{",
+             "        int64_t sg_base = 0;", "        {",
+             *[line.replace("sg_at = sg_base", "sg_at = 0") for line in offset("sg_o", kept)],
+             "            sg_base = sg_at;", "        }",
+             f"        {T} sg_peak = -({T})__builtin_inf(), sg_sum = 0;",
+             f"        const int64_t sg_count = {product([dims[a] for a in axes])};",
+             "        for (int64_t sg_k = 0; sg_k < sg_count; sg_k++) {",
+             *offset("sg_k", axes),
+             f"            const {T} sg_v = ({T}){source}[sg_at];",
+             "            if (sg_v > sg_peak || sg_v != sg_v)",
+             "                sg_peak = sg_peak != sg_peak ? sg_peak : sg_v;",
+             "        }",
+             "        if (!__builtin_isfinite(sg_peak))",
+             "            sg_peak = 0;",
+             "        for (int64_t sg_k = 0; sg_k < sg_count; sg_k++) {",
+             *offset("sg_k", axes),
+             f"            sg_sum += exp(({T}){source}[sg_at] - sg_peak);",
+             "        }",
+             f"        {target}[sg_o] = log(sg_sum) + sg_peak;",
+             "    }"]
+    gen.body.append("\n".join(lines))
+    return True
+
+
+RULES = (cumulative_rule, recurrence_rule, arg_extremum_rule, logsumexp_rule)
