@@ -15,12 +15,14 @@ Python. The rules:
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
   computed); of two stacks of the same batch dims: one GEMM per matrix;
-- ``reshape`` (and ``reshape_like``), ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
+- ``reshape`` (and ``reshape_like``), ``expand_dims``, ``squeeze``: the same buffer (every
+  buffer is C-contiguous);
 - other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
   ``split``, ``pad``: copy loops (:mod:`.moves`);
 - ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
 - ``cumsum``, ``cumprod``, ``linear_recurrence``, ``argmax``, ``argmin``: loops along the
   axis (:mod:`.along_axis`);
+- ``einsum``: loops over its letters (:mod:`.contraction`);
 - ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
 - control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops
   over their blocks' code (:mod:`.regions`);
@@ -66,10 +68,11 @@ from ..ctype import c_comment, c_type, literal, supported
 from ..kernels import group_heading, lowerable, pointer_inputs, render_group
 from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
-from .dims import DimTable, c_string, identifier
-from .errors import LibraryExportError
 from .along_axis import RULES as AXIS_RULES
+from .contraction import RULES as EINSUM_RULES
+from .dims import DimTable, c_string, identifier
 from .draws import RULES as RANDOM_RULES
+from .errors import LibraryExportError
 from .gathers import RULES as GATHER_RULES
 from .moves import RULES as MOVE_RULES
 from .regions import RULES as REGION_RULES
@@ -153,7 +156,7 @@ class LibraryGenerator:
         self.constants: list = []
         self.gemm_types: set = set()
         self.locals: list = []         # C lines declaring the entry's int64_t locals
-        self.regions = 0
+        self.numbered = 0              # locals numbered so far (sg_n<k>, sg_len<k>...)
         self.helpers: dict = {}        # template -> its rendered C (helpers of some ops)
         self.direct = self._direct_outputs()
         self.folded = self._folded()   # transposes read through a GEMM's flag
@@ -267,15 +270,15 @@ class LibraryGenerator:
 
     def new_local(self, prefix) -> str:
         """A new ``int64_t`` local of the entry (``prefix<k>``), 0 until set."""
-        self.regions += 1
-        name = f"{prefix}{self.regions}"
+        self.numbered += 1
+        name = f"{prefix}{self.numbered}"
         self.local(f"{name} = 0")
         return name
 
     def region_number(self) -> int:
         """A number naming the locals of one region op (``sg_n<k>``...)."""
-        self.regions += 1
-        return self.regions
+        self.numbered += 1
+        return self.numbered
 
     @staticmethod
     def malloc_lines(name, ctype, count, what) -> list:
@@ -552,7 +555,7 @@ def alias_rule(gen, op) -> bool:
 
 
 RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
-    MOVE_RULES + GATHER_RULES + AXIS_RULES + RANDOM_RULES + REGION_RULES
+    MOVE_RULES + GATHER_RULES + AXIS_RULES + EINSUM_RULES + RANDOM_RULES + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
