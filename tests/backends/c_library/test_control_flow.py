@@ -65,11 +65,20 @@ def dynamic():
     return prog, [loss, trips] + list(grads)
 
 
+def nested_step(c, x_t, w):
+    """A scan step running a while loop: its gradient stacks the loop's residuals at each
+    step of the scan (stacks whose rows a step sizes: allocated at the first step)."""
+    h, _ = sg.while_loop(lambda h, i: i < 3,
+                         lambda h, i: (sg.sin(h * x_t) + (h @ w) * 0.1, i + 1),
+                         (c, sg.constant(np.int64(0))))
+    return h, sg.sum(h)
+
+
 def checkpointed():
     """Loops checkpointed every few steps (a fori_loop of static bounds: nested scans; one of
     a run-time bound: a counted while loop and the reverse_loop of its schedule), with
     ``"sqrt"`` and with a binomial schedule on a reverse scan: their backward loops recompute
-    the steps from the carries they stored."""
+    the steps from the carries they stored; then a scan of while loops (:func:`nested_step`)."""
     rng = np.random.default_rng(2)
     prog = sg.Program()
     with sg.program_guard(prog):
@@ -85,7 +94,8 @@ def checkpointed():
         (h, _), ys = sg.scan(lambda c, x_t: ((sg.sin(c[0] * x_t) + c[1] @ w, c[1] * 0.5),
                                             c[0] * x_t), (h, x), xs, reverse=True,
                              checkpoint=("binomial", 2))
-        loss = sg.sum(h * h) + sg.sum(ys)
+        h, sums = sg.scan(lambda c, x_t: nested_step(c, x_t, w), h, xs)
+        loss = sg.sum(h * h) + sg.sum(ys) + sg.sum(sums)
         grads = ir_backward.grad(loss, [w, x, xs])
     return prog, [loss] + list(grads)
 

@@ -185,26 +185,58 @@ def scan_rule(gen, op) -> bool:
         count = gen.dims.dim_code(layout.xs[0].dims[0], f"the length of {op.name}")
     for value in layout.stacked_results:
         gen.dims.bind(value.dims[0], length)
+    # stacks whose rows have a dim a step defines (a slice of a run-time dim in the body):
+    # allocated at the first step, the later ones checked to give rows of the same size
+    lazy = {value for value in layout.stacked_results if not _rows_known(gen, value)}
     names, before = _carries(gen, layout.carry_args, layout.inits)
     for arg, xs in zip(layout.x_args, layout.xs):
         gen.pointer[arg] = f"({gen.read(xs)} + {step_index} * ({_count(gen, xs, 1)}))"
     step = _Block(gen, layout.body)
     stacks = _results(gen, layout.stacked_results)
-    for name, value in zip(stacks, layout.stacked_results):
-        before += gen.malloc_lines(name, c_type(value.dtype), _count(gen, value),
-                                   f"%{value.id}")
+    writes, after = [], []
+    for name, value, source in zip(stacks, layout.stacked_results, layout.stacked_yields):
+        ctype, row = c_type(value.dtype), _count(gen, value, 1)
+        if value in lazy:
+            width = gen.new_local("sg_width")
+            writes += _first_rows(gen, op, name, ctype, row, f"({length}) * ({row})", width,
+                                  f"%{value.id}")
+            after += _empty_stack(gen, name, ctype, f"%{value.id}")
+        else:
+            before += gen.malloc_lines(name, ctype, _count(gen, value), f"%{value.id}")
+        writes.append(_copy(f"{name} + {step_index} * ({row})", gen.read(source), row, ctype))
     spares, allocate, free = _spares(gen, step, names, layout.carry_yields, layout.inits)
-    writes = [_copy(f"{name} + {step_index} * ({_count(gen, value, 1)})", gen.read(source),
-                    _count(gen, value, 1), c_type(value.dtype))
-              for name, value, source in zip(stacks, layout.stacked_results,
-                                              layout.stacked_yields)]
     handover = _hand_over(gen, step, names, layout.carry_yields, spares)
     gen.body += _render(gen, "scan", note=c_comment(format_op_head(op)), number=number,
                         length=length, count=count, reverse=layout.reverse,
                         before=before + allocate,
-                        body=indented(step.lines + writes + handover), after=free)
+                        body=indented(step.lines + writes + handover), after=free + after)
     _finals(gen, layout, names)
     return True
+
+
+def _rows_known(gen, value) -> bool:
+    """Are the dims of the rows of stacked output ``value`` known before its loop runs?"""
+    return all(gen.dims.known(dim) for dim in value.dims[1:])
+
+
+def _first_rows(gen, op, name, ctype, row, rows, width, what) -> list:
+    """At a step, the lines allocating stack ``name`` (``rows`` items) at the first step and
+    checking that every later one gives a row of the same size (``width``: the entry's
+    local holding the first size)."""
+    message = c_string(f"{op.name}: the per-step output {what} changes size between steps "
+                       f"(")
+    return [f"    if ({name} == NULL) {{", f"        {width} = {row};",
+            *indented(gen.malloc_lines(name, ctype, rows, what)),
+            f"    }} else if ((int64_t)({row}) != {width}) {{",
+            f'        sg_status = sg_fail(SG_ERROR_VALUE, "{message}%lld, then %lld '
+            f'elements)", (long long){width}, (long long)({row}));',
+            "        goto done;", "    }"]
+
+
+def _empty_stack(gen, name, ctype, what) -> list:
+    """After a loop: a stack no step allocated (none ran) as an empty buffer."""
+    return [f"    if ({name} == NULL) {{", *indented(gen.malloc_lines(name, ctype, "0", what)),
+            "    }"]
 
 
 def while_rule(gen, op) -> bool:
@@ -217,6 +249,7 @@ def while_rule(gen, op) -> bool:
     gen.local(f"{trips} = 0")
     for value in layout.stacked_results:
         gen.dims.bind(value.dims[0], trips)
+    lazy = {value for value in layout.stacked_results if not _rows_known(gen, value)}
     names, before = _carries(gen, cond_block.args, layout.inits)
     for arg, cond_arg in zip(body.args, cond_block.args):
         gen.pointer[arg] = gen.pointer[cond_arg]
@@ -224,12 +257,16 @@ def while_rule(gen, op) -> bool:
     step = _Block(gen, body)
     stacks = _results(gen, layout.stacked_results)
     capacities = []
-    for name, value in zip(stacks, layout.stacked_results):
+    for name, value, source in zip(stacks, layout.stacked_results, layout.stacked_yields):
         capacity = f"sg_rows{value.id}"
         gen.local(f"{capacity} = 0")
-        capacities.append(dict(name=name, capacity=capacity, ctype=c_type(value.dtype),
-                               row=_count(gen, value, 1), what=c_string(f"%{value.id}"),
-                               source=gen.read(layout.stacked_yields[len(capacities)])))
+        what = f"%{value.id}"
+        capacities.append(dict(
+            name=name, capacity=capacity, ctype=c_type(value.dtype), row=_count(gen, value, 1),
+            what=c_string(what), source=gen.read(source),
+            width=gen.new_local("sg_width") if value in lazy else None,
+            changed=c_string(f"{op.name}: the per-step output {what} changes size between "
+                             f"steps (")))
         before.append(f"    {capacity} = 0;")
     spares, allocate, free = _spares(gen, step, names, layout.carry_yields, layout.inits)
     handover = _hand_over(gen, step, names, layout.carry_yields, spares)
