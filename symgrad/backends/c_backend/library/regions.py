@@ -192,18 +192,9 @@ def scan_rule(gen, op) -> bool:
     for arg, xs in zip(layout.x_args, layout.xs):
         gen.pointer[arg] = f"({gen.read(xs)} + {step_index} * ({_count(gen, xs, 1)}))"
     step = _Block(gen, layout.body)
-    stacks = _results(gen, layout.stacked_results)
-    writes, after = [], []
-    for name, value, source in zip(stacks, layout.stacked_results, layout.stacked_yields):
-        ctype, row = c_type(value.dtype), _count(gen, value, 1)
-        if value in lazy:
-            width = gen.new_local("sg_width")
-            writes += _first_rows(gen, op, name, ctype, row, f"({length}) * ({row})", width,
-                                  f"%{value.id}")
-            after += _empty_stack(gen, name, ctype, f"%{value.id}")
-        else:
-            before += gen.malloc_lines(name, ctype, _count(gen, value), f"%{value.id}")
-        writes.append(_copy(f"{name} + {step_index} * ({row})", gen.read(source), row, ctype))
+    allocations, writes, after = _stacks(gen, op, layout.stacked_results,
+                                         layout.stacked_yields, lazy, length, step_index)
+    before += allocations
     spares, allocate, free = _spares(gen, step, names, layout.carry_yields, layout.inits)
     handover = _hand_over(gen, step, names, layout.carry_yields, spares)
     gen.body += _render(gen, "scan", note=c_comment(format_op_head(op)), number=number,
@@ -212,6 +203,24 @@ def scan_rule(gen, op) -> bool:
                         body=indented(step.lines + writes + handover), after=free + after)
     _finals(gen, layout, names)
     return True
+
+
+def _stacks(gen, op, values, sources, lazy, length, step_index) -> tuple:
+    """``(allocations before the loop, writes at a step, lines after it)`` of the per-step
+    outputs ``values`` of a loop of ``length`` steps (their buffers the op's results), step
+    ``step_index`` writing ``sources`` into its rows; those of ``lazy`` are allocated at the
+    first step (:func:`_first_rows`)."""
+    before, writes, after = [], [], []
+    for name, value, source in zip(_results(gen, values), values, sources):
+        ctype, row = c_type(value.dtype), _count(gen, value, 1)
+        if value in lazy:
+            writes += _first_rows(gen, op, name, ctype, row, f"({length}) * ({row})",
+                                  gen.new_local("sg_width"), f"%{value.id}")
+            after += _empty_stack(gen, name, ctype, f"%{value.id}")
+        else:
+            before += gen.malloc_lines(name, ctype, _count(gen, value), f"%{value.id}")
+        writes.append(_copy(f"{name} + {step_index} * ({row})", gen.read(source), row, ctype))
+    return before, writes, after
 
 
 def _rows_known(gen, value) -> bool:
@@ -345,6 +354,7 @@ def reverse_loop_rule(gen, op) -> bool:
     stacked_results = op.results[cts:]
     for value in stacked_results:
         gen.dims.bind(value.dims[0], length)
+    lazy = {value for value in stacked_results if not _rows_known(gen, value)}
     names, before = _carries(gen, advance.args[:carries], inits)
     ct_names, ct_before = _carries(gen, backward.args[:cts], ct_inits)
     for arg, name in zip(backward.args[cts + ycts:cts + ycts + carries], names):
@@ -360,13 +370,10 @@ def reverse_loop_rule(gen, op) -> bool:
     back = _Block(gen, backward)
     ct_spares, ct_allocate, ct_free = _spares(gen, back, ct_names, backward.yields[:cts],
                                               ct_inits)
-    stacks = _results(gen, stacked_results)
-    for name, value in zip(stacks, stacked_results):
-        before += gen.malloc_lines(name, c_type(value.dtype), _count(gen, value),
-                                   f"%{value.id}")
-    writes = [_copy(f"{name} + {step_index} * ({_count(gen, value, 1)})", gen.read(source),
-                    _count(gen, value, 1), c_type(value.dtype))
-              for name, value, source in zip(stacks, stacked_results, backward.yields[cts:])]
+    allocations, writes, stacks_after = _stacks(gen, op, stacked_results,
+                                                backward.yields[cts:], lazy, length,
+                                                step_index)
+    before += allocations
     back_lines = back.lines + writes + _hand_over(gen, back, ct_names, backward.yields[:cts],
                                                   ct_spares)
     plan, slots = f"sg_plan{number}", gen.new_local("sg_slots")
@@ -377,8 +384,8 @@ def reverse_loop_rule(gen, op) -> bool:
         gen.declare(f"sg_slots{name[1:]}", ctype)
         stored.append(dict(name=name, slots=f"sg_slots{name[1:]}", count=_count(gen, init),
                            ctype=ctype))
-    after = free + ct_free + [f"    free({b});\n    {b} = NULL;" for b in
-                              [plan] + [c["slots"] for c in stored]]
+    after = free + ct_free + stacks_after + [f"    free({b});\n    {b} = NULL;" for b in
+                                             [plan] + [c["slots"] for c in stored]]
     gen.helper("c/library/reverse_plan.c.j2")
     kind, param = op.attrs["plan"]
     gen.body += _render(gen, "reverse_loop", note=c_comment(format_op_head(op)),
