@@ -35,14 +35,15 @@ W7  one Adam training step of the W1 MLP (forward, backward, update: ``sg.optimi
     in place); JAX (``jit`` of the step, parameters and moments donated) and PyTorch
     (``torch.optim.Adam``; eager, and ``torch.compile`` of the forward and of the optimizer
     step) when installed, each timed in a process of its own against the hand-written step.
-W3c W3 and W7c W7 called from C: the program exported as a C library (``fn.export_c``, linking
-    NumPy's OpenBLAS, as the C backend does) and called by a C driver built against it
+W3c W3, W6c W6 and W7c W7 called from C: the program exported as a C library (``fn.export_c``,
+    linking NumPy's OpenBLAS, as the C backend does) and called by a C driver built against it
     (``c_calls.py``; the median per call by its own clock) against the same compiled program
     called from Python on backend "c"; for W3 also the C backend's kernel time (its C entry
-    calls replayed from Python, less ctypes' cost of a call). Targets: W3 from C at most 1.2x
-    the kernel time, W7 from C no slower than from Python. Timed in a process of its own on
-    one CPU, with one-thread pools (OpenBLAS's too), as the driver runs. Skipped without a C
-    compiler.
+    calls replayed from Python, less ctypes' cost of a call). W6c's scan and its reverse run
+    as C loops in the library, as Python loops calling C entries on backend "c". Targets: W3
+    from C at most 1.2x the kernel time, W7 from C no slower than from Python. Timed in a
+    process of its own on one CPU, with one-thread pools (OpenBLAS's too), as the driver runs.
+    Skipped without a C compiler.
 W8  one Adam training step of a small CNN (batch 32 of 3x32x32, conv3x3 16 -> relu -> maxpool2
     -> conv3x3 32 -> relu -> maxpool2 -> linear 2048->10 -> softmax cross-entropy, float32;
     ``benchmarks/workloads.py``) on symgrad's backends, PyTorch (eager and ``torch.compile``)
@@ -1359,12 +1360,13 @@ C_ROUNDS = 3    # runs of the C driver, each after a round of the Python timings
 C_THREADS = 1   # CPUs (and thread pools) of the process timing W3c and W7c, and of its driver
 
 
-def from_c_rows(name, repeats):
-    """The rows of W3c or W7c (``C_WORKLOADS``), timed in a process of its own on
+def from_c_rows(name, repeats, inputs=None):
+    """The rows of W3c, W6c or W7c (``OWN_WORKERS``; ``inputs``: its arguments), timed in a
+    process of its own on
     :data:`C_THREADS` CPU with thread pools to match, as its C driver is: a GEMM split
     between two threads on a loaded 2-core machine took 10x longer at times, in Python and in
     C alike, which says nothing of the calls."""
-    rows = _in_own_process(name, "symgrad", {}, repeats, threads=C_THREADS)
+    rows = _in_own_process(name, "symgrad", inputs or {}, repeats, threads=C_THREADS)
     if isinstance(rows, dict):   # the worker failed
         return [{"workload": name, "note": rows["error"]}]
     return rows
@@ -1477,6 +1479,36 @@ def w7c_rows(repeats):
                         f"(target <= 1x); a C driver's median of {repeats * 3} steps")]
 
 
+def w6c_rows(repeats, steps):
+    """W6 (the tanh RNN scan over ``steps`` steps and its gradient) on backend "c" called from
+    Python (``fn(xs=xs, h0=h0)``) and exported as a C library called from C."""
+    missing = _no_c_compiler("W6c")
+    if missing:
+        return missing
+    workload = w6_workload(steps)
+    xs, h0 = workload["xs"], workload["h0"]
+    fn = sg.compile(*rnn_program(steps, workload["init"]), backend="c")
+    want = fn(xs=xs, h0=h0)
+    workload["check"](want, "c")
+
+    def check(got, label):   # float32: the same code, one thread
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7, err_msg=label)
+    contenders = [("hand", workload["hand"]), ("python", lambda: fn(xs=xs, h0=h0))]
+    times = from_c("w6", fn, {"xs": xs, "h0": h0}, check, contenders, repeats, 1, repeats * 3)
+    label = f"tanh RNN scan, T={steps:,}, grad"
+    skipped = _skipped_row("W6c from C", times)
+    rows = [_row(f"W6c symgrad c, from Python: {label}", times["python"], times["hand"],
+                 "fn(xs=xs, h0=h0)" + ("" if skipped else
+                                       f"; {times['python'] / times['C']:.2f}x the call "
+                                       f"from C"))]
+    if skipped:
+        return rows + skipped
+    return rows + [_row("W6c symgrad c, from C: the exported library", times["C"], times["hand"],
+                        f"{times['C'] / times['python']:.2f}x the call from Python; the scans "
+                        f"as C loops; a C driver's median of {repeats * 3} calls")]
+
+
 W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 
 
@@ -1484,6 +1516,7 @@ W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}
 OWN_WORKERS = {"W6m": w6m_bench.framework_worker, "W7": w7_framework_worker,
                "W8": w8_framework_worker, "W9": w9_framework_worker,
                "W3c": lambda framework, inputs, repeats: w3c_rows(repeats),
+               "W6c": lambda framework, inputs, repeats: w6c_rows(repeats, **inputs),
                "W7c": lambda framework, inputs, repeats: w7c_rows(repeats)}
 
 
@@ -1499,6 +1532,8 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W6m": lambda repeats, quick: w6m(3, 1_000 if quick else 10_000),
     "W7": lambda repeats, quick: w7(repeats),
     "W3c": lambda repeats, quick: from_c_rows("W3c", repeats),
+    "W6c": lambda repeats, quick: from_c_rows("W6c", repeats,
+                                              {"steps": 100 if quick else 1000}),
     "W7c": lambda repeats, quick: from_c_rows("W7c", repeats),
     "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),

@@ -36,3 +36,17 @@ def test_checkpointed_loops_run_on_the_emulated_cuda_backend(case, tmp_path):
     device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
                                               cache_dir=tmp_path))
     _check(device.run(compiled, feeds), prog, fetches, feeds)
+
+
+def test_no_step_reversed_gives_stacks_of_the_run_time_dims():
+    """A reverse_loop that runs no step: its stacked cotangents still have the run-time dims
+    of their slices (the host lowering shared by the NumPy and C backends)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", ["T", "batch", 3], "float64")
+        h0 = sg.data("h0", ["batch", 3], "float64")
+        h, _ = sg.scan(lambda h, x: (sg.sin(h * x), None), h0, xs, checkpoint=("binomial", 2))
+        (grad,) = sg.ir_backward.grad(sg.sum(h), [xs])
+    feeds = {"xs": np.zeros((0, 4, 3)), "h0": np.ones((4, 3))}
+    (got,) = sg.compile(prog, [grad], backend="numpy")(**feeds)
+    assert got.shape == (0, 4, 3)

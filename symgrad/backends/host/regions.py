@@ -265,7 +265,8 @@ def _lower_reverse_loop(gen, op) -> list:
                  _assign(ct_names, [gen.expr(v) for v in reverse.yields[:cts]]))
     for result, value in stacked:   # no step ran: an empty stack
         name = gen.namer.value(result)
-        empty = shape_code(["0"] + ["0" if d is None else str(d) for d in value.shape])
+        empty = shape_code(["0"] + [gen.dim_code(d) if gen.dim_names.known(d) else "0"
+                                    for d in value.dims])
         lines += [f"if {name} is None:",
                   f"    {name} = np.empty({empty}, {dtype_code(value.dtype)})"]
     lines.extend(_assign([gen.namer.value(v) for v in op.results[:cts]], ct_names))

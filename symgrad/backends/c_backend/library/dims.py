@@ -127,6 +127,18 @@ class DimTable:
         return [f"    if ({left} != {right})\n        return sg_fail(SG_ERROR_DIM, "
                 f'"{message}", {values});']
 
+    def known(self, dim) -> bool:
+        """Has ``dim`` a C expression (a number, or symbols the entry has bound)?"""
+        return isinstance(dim, int) or c_expression(dim_to_json(dim), self.symbols) is not None
+
+    def bind(self, dim, local) -> None:
+        """Bind the symbol ``dim`` that an op defines at run time (the leading dim of a
+        while loop's stacked outputs: its trip count) to the entry's C local ``local``;
+        nothing for a number or a symbol bound already."""
+        text = None if isinstance(dim, int) else symbol_text(dim_to_json(dim))
+        if text is not None and text not in self.symbols:
+            self.symbols[text] = local
+
     def dims_of(self, value) -> list:
         """The C expressions of ``value``'s dims; a :class:`LibraryExportError` when one
         uses a symbol that no input binds."""

@@ -1,10 +1,11 @@
 """The C host of an exported library: one C function running a whole program.
 
-:class:`LibraryGenerator` walks the program's top-level ops once, in order, and writes the
-body of ``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is
-computed in C by the first rule of :data:`RULES` that takes it, or the export is refused with
-a :class:`LibraryExportError` naming the op and the line that built it; nothing calls back
-into Python. The rules:
+:class:`LibraryGenerator` walks the program's top-level ops once, in order (a region op's
+blocks nested in its C loop or branch), and writes the body of
+``int NAME_run(NAME_state *state, inputs..., dims..., outputs...)``. Each op is computed in
+C by the first rule of :data:`RULES` that takes it, or the export is refused with a
+:class:`LibraryExportError` naming the op and the line that built it; nothing calls back into
+Python. The rules:
 
 - sources: a data input is the caller's pointer, a parameter the state's array, a constant a
   ``static const`` array (a 0-d one is also inlined as a literal into loop groups);
@@ -13,8 +14,18 @@ into Python. The rules:
 - the softmax family and ``one_hot``: the row loops of the C backend (``c/library/row_op.c.j2``);
 - ``matmul`` of matrices (or a stack of them times a matrix): one ``cblas_?gemm``, an operand
   made by a 2-D transpose read through the GEMM's transpose flag (the transpose is then not
-  computed); another 2-D ``transpose``: a copy loop;
-- ``reshape``, ``expand_dims``, ``squeeze``: the same buffer (every buffer is C-contiguous);
+  computed); of two stacks of the same batch dims: one GEMM per matrix;
+- ``reshape`` (and ``reshape_like``), ``expand_dims``, ``squeeze``: the same buffer (every
+  buffer is C-contiguous);
+- other transposes, broadcasts, slices and their gradients, ``concatenate``, ``stack``,
+  ``split``, ``pad``: copy loops (:mod:`.moves`);
+- ``take``, ``take_along_axis`` and their gradients, indices range-checked (:mod:`.gathers`);
+- ``cumsum``, ``cumprod``, ``linear_recurrence``, ``argmax``, ``argmin``: loops along the
+  axis (:mod:`.along_axis`);
+- ``einsum``: loops over its letters (:mod:`.contraction`);
+- ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
+- control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops
+  over their blocks' code (:mod:`.regions`);
 - ``size``: the product of dims; ``assign``: the new value of a parameter, committed at the end.
 
 Every computed value lives in a buffer the entry allocates (``malloc``), freed after the last
@@ -47,7 +58,7 @@ import dataclasses
 
 import numpy as np
 
-from ....ir.graph import users
+from ....ir.graph import users, walk_blocks, walk_ops
 from ....ir.printer import format_op_head
 from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from ....ops.fused import is_fusion
@@ -57,8 +68,14 @@ from ..ctype import c_comment, c_type, literal, supported
 from ..kernels import group_heading, lowerable, pointer_inputs, render_group
 from ..lowering import LOWERINGS, CNativeOp
 from ..row_ops import row_kind
+from .along_axis import RULES as AXIS_RULES
+from .contraction import RULES as EINSUM_RULES
 from .dims import DimTable, c_string, identifier
+from .draws import RULES as RANDOM_RULES
 from .errors import LibraryExportError
+from .gathers import RULES as GATHER_RULES
+from .moves import RULES as MOVE_RULES
+from .regions import RULES as REGION_RULES
 
 
 def op_where(op) -> str:
@@ -107,7 +124,7 @@ class GeneratedLibrary:
     body: list              # C lines of the entry
     finish: list            # C lines after success (outputs, state commits)
     functions: list         # units.Piece of each loop group function
-    rows: list              # rendered row functions
+    rows: list              # rendered row functions and helpers
     constants: list         # C lines of static constant arrays
     dtypes: set             # C float types the GEMM is called with
 
@@ -121,7 +138,7 @@ class LibraryGenerator:
         self.options = options
         self.environment = environment
         self.user_fetches, self.state = split_state_fetches(program, list(fetches))
-        self.readers = users(program.ops)
+        self.readers = users(walk_ops(program.ops))
         self.parameter_values = set(program.parameters)
         taken = {"state"}
         names = {name: identifier(name, taken) for name, _ in spec["inputs"]}
@@ -138,8 +155,11 @@ class LibraryGenerator:
         self.rows: list = []
         self.constants: list = []
         self.gemm_types: set = set()
-        self.folded: set = set()       # transposes read through a GEMM's flag
+        self.locals: list = []         # C lines declaring the entry's int64_t locals
+        self.numbered = 0              # locals numbered so far (sg_n<k>, sg_len<k>...)
+        self.helpers: dict = {}        # template -> its rendered C (helpers of some ops)
         self.direct = self._direct_outputs()
+        self.folded = self._folded()   # transposes read through a GEMM's flag
         self.outputs = [Output(f"out{k}", c_type(v.dtype), _type_text(v))
                         for k, v in enumerate(self.user_fetches)]
         self.inputs = [Input(name, names[name], c_type(np.dtype(dtype)),
@@ -156,7 +176,26 @@ class LibraryGenerator:
         state = {v for _, v in self.state}
         return {v: k for k, v in enumerate(self.user_fetches)
                 if counts[v] == 1 and v not in state and v.op is not None
-                and v.op.opdef.category != SOURCE and v.op.name not in ALIASES}
+                and v.op.opdef.category != SOURCE and v.op.name not in ALIASES
+                and not _is_region(v.op)}
+
+    def _folded(self) -> set:
+        """The 2-D transposes (at any depth) every reader of which is a GEMM of a matrix,
+        which reads it through its transpose flag: neither fetched, nor state, nor yielded by
+        a block."""
+        kept = set(self.user_fetches) | {v for _, v in self.state}
+        kept |= {v for block in walk_blocks([self.program.global_block()])
+                 for v in block.yields}
+        folded = set()
+        for op in walk_ops(self.program.ops):
+            if op.name != "transpose" or not _transposed_matrix(op.results[0]):
+                continue
+            value = op.results[0]
+            readers = self.readers.get(value, [])
+            if readers and value not in kept and \
+                    all(_gemm_operands(r) and r.inputs[0].ndim == 2 for r in readers):
+                folded.add(value)
+        return folded
 
     def count(self, value) -> str:
         return " * ".join(f"(size_t)({d})" for d in self.dims.dims_of(value)) or "1"
@@ -170,11 +209,7 @@ class LibraryGenerator:
         name = f"v{value.id}"
         ctype = c_type(value.dtype)
         self.declare(name, ctype)
-        self.body.append(f"    {name} = ({ctype} *)malloc({self.count(value)} * "
-                         f"sizeof({ctype}) + 1);")
-        self.body.append(f'    if ({name} == NULL) {{\n        sg_status = sg_fail('
-                         f'SG_ERROR_MEMORY, "out of memory for {c_string(f"%{value.id}")}");\n'
-                         f"        goto done;\n    }}")
+        self.body += malloc_lines(name, ctype, self.count(value), f"%{value.id}")
         self.pointer[value] = name
         self.owned[value] = name
         return name
@@ -189,8 +224,26 @@ class LibraryGenerator:
 
     # --- the walk ----------------------------------------------------------------------------
     def generate(self) -> GeneratedLibrary:
-        last = self._last_uses()
-        for index, op in enumerate(self.program.ops):
+        keep = {self.origin(v) for v in self.user_fetches}
+        keep |= {self.origin(v) for _, v in self.state}
+        self.body = self.lower_ops(self.program.ops, keep)
+        finish = self.finish_lines()
+        return GeneratedLibrary(
+            self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
+            self.dims.lines, self.locals + self.declarations, self.buffers, self.body,
+            finish, list(self.functions.values()),
+            list(self.helpers.values()) + self.rows, self.constants,
+            self.gemm_types)
+
+    def lower_ops(self, ops, keep) -> list:
+        """The C lines computing ``ops`` (the top level's or a block's), each by the first
+        rule of :data:`RULES` that takes it, freeing the buffers of the values they define
+        after the last op that reads them, except those of ``keep`` (origins, see
+        :meth:`origin`: fetches, new state values, a block's yields)."""
+        outer, self.body = self.body, []
+        defined = {v for op in ops for v in op.results}
+        last = _last_uses(ops, keep, self.origin)
+        for index, op in enumerate(ops):
             for rule in RULES:
                 if rule(self, op):
                     break
@@ -198,32 +251,42 @@ class LibraryGenerator:
                 raise LibraryExportError(_refusal(op))
             for value in last.get(index, ()):   # buffers no later op reads
                 buffer = self.owned.get(value)
-                if buffer is not None:
+                if buffer is not None and value in defined:
                     self.body.append(f"    free({buffer});\n    {buffer} = NULL;")
-        finish = self.finish_lines()
-        return GeneratedLibrary(
-            self.inputs, self.outputs, self.parameters, [name for name, _ in self.state],
-            self.dims.lines, self.declarations, self.buffers, self.body, finish,
-            list(self.functions.values()), self.rows, self.constants, self.gemm_types)
+        lines, self.body = self.body, outer
+        return lines
 
-    def _last_uses(self) -> dict:
-        """``{op index: [values whose buffer no later op reads]}``, without the values the
-        entry reads at the end (fetches copied out, new state values). A value read through
-        another (an assign's result, a transpose a GEMM reads through its flag) counts as
-        read where that one is."""
-        keep = {_origin(v, transposes=True) for v in self.user_fetches}
-        keep |= {_origin(v, transposes=True) for _, v in self.state}
-        last: dict = {}
-        for index, op in enumerate(self.program.ops):
-            for value in op.results:
-                last[value] = index
-            for value in op.inputs:
-                last[_origin(value, transposes=True)] = index
-        table: dict = {}
-        for value, index in last.items():
-            if value not in keep:
-                table.setdefault(index, []).append(value)
-        return table
+    def origin(self, value):
+        """The value whose buffer holds ``value``: through :data:`ALIASES`, and through a
+        transpose a GEMM reads by its flag (which has no buffer)."""
+        while value.op is not None and (value.op.name in ALIASES or value in self.folded):
+            value = value.op.inputs[0]
+        return value
+
+    def helper(self, template) -> None:
+        """Render the C helper ``template`` once into the library (before the entry)."""
+        if template not in self.helpers:
+            self.helpers[template] = self.environment.get_template(template).render()
+
+    def new_local(self, prefix) -> str:
+        """A new ``int64_t`` local of the entry (``prefix<k>``), 0 until set."""
+        self.numbered += 1
+        name = f"{prefix}{self.numbered}"
+        self.local(f"{name} = 0")
+        return name
+
+    def region_number(self) -> int:
+        """A number naming the locals of one region op (``sg_n<k>``...)."""
+        self.numbered += 1
+        return self.numbered
+
+    @staticmethod
+    def malloc_lines(name, ctype, count, what) -> list:
+        return malloc_lines(name, ctype, count, what)
+
+    def local(self, text) -> None:
+        """Declare an ``int64_t`` local of the entry (``text``: ``name = value``)."""
+        self.locals.append(f"    int64_t {text};")
 
     def finish_lines(self) -> list:
         """Copy the fetches not computed in place, then commit the state: copies of the new
@@ -242,11 +305,7 @@ class LibraryGenerator:
             if buffer is None or buffer in swapped:
                 buffer = f"sg_new{index[name]}"
                 self.declare(buffer, ctype)
-                lines.append(f"    {buffer} = ({ctype} *)malloc({self.count(value)} * "
-                             f"sizeof({ctype}) + 1);")
-                lines.append(f'    if ({buffer} == NULL) {{\n        sg_status = sg_fail('
-                             f'SG_ERROR_MEMORY, "out of memory for the new {c_string(name)}");'
-                             f"\n        goto done;\n    }}")
+                lines += malloc_lines(buffer, ctype, self.count(value), f"the new {name}")
                 lines.append(f"    memcpy({buffer}, {self.read(value)}, {self.count(value)} "
                              f"* sizeof({ctype}));")
             swapped.add(buffer)
@@ -257,18 +316,46 @@ class LibraryGenerator:
             + swaps
 
 
+def malloc_lines(name, ctype, count, what) -> list:
+    """``name = malloc(...)`` of ``count`` (a C expression) items of ``ctype``, failing the
+    call with "out of memory for WHAT" (a byte more: ``malloc(0)`` may return NULL)."""
+    return [f"    {name} = ({ctype} *)malloc({count} * sizeof({ctype}) + 1);",
+            f'    if ({name} == NULL) {{\n        sg_status = sg_fail(SG_ERROR_MEMORY, '
+            f'"out of memory for {c_string(what)}");\n        goto done;\n    }}']
+
+
 # ops whose result is their first input's buffer: an assign's result is its new value, and a
 # view that keeps the order of the elements is the same C-contiguous buffer
-ALIASES = ("assign", "reshape", "expand_dims", "squeeze")
+ALIASES = ("assign", "reshape", "reshape_like", "expand_dims", "squeeze")
 
 
-def _origin(value, transposes=False):
-    """The value whose buffer holds ``value`` (see :data:`ALIASES`; with ``transposes``, a
-    2-D transpose's result counts as its input, which a GEMM may read in its place)."""
-    while value.op is not None and (value.op.name in ALIASES or
-                                    transposes and _transposed_matrix(value)):
+def _origin(value):
+    """The value whose buffer holds ``value`` (see :data:`ALIASES`)."""
+    while value.op is not None and value.op.name in ALIASES:
         value = value.op.inputs[0]
     return value
+
+
+def _last_uses(ops, keep, origin) -> dict:
+    """``{op index: [values whose buffer no later op of ops reads]}``, without ``keep``. A
+    value read through another (``origin``) counts as read where that one is; a region op
+    reads what its blocks capture (they are its inputs)."""
+    last: dict = {}
+    for index, op in enumerate(ops):
+        for value in op.results:
+            last[value] = index
+        for value in op.inputs:
+            last[origin(value)] = index
+    table: dict = {}
+    for value, index in last.items():
+        if value not in keep:
+            table.setdefault(index, []).append(value)
+    return table
+
+
+def _is_region(op) -> bool:
+    """A control-flow op (blocks that run as C loops and branches), not a fusion."""
+    return bool(op.blocks) and not is_fusion(op)
 
 
 def _type_text(value) -> str:
@@ -277,9 +364,6 @@ def _type_text(value) -> str:
 
 
 def _refusal(op) -> str:
-    if op.blocks and not is_fusion(op):
-        return (f"{op_where(op)} is control flow, which the C library export does not compute "
-                f"yet: export a program without loops or conditionals")
     return (f"{op_where(op)} is not computed in C by the C library export (it would need "
             f"Python): export a program without it, or run it with the Python artifact "
             f"(fn.save)")
@@ -386,8 +470,9 @@ def _transposed_matrix(value) -> bool:
 
 
 def _gemm_operands(op) -> bool:
-    """A matmul the library computes: float32 or float64 throughout, ``b`` a matrix, ``a`` a
-    matrix or a stack of them (not a transposed stack)."""
+    """A matmul the library computes: float32 or float64 throughout, ``b`` a matrix and ``a``
+    a matrix or a stack of them (not a transposed stack), or two stacks of the same batch
+    dims (the C backend's cases)."""
     rule = LOWERINGS.rule(op.opdef)
     if not isinstance(rule, CNativeOp) or op.name != "matmul":
         return False
@@ -396,31 +481,7 @@ def _gemm_operands(op) -> bool:
     if values[0].dtype.name not in ("float32", "float64") or \
             any(v.dtype != values[0].dtype for v in values):
         return False
-    return a.ndim >= 2 and b.ndim == 2
-
-
-def transpose_rule(gen, op) -> bool:
-    """A 2-D transpose: nothing when every reader is a GEMM (which reads it through its
-    flag), else a copy loop."""
-    if op.name != "transpose" or not _transposed_matrix(op.results[0]):
-        return False
-    value = op.results[0]
-    readers = gen.readers.get(value, [])
-    if readers and not any(v is value for v in gen.user_fetches) and \
-            all(_gemm_operands(r) and r.inputs[0].ndim == 2 for r in readers) and \
-            not any(v is value for _, v in gen.state):
-        gen.folded.add(value)
-        return True
-    source = op.inputs[0]
-    if not supported(value.dtype):
-        return False
-    rows, cols = gen.dims.dims_of(source)
-    src, target = gen.read(source), gen.allocate(value)
-    gen.body.append(f"    /* {group_heading_of(op)} */")
-    gen.body.append(f"    for (int64_t sg_i = 0; sg_i < {cols}; sg_i++)\n"
-                    f"        for (int64_t sg_j = 0; sg_j < {rows}; sg_j++)\n"
-                    f"            {target}[sg_i * {rows} + sg_j] = {src}[sg_j * {cols} + sg_i];")
-    return True
+    return a.ndim >= 2 and b.ndim == 2 or a.ndim == b.ndim > 2 and a.dims[:-2] == b.dims[:-2]
 
 
 def matmul_rule(gen, op) -> bool:
@@ -438,6 +499,8 @@ def matmul_rule(gen, op) -> bool:
         else:
             operands.append((0, gen.read(value)))
     a_dims, b_dims = gen.dims.dims_of(a), gen.dims.dims_of(b)
+    if b.ndim > 2:   # two stacks: a GEMM per matrix, as the C backend's
+        return _stacked_matmul(gen, op, ctype, a_dims, b_dims)
     m = " * ".join(f"(int64_t)({d})" for d in a_dims[:-1])
     k, n = a_dims[-1], b_dims[-1]
     (ta, pa), (tb, pb) = operands
@@ -448,6 +511,20 @@ def matmul_rule(gen, op) -> bool:
     gen.body.append(f"    if (sg_gemm_{ctype}({ta}, {tb}, {m}, {n}, {k}, {pa}, {lda}, {pb}, "
                     f"{ldb}, {target}, {n}) != 0) {{\n        sg_status = SG_ERROR_BLAS;\n"
                     f"        goto done;\n    }}")
+    return True
+
+
+def _stacked_matmul(gen, op, ctype, a_dims, b_dims) -> bool:
+    a, b = op.inputs
+    batch = " * ".join(f"(int64_t)({d})" for d in a_dims[:-2])
+    m, k, n = a_dims[-2], a_dims[-1], b_dims[-1]
+    pa, pb, target = gen.read(a), gen.read(b), gen.allocate(op.results[0])
+    gen.body.append(f"    /* {group_heading_of(op)} */")
+    gen.body.append(
+        f"    for (int64_t sg_k = 0; sg_k < {batch}; sg_k++)\n"
+        f"        if (sg_gemm_{ctype}(0, 0, {m}, {n}, {k}, {pa} + sg_k * ({m}) * ({k}), {k}, "
+        f"{pb} + sg_k * ({k}) * ({n}), {n}, {target} + sg_k * ({m}) * ({n}), {n}) != 0) {{\n"
+        f"            sg_status = SG_ERROR_BLAS;\n            goto done;\n        }}")
     return True
 
 
@@ -477,7 +554,8 @@ def alias_rule(gen, op) -> bool:
     return True
 
 
-RULES = (source_rule, group_rule, row_rule, transpose_rule, matmul_rule, size_rule, alias_rule)
+RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
+    MOVE_RULES + GATHER_RULES + AXIS_RULES + EINSUM_RULES + RANDOM_RULES + REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
