@@ -233,8 +233,8 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments + [Piece(code) for code in self.row_ops] + \
-            [Piece(code, native=True) for code in self.native_ops]
+        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops] + \
+            [Piece(code, native=True, computes=True) for code in self.native_ops]
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
                          entries, render_prelude, native)
