@@ -40,7 +40,7 @@ from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
-from .blas import SYMBOLS
+from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
@@ -235,7 +235,8 @@ class CHostGenerator(Generator):
                           f"{len(self.fetches)} outputs")
         entries = self.segments + [Piece(code, computes=True) for code in self.row_ops] + \
             [Piece(code, native=True, computes=True) for code in self.native_ops]
-        native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
+        native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
+                                                                  thread_symbols=THREAD_SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
                          entries, render_prelude, native)
         header = environment().get_template("c/program.c.j2").render(
