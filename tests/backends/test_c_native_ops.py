@@ -4,6 +4,7 @@ gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties
 max pooling, run-time dims that disagree, transposed matmul operands read in place, and the
 NumPy fallback without a BLAS; a CNN step and a training batch_norm with its gradients
 computed wholly in C (the host only allocates and makes views)."""
+import ctypes
 import functools
 import re
 import subprocess
@@ -350,3 +351,35 @@ def test_convolutions_on_threads_give_the_bytes_of_one_thread(batch):
     one = sg.compile(prog, fetches, backend="c", threads=1)
     for got, alone in zip(two(**feeds), one(**feeds)):
         assert got.tobytes() == alone.tobytes()
+
+
+def _blas_thread_calls():
+    """(get, set) of the thread count of NumPy's BLAS, or None."""
+    for path in blas._candidates():
+        library = ctypes.CDLL(path)
+        for get, put in blas.THREAD_SYMBOLS:
+            if hasattr(library, get) and hasattr(library, put):
+                return getattr(library, get), getattr(library, put)
+    return None
+
+
+def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
+    """The convolution makes NumPy's BLAS single-threaded while its GEMMs run on symgrad's
+    pool, then puts the count back."""
+    calls = _blas_thread_calls()
+    if calls is None:
+        pytest.skip("the BLAS has no thread count calls")
+    get, put = calls
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4, 32, 32], "float32")
+        w = sg.data("w", [8, 4, 3, 3], "float32")
+        fetches = [nn.conv2d(x, w, padding=1)]
+    compiled = sg.compile(prog, fetches, backend="c", threads=2)
+    before = get()
+    try:
+        put(2)
+        compiled(x=np.ones((16, 4, 32, 32), "float32"), w=np.ones((8, 4, 3, 3), "float32"))
+        assert get() == 2
+    finally:
+        put(before)
