@@ -22,7 +22,7 @@ from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..host import PACKAGE, RUNTIME_MODULES, bind_references
 from ..host import lowers as numpy_lowers
-from . import compiler
+from . import array_cache, compiler
 from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate
 from .lowering import LOWERINGS, CLoweringError, check_custom_expression, register_lowering
@@ -54,6 +54,7 @@ class CExecutable:
         self.kernels = {}
         self.stats = stats
         self.library = library
+        self._array_cache = None
         self._resolve = resolve
         self._tools, self._options = tools, options
         self.module = cache.load_module(path, self.host_source, package=PACKAGE)
@@ -69,11 +70,20 @@ class CExecutable:
         dynamic loader refuses never stays in the cache)."""
         self.library = compiler.load(self.module.bind_library, library, self.source,
                                      self.units, self._tools, self._options)
+        self._array_cache = array_cache.handler(self.module.LIBRARY)
 
     def run(self, feeds, buffers=None, dims=None):
+        """The module's ``run``, with NumPy allocating array data through the library's
+        caching handler meanwhile (:mod:`.array_cache`)."""
         if self.library is None:
             self._bind(self._resolve())
-        return self.module.run(dims, buffers, **feeds)
+        if self._array_cache is None:
+            return self.module.run(dims, buffers, **feeds)
+        previous = array_cache.swap(self._array_cache)
+        try:
+            return self.module.run(dims, buffers, **feeds)
+        finally:
+            array_cache.swap(previous)
 
 
 def build(program, fetches, options):
