@@ -8,6 +8,8 @@ compiles the C with the system compiler into a shared library cached on disk
 points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
 (:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
 calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
+While a program runs, NumPy allocates array data through the library's caching allocator
+(:mod:`.array_cache`), so that a step's large results reuse the memory of the last one.
 ``source`` is the C program (its units one after the other, each under a header), ``host_source``
 the host module; ``SYMGRAD_DUMP`` writes both.
 """
