@@ -383,3 +383,21 @@ def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
         assert get() == 2
     finally:
         put(before)
+
+
+@pytest.mark.parametrize("kernel, taps", [((5, 6), False), ((3, 2), True)])
+def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
+    """A kernel of at most native_ops.UNROLLED_TAPS taps gets im2col/col2im blocks of constant
+    bounds per tap; a larger one runs the run-time loops of c/native.h.j2."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 11, 9], "float64")
+        w = sg.data("w", [3, 2, *kernel], "float64")
+        y = nn.conv2d(x, w, stride=(2, 1), padding=(2, 1), dilation=(1, 2))
+        loss = sg.sum(y * y)
+        fetches = [y, *ir_backward.grad(loss, [x, w])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    assert ("sg_im2col_double(" in compiled._executable.source) != taps
+    feeds = {"x": RNG.standard_normal((3, 2, 11, 9)), "w": RNG.standard_normal((3, 2, *kernel))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")

@@ -37,6 +37,8 @@ from .row_ops import EntryCall
 
 # max pooling whose windows lie inside the plane runs a row of up to this many windows at a time
 ROW_WINDOWS = 1024
+# a convolution kernel of at most this many taps gets im2col/col2im blocks of constant bounds
+UNROLLED_TAPS = 25
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
 # an input's number, or "result"
@@ -89,7 +91,32 @@ def _geometry(op, kind) -> dict:
         (g["wo"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] < g["w"]
     g["tiles"] = g["inside"] and (g["sh"], g["sw"]) == (g["kh"], g["kw"]) and \
         (g["ho"] * g["kh"], g["wo"] * g["kw"]) == (g["h"], g["w"])
+    g["taps"] = _taps(g) if kind in CONVOLUTIONS and g["kh"] * g["kw"] <= UNROLLED_TAPS else []
     return g
+
+
+def _inside(count, start, stride, size) -> tuple[int, int]:
+    """The range ``lo, hi`` of positions ``p < count`` with ``0 <= p * stride + start < size``
+    (empty: ``lo == hi``)."""
+    lo = min(count, 0 if start >= 0 else (-start + stride - 1) // stride)
+    end = (size - start + stride - 1) // stride if size > start else 0
+    return lo, max(lo, min(count, end))
+
+
+def _taps(g) -> list:
+    """Per kernel tap ``k = i * kw + j`` of a convolution: the offset ``r, s`` of the input
+    position it reads for output (0, 0), and the output rows ``p_lo..p_hi`` and columns
+    ``q_lo..q_hi`` for which it reads inside the plane (``c/native_op.c.j2``'s im2col and
+    col2im blocks)."""
+    taps = []
+    for i in range(g["kh"]):
+        for j in range(g["kw"]):
+            r, s = i * g["dh"] - g["ph"], j * g["dw"] - g["pw"]
+            p_lo, p_hi = _inside(g["ho"], r, g["sh"], g["h"])
+            q_lo, q_hi = _inside(g["wo"], s, g["sw"], g["w"])
+            taps.append(dict(k=i * g["kw"] + j, r=r, s=s, p_lo=p_lo, p_hi=p_hi, q_lo=q_lo,
+                             q_hi=q_hi))
+    return taps
 
 
 def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
