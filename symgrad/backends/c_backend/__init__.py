@@ -53,6 +53,7 @@ class CExecutable:
         self.sources = {".c": self.source, ".py": self.host_source}
         self.constants = dict(generated.constants)
         self.references = generated.references
+        self._caches_arrays = generated.caches_arrays
         self.kernels = {}
         self.stats = stats
         self.library = library
@@ -72,11 +73,12 @@ class CExecutable:
         dynamic loader refuses never stays in the cache)."""
         self.library = compiler.load(self.module.bind_library, library, self.source,
                                      self.units, self._tools, self._options)
-        self._array_cache = array_cache.handler(self.module.LIBRARY)
+        if self._caches_arrays:
+            self._array_cache = array_cache.handler(self.module.LIBRARY)
 
     def run(self, feeds, buffers=None, dims=None):
         """The module's ``run``, with NumPy allocating array data through the library's
-        caching handler meanwhile (:mod:`.array_cache`)."""
+        caching handler meanwhile where the program has large values (:mod:`.array_cache`)."""
         if self.library is None:
             self._bind(self._resolve())
         if self._array_cache is None:

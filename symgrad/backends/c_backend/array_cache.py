@@ -11,7 +11,9 @@ context variable, so other threads and the caller's own allocations after the ca
 and each array frees its memory through the handler that allocated it.
 
 :func:`handler` is None (calls run with NumPy's allocator, as before) where this NumPy has no
-handler API (before 1.22) or its C-API table cannot be read.
+handler API (before 1.22) or its C-API table cannot be read, and a program none of whose values
+can reach :data:`MIN_BYTES` (:func:`worth_it`) does without it: its calls then do not pay the
+two handler swaps (about 1 us).
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ import functools
 
 import numpy as np
 
+from ...dtypes import as_dtype
+from ...ir.graph import walk_defined
+
+# blocks the cache keeps: at least this many bytes (SG_CACHE_MIN of c/prelude.h.j2)
+MIN_BYTES = 1 << 16
 # PyDataMem_SetHandler's place in NumPy's C-API table (numpy/__multiarray_api.h; the indices
 # of that table never change)
 SET_HANDLER = 304
@@ -42,6 +49,19 @@ def _set_handler():
     pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     table = ctypes.cast(pointer(capsule, None), ctypes.POINTER(ctypes.c_void_p))
     return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[SET_HANDLER])
+
+
+def worth_it(program) -> bool:
+    """Whether some value ``program`` defines takes :data:`MIN_BYTES` or more with its
+    symbolic dims counted as 1 (a program of small arrays only allocates nothing the cache
+    keeps, unless its run-time dims are large)."""
+    for value in walk_defined(program.ops):
+        count = 1
+        for dim in value.shape:
+            count *= dim if isinstance(dim, int) else 1
+        if count * as_dtype(value.dtype).itemsize >= MIN_BYTES:
+            return True
+    return False
 
 
 def handler(library):

@@ -40,6 +40,7 @@ from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
+from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
@@ -68,7 +69,7 @@ def render_prelude(runtime=True, library=False) -> str:
     CPython buffer calls."""
     return environment().get_template("c/prelude.h.j2").render(
         math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK,
-        runtime=runtime, library=library)
+        runtime=runtime, library=library, cache_min=array_cache.MIN_BYTES)
 
 
 @dataclasses.dataclass
@@ -80,6 +81,7 @@ class GeneratedProgram:
     segments: int            # C entry points
     functions: int           # distinct C group functions
     references: dict         # name -> HelperReference the loader binds into the host
+    caches_arrays: bool      # whether calls allocate through the library's array cache
 
 
 class CHostGenerator(Generator):
@@ -257,7 +259,8 @@ class CHostGenerator(Generator):
             in_place=ascii([slot.name for slot in self.in_place.values()]),
             overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedProgram(source, joined(units, header), units, self.constants,
-                                len(self.segments), len(self.c_functions), self.references())
+                                len(self.segments), len(self.c_functions), self.references(),
+                                array_cache.worth_it(self.program))
 
 
 def _member_heading(plan) -> str:
