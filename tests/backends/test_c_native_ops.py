@@ -387,8 +387,9 @@ def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
 
 @pytest.mark.parametrize("kernel, taps", [((5, 6), False), ((3, 2), True)])
 def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
-    """A kernel of at most native_ops.UNROLLED_TAPS taps gets im2col/col2im blocks of constant
-    bounds per tap; a larger one runs the run-time loops of c/native.h.j2."""
+    """The input gradient of a kernel of at most native_ops.UNROLLED_TAPS taps gets col2im
+    blocks of constant bounds per tap; a larger one runs the run-time loops of
+    c/native.h.j2."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 2, 11, 9], "float64")
@@ -398,6 +399,6 @@ def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
         fetches = [y, *ir_backward.grad(loss, [x, w])]
     compiled = sg.compile(prog, fetches, backend="c")
     assert _native_calls(compiled) == 3
-    assert ("sg_im2col_double(" in compiled._executable.source) != taps
+    assert ("sg_col2im_double(" in compiled._executable.source) != taps
     feeds = {"x": RNG.standard_normal((3, 2, 11, 9)), "w": RNG.standard_normal((3, 2, *kernel))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")

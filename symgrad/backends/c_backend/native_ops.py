@@ -37,7 +37,8 @@ from .row_ops import EntryCall
 
 # max pooling whose windows lie inside the plane runs a row of up to this many windows at a time
 ROW_WINDOWS = 1024
-# a convolution kernel of at most this many taps gets im2col/col2im blocks of constant bounds
+# the input gradient of a convolution of at most this many kernel taps gets col2im blocks of
+# constant bounds
 UNROLLED_TAPS = 25
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
@@ -91,7 +92,8 @@ def _geometry(op, kind) -> dict:
         (g["wo"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] < g["w"]
     g["tiles"] = g["inside"] and (g["sh"], g["sw"]) == (g["kh"], g["kw"]) and \
         (g["ho"] * g["kh"], g["wo"] * g["kw"]) == (g["h"], g["w"])
-    g["taps"] = _taps(g) if kind in CONVOLUTIONS and g["kh"] * g["kw"] <= UNROLLED_TAPS else []
+    g["taps"] = _taps(g) if kind == "conv2d_input_grad" and g["kh"] * g["kw"] <= UNROLLED_TAPS \
+        else []
     return g
 
 
@@ -106,8 +108,8 @@ def _inside(count, start, stride, size) -> tuple[int, int]:
 def _taps(g) -> list:
     """Per kernel tap ``k = i * kw + j`` of a convolution: the offset ``r, s`` of the input
     position it reads for output (0, 0), and the output rows ``p_lo..p_hi`` and columns
-    ``q_lo..q_hi`` for which it reads inside the plane (``c/native_op.c.j2``'s im2col and
-    col2im blocks)."""
+    ``q_lo..q_hi`` for which it reads inside the plane (``c/native_op.c.j2``'s col2im
+    blocks)."""
     taps = []
     for i in range(g["kh"]):
         for j in range(g["kw"]):
