@@ -4,6 +4,7 @@ gradients in float32 and float64, a dynamic batch dim fed at several sizes, ties
 max pooling, run-time dims that disagree, transposed matmul operands read in place, and the
 NumPy fallback without a BLAS; a CNN step and a training batch_norm with its gradients
 computed wholly in C (the host only allocates and makes views)."""
+import ctypes
 import functools
 import re
 import subprocess
@@ -295,3 +296,109 @@ def test_training_batch_norm_and_its_gradients_run_in_c_and_match_the_interprete
         for name in ("bn.running_mean", "bn.running_var"):
             np.testing.assert_allclose(compiled.state[name], reference.state[name],
                                        rtol=TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("kernel, stride", [(2, 2), (3, 1), (2, (1, 2))])
+def test_max_pooling_inside_the_plane_with_ties_nan_and_infinities(kernel, stride):
+    """Windows that lie inside the plane run a row of windows at a time (loops along the row
+    that the compiler vectorizes): tiling windows (2, 2) write the gradient without clearing,
+    overlapping ones (3, 1) add into it; ties share the gradient, a NaN wins its window."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 4, 6], "float32")
+        pooled = nn.max_pool2d(x, kernel, stride, 0)
+        g = sg.data("g", [None, 2, *pooled.shape[2:]], "float32")
+        h = sg.data("h", [None, 2, 4, 6], "float32")
+        attrs = {"kernel_size": (kernel, kernel),
+                 "stride": stride if isinstance(stride, tuple) else (stride, stride),
+                 "padding": (0, 0)}
+        fetches = [pooled, bind("max_pool2d_grad", [x, g], attrs),
+                   bind("max_pool2d_select", [x, h], attrs)]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    assert compiled._executable.source.count("a row of windows at a time") == 3
+    plane = np.array([[1, 1, 0, 2, 5, 5], [1, np.nan, 2, 2, 5, 5],
+                      [0, 0, -np.inf, -np.inf, np.inf, 1], [3, 0, -np.inf, -np.inf, 2, np.inf]])
+    x = np.stack([plane, -plane]).astype("float32")[None]
+    feeds = {"x": np.concatenate([x, RNG.standard_normal((2, 2, 4, 6)).astype("float32")]),
+             "g": RNG.standard_normal((3, 2, *pooled.shape[2:])).astype("float32"),
+             "h": RNG.standard_normal((3, 2, 4, 6)).astype("float32")}
+    feeds["g"][0, 0, 0, 0] = np.inf
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+
+
+@pytest.mark.parametrize("batch", [1, 24, 40])
+def test_convolutions_on_threads_give_the_bytes_of_one_thread(batch):
+    """The samples run in chunks on the pool, each GEMM on one thread; the weight gradient
+    adds one partial per chunk in chunk order: two threads give one thread's bytes (groups,
+    stride, dilation, a 1x1 kernel that reads the input in place; the first conv's batch of 24
+    and 40 is 16 chunks, of 1 one chunk)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4, 32, 32], "float32")
+        w1 = sg.data("w1", [6, 2, 3, 3], "float32")
+        w2 = sg.data("w2", [3, 6, 1, 1], "float32")
+        h = nn.conv2d(x, w1, stride=2, padding=2, dilation=2, groups=2)
+        y = nn.conv2d(nn.relu(h), w2)
+        loss = sg.sum(y * y)
+        fetches = [y, *ir_backward.grad(loss, [x, w1, w2])]
+    feeds = {"x": RNG.standard_normal((batch, 4, 32, 32)).astype("float32"),
+             "w1": RNG.standard_normal((6, 2, 3, 3)).astype("float32"),
+             "w2": RNG.standard_normal((3, 6, 1, 1)).astype("float32")}
+    two = sg.compile(prog, fetches, backend="c", threads=2)
+    assert _native_calls(two) == 6 and "sg_conv sg_c" in two._executable.source
+    _assert_matches(prog, fetches, two, feeds, "float32")
+    one = sg.compile(prog, fetches, backend="c", threads=1)
+    for got, alone in zip(two(**feeds), one(**feeds)):
+        assert got.tobytes() == alone.tobytes()
+
+
+def _blas_thread_calls():
+    """(get, set) of the thread count of NumPy's BLAS, or None."""
+    for path in blas._candidates():
+        library = ctypes.CDLL(path)
+        for get, put in blas.THREAD_SYMBOLS:
+            if hasattr(library, get) and hasattr(library, put):
+                return getattr(library, get), getattr(library, put)
+    return None
+
+
+def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
+    """The convolution makes NumPy's BLAS single-threaded while its GEMMs run on symgrad's
+    pool, then puts the count back."""
+    calls = _blas_thread_calls()
+    if calls is None:
+        pytest.skip("the BLAS has no thread count calls")
+    get, put = calls
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 4, 32, 32], "float32")
+        w = sg.data("w", [8, 4, 3, 3], "float32")
+        fetches = [nn.conv2d(x, w, padding=1)]
+    compiled = sg.compile(prog, fetches, backend="c", threads=2)
+    before = get()
+    try:
+        put(2)
+        compiled(x=np.ones((16, 4, 32, 32), "float32"), w=np.ones((8, 4, 3, 3), "float32"))
+        assert get() == 2
+    finally:
+        put(before)
+
+
+@pytest.mark.parametrize("kernel, taps", [((5, 6), False), ((3, 2), True)])
+def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
+    """The input gradient of a kernel of at most native_ops.UNROLLED_TAPS taps gets col2im
+    blocks of constant bounds per tap; a larger one runs the run-time loops of
+    c/native.h.j2."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 2, 11, 9], "float64")
+        w = sg.data("w", [3, 2, *kernel], "float64")
+        y = nn.conv2d(x, w, stride=(2, 1), padding=(2, 1), dilation=(1, 2))
+        loss = sg.sum(y * y)
+        fetches = [y, *ir_backward.grad(loss, [x, w])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _native_calls(compiled) == 3
+    assert ("sg_col2im_double(" in compiled._executable.source) != taps
+    feeds = {"x": RNG.standard_normal((3, 2, 11, 9)), "w": RNG.standard_normal((3, 2, *kernel))}
+    _assert_matches(prog, fetches, compiled, feeds, "float64")

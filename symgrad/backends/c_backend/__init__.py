@@ -8,6 +8,8 @@ compiles the C with the system compiler into a shared library cached on disk
 points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
 (:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
 calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
+While a program runs, NumPy allocates array data through the library's caching allocator
+(:mod:`.array_cache`), so that a step's large results reuse the memory of the last one.
 ``source`` is the C program (its units one after the other, each under a header), ``host_source``
 the host module; ``SYMGRAD_DUMP`` writes both.
 """
@@ -22,7 +24,7 @@ from ..common import cache_prefix, signature_literals
 from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..host import PACKAGE, RUNTIME_MODULES, bind_references
 from ..host import lowers as numpy_lowers
-from . import compiler
+from . import array_cache, compiler
 from .compiler import CCompileError, CCompilerNotFoundError, CLoadError, deferred
 from .host import generate
 from .lowering import LOWERINGS, CLoweringError, check_custom_expression, register_lowering
@@ -51,9 +53,11 @@ class CExecutable:
         self.sources = {".c": self.source, ".py": self.host_source}
         self.constants = dict(generated.constants)
         self.references = generated.references
+        self._caches_arrays = generated.caches_arrays
         self.kernels = {}
         self.stats = stats
         self.library = library
+        self._array_cache = None
         self._resolve = resolve
         self._tools, self._options = tools, options
         self.module = cache.load_module(path, self.host_source, package=PACKAGE)
@@ -69,11 +73,21 @@ class CExecutable:
         dynamic loader refuses never stays in the cache)."""
         self.library = compiler.load(self.module.bind_library, library, self.source,
                                      self.units, self._tools, self._options)
+        if self._caches_arrays:
+            self._array_cache = array_cache.handler(self.module.LIBRARY)
 
     def run(self, feeds, buffers=None, dims=None):
+        """The module's ``run``, with NumPy allocating array data through the library's
+        caching handler meanwhile where the program has large values (:mod:`.array_cache`)."""
         if self.library is None:
             self._bind(self._resolve())
-        return self.module.run(dims, buffers, **feeds)
+        if self._array_cache is None:
+            return self.module.run(dims, buffers, **feeds)
+        previous = array_cache.swap(self._array_cache)
+        try:
+            return self.module.run(dims, buffers, **feeds)
+        finally:
+            array_cache.swap(previous)
 
 
 def build(program, fetches, options):

@@ -5,7 +5,10 @@ NumPy 2.x wheels ship ``scipy_openblas`` (ILP64, symbols such as ``scipy_cblas_s
 build time: ``c/native.h.j2`` finds the GEMM among the shared objects loaded in the process
 (``dl_iterate_phdr``, Linux) the first time a native op runs, trying :data:`SYMBOLS` in order.
 So the library, and an artifact saved with it, uses whichever NumPy the process imported, and
-needs no new dependency.
+needs no new dependency. The convolutions run their per-sample GEMMs on symgrad's own thread
+pool, with that library's thread count set to 1 meanwhile (:data:`THREAD_SYMBOLS`; restored
+after), so that OpenBLAS neither splits those small GEMMs between its threads nor serializes
+concurrent calls.
 
 :func:`available` says whether this process has such a BLAS; without one (a NumPy built
 against a system BLAS with other symbol names, or a platform without ``dl_iterate_phdr``),
@@ -25,6 +28,11 @@ import numpy as np
 SYMBOLS = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", True),
            ("scipy_cblas_sgemm", "scipy_cblas_dgemm", False),
            ("cblas_sgemm64_", "cblas_dgemm64_", True))
+# (get, set) of the thread count of the library holding the GEMM, in order of preference: a
+# native op running its GEMMs on symgrad's pool makes it 1 meanwhile (see c/native.h.j2)
+THREAD_SYMBOLS = (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                  ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+                  ("openblas_get_num_threads", "openblas_set_num_threads"))
 
 
 def _candidates() -> list:

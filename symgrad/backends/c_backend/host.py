@@ -40,7 +40,8 @@ from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
-from .blas import SYMBOLS
+from . import array_cache
+from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
 from .segments import Member, SegmentRenderer
@@ -68,7 +69,7 @@ def render_prelude(runtime=True, library=False) -> str:
     CPython buffer calls."""
     return environment().get_template("c/prelude.h.j2").render(
         math=MATH, own_float=OWN_FLOAT_MATH, parallel_min=PARALLEL_MIN, chunk=CHUNK,
-        runtime=runtime, library=library)
+        runtime=runtime, library=library, cache_min=array_cache.MIN_BYTES)
 
 
 @dataclasses.dataclass
@@ -80,6 +81,7 @@ class GeneratedProgram:
     segments: int            # C entry points
     functions: int           # distinct C group functions
     references: dict         # name -> HelperReference the loader binds into the host
+    caches_arrays: bool      # whether calls allocate through the library's array cache
 
 
 class CHostGenerator(Generator):
@@ -233,13 +235,12 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        # the row and native ops' entries compute loops: with the group functions (-O3), not
-        # with the glue (-O0), so that a program computes the same wherever its C is split
-        computing = [Piece(code) for code in self.row_ops] + \
-            [Piece(code, native=True) for code in self.native_ops]
-        native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS)
-        units = units_of(list(self.c_functions.values()) + computing,
-                         list(self.c_steps.values()), self.segments, render_prelude, native)
+        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops] + \
+            [Piece(code, native=True, computes=True) for code in self.native_ops]
+        native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
+                                                                  thread_symbols=THREAD_SYMBOLS)
+        units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
+                         entries, render_prelude, native)
         header = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary)
         unit = hashlib.sha256(joined(units, header).encode()).hexdigest()[:16]
@@ -258,7 +259,8 @@ class CHostGenerator(Generator):
             in_place=ascii([slot.name for slot in self.in_place.values()]),
             overwrites=ascii([self.in_place[v].name for v in self.overwritten]))
         return GeneratedProgram(source, joined(units, header), units, self.constants,
-                                len(self.segments), len(self.c_functions), self.references())
+                                len(self.segments), len(self.c_functions), self.references(),
+                                array_cache.worth_it(self.program))
 
 
 def _member_heading(plan) -> str:

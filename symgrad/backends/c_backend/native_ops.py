@@ -15,7 +15,10 @@ and computes:
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
   ``conv2d_weight_grad``: the sum over samples of ``im2col(x) @ g^T`` accumulated by the GEMM,
-  then transposed;
+  then transposed. The samples run in chunks on the prelude's thread pool (``threads``), each
+  GEMM on one thread (the BLAS's own thread count is set to 1 meanwhile: :mod:`.blas`); the
+  weight gradient sums one partial per chunk, in chunk order, so no result depends on the
+  threads;
 - pooling and its gradients: direct loops over the windows, with the reference's semantics
   (``-inf`` padding and NaN propagation for the max, ties sharing the gradient evenly,
   padding not counted in the mean).
@@ -32,6 +35,11 @@ from .lowering import LOWERINGS, CNativeOp
 from .entry_sizes import EntrySizes
 from .row_ops import EntryCall
 
+# max pooling whose windows lie inside the plane runs a row of up to this many windows at a time
+ROW_WINDOWS = 1024
+# the input gradient of a convolution of at most this many kernel taps gets col2im blocks of
+# constant bounds
+UNROLLED_TAPS = 25
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 # where each kind finds the input plane x, the output plane y and the conv weight w:
 # an input's number, or "result"
@@ -74,9 +82,43 @@ def _geometry(op, kind) -> dict:
         extra = dict(o=w[0], cg=w[1], og=w[0] // groups, groups=groups)
     else:
         kernel, dilation, extra = attrs["kernel_size"], (1, 1), {}
-    return dict(c=x[1], h=x[2], w=x[3], ho=y[2], wo=y[3], kh=kernel[0], kw=kernel[1],
-                sh=attrs["stride"][0], sw=attrs["stride"][1], ph=attrs["padding"][0],
-                pw=attrs["padding"][1], dh=dilation[0], dw=dilation[1], **extra)
+    g = dict(c=x[1], h=x[2], w=x[3], ho=y[2], wo=y[3], kh=kernel[0], kw=kernel[1],
+             sh=attrs["stride"][0], sw=attrs["stride"][1], ph=attrs["padding"][0],
+             pw=attrs["padding"][1], dh=dilation[0], dw=dilation[1], **extra)
+    # every window lies inside the plane (no tap reads padding), and, besides, the windows
+    # cover each position once (a gradient then writes each without clearing the plane first)
+    g["inside"] = g["ph"] == g["pw"] == 0 and \
+        (g["ho"] - 1) * g["sh"] + (g["kh"] - 1) * g["dh"] < g["h"] and \
+        (g["wo"] - 1) * g["sw"] + (g["kw"] - 1) * g["dw"] < g["w"]
+    g["tiles"] = g["inside"] and (g["sh"], g["sw"]) == (g["kh"], g["kw"]) and \
+        (g["ho"] * g["kh"], g["wo"] * g["kw"]) == (g["h"], g["w"])
+    g["taps"] = _taps(g) if kind == "conv2d_input_grad" and g["kh"] * g["kw"] <= UNROLLED_TAPS \
+        else []
+    return g
+
+
+def _inside(count, start, stride, size) -> tuple[int, int]:
+    """The range ``lo, hi`` of positions ``p < count`` with ``0 <= p * stride + start < size``
+    (empty: ``lo == hi``)."""
+    lo = min(count, 0 if start >= 0 else (-start + stride - 1) // stride)
+    end = (size - start + stride - 1) // stride if size > start else 0
+    return lo, max(lo, min(count, end))
+
+
+def _taps(g) -> list:
+    """Per kernel tap ``k = i * kw + j`` of a convolution: the offset ``r, s`` of the input
+    position it reads for output (0, 0), and the output rows ``p_lo..p_hi`` and columns
+    ``q_lo..q_hi`` for which it reads inside the plane (``c/native_op.c.j2``'s col2im
+    blocks)."""
+    taps = []
+    for i in range(g["kh"]):
+        for j in range(g["kw"]):
+            r, s = i * g["dh"] - g["ph"], j * g["dw"] - g["pw"]
+            p_lo, p_hi = _inside(g["ho"], r, g["sh"], g["h"])
+            q_lo, q_hi = _inside(g["wo"], s, g["sw"], g["w"])
+            taps.append(dict(k=i * g["kw"] + j, r=r, s=s, p_lo=p_lo, p_hi=p_hi, q_lo=q_lo,
+                             q_hi=q_hi))
+    return taps
 
 
 def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
@@ -93,9 +135,13 @@ def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
                      what=value_label(result)))
     sizes = EntrySizes()
     checks = sizes.checks(op.inputs + [result])
+    g = _geometry(op, kind) if kind != "matmul" else {}
+    # im2col of a 1x1 kernel of stride 1 without padding is the input itself
+    direct = kind in CONVOLUTIONS and (g["kh"], g["kw"], g["sh"], g["sw"], g["ph"], g["pw"]) \
+        == (1, 1, 1, 1, 0, 0)
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        g=_geometry(op, kind) if kind != "matmul" else {},
-        pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
+        g=g, direct=direct, rows=kind.startswith("max_pool2d") and g["inside"] and
+        g["wo"] <= ROW_WINDOWS, pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
     return EntryCall(code, sizes.dims)

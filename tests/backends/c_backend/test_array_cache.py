@@ -1,0 +1,60 @@
+"""NumPy's array data allocator while a C program runs (backends/c_backend/array_cache.py): the
+library's caching handler allocates during the call only, hands a freed block back for the next
+allocation of its size, and the caller's allocator is back after the call, also after an
+error."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad.backends.c_backend import array_cache
+
+pytestmark = pytest.mark.skipif(array_cache._set_handler() is None,
+                                reason="this NumPy has no data allocator API")
+
+
+def _handler_name(array) -> str:
+    try:
+        from numpy._core.multiarray import get_handler_name
+    except ImportError:   # NumPy 1.x
+        from numpy.core.multiarray import get_handler_name
+    return get_handler_name(array)
+
+
+def _double(rows=64):
+    """exp(x) * 2 of x [rows, 1024] float32 (None: a run-time dim)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [rows, 1024], "float32")
+        fetches = [sg.exp(x) * 2.0]
+    return sg.compile(prog, fetches, backend="c")
+
+
+def test_results_come_from_the_cache_and_the_callers_allocator_is_back_after():
+    compiled = _double()
+    x = np.linspace(-1, 1, 64 * 1024, dtype="float32").reshape(64, 1024)
+    first = compiled(x=x)[0]
+    np.testing.assert_allclose(first, np.exp(x) * 2, rtol=1e-6)
+    assert _handler_name(first) == "symgrad_array_cache"
+    assert _handler_name(np.empty(1 << 20)) == "default_allocator"
+    address = first.ctypes.data
+    del first   # 256 KiB: kept by the cache, handed back for the next result of its size
+    second = compiled(x=x)[0]
+    assert second.ctypes.data == address
+    np.testing.assert_allclose(second, np.exp(x) * 2, rtol=1e-6)
+
+
+def test_a_call_that_raises_gives_the_allocator_back():
+    compiled = _double()
+    with pytest.raises(Exception):
+        compiled(x=np.ones((2, 3), "float32"))
+    assert _handler_name(np.empty(1 << 20)) == "default_allocator"
+
+
+def test_a_program_of_small_values_keeps_numpys_allocator():
+    """No value reaches 64 KiB with its run-time dims counted as 1: the calls do not swap
+    allocators (their cost would be all there is to gain)."""
+    compiled = _double(rows=None)
+    result = compiled(x=np.ones((64, 1024), "float32"))[0]
+    assert _handler_name(result) == "default_allocator"
