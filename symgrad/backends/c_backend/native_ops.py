@@ -2,7 +2,9 @@
 gradients.
 
 An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types becomes one
-entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``): it
+entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``;
+a window op's loops in ``c/window_parts.c.j2`` over ``c/windows.h.j2``, without Python, which
+an exported C library renders too: :func:`window_context`, :mod:`.library.windows`): it
 takes one tuple (the op's inputs, then its result, which the host allocates with
 ``np.empty``, then the sizes of its symbolic dims from the binding), checks every array's dims
 against those sizes and the static ones (:class:`.entry_sizes.EntrySizes`), releases the GIL
