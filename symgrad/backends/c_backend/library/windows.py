@@ -5,25 +5,33 @@
 The loops are the C backend's (``c/window_parts.c.j2`` over ``c/windows.h.j2``'s geometry,
 im2col and col2im; :func:`..native_ops.window_context` gives their context), rendered once per
 op into the library, and the GEMM is the library's CBLAS (``sg_gemm_T``, the C backend's
-signature). Where the C backend hands its chunks to the thread pool, the library:
+signature). As in the C backend:
 
-- convolutions: runs the chunks one after the other on the calling thread (one GEMM per
-  sample and group, the BLAS left with its own threads). It cuts the samples into the same
-  chunks as the C backend (``sg_chunk_count``), so that the weight gradient sums the same
-  partials in the same order: the C backend's numbers, given the same GEMM;
-- pooling: runs its planes on the prelude's pool as the C backend does (each plane computed
-  alone: the same numbers whichever thread computes it).
+- convolutions: the samples are cut into chunks (``sg_chunk_count``, the same chunks), one
+  GEMM per sample and group, and the weight gradient sums the chunks' partials in chunk
+  order: the C backend's numbers, given the same GEMM, whichever threads run the chunks.
+  They run on the prelude's pool with the BLAS's thread count made 1 meanwhile where the
+  BLAS is an OpenBLAS (``sg_blas_threads_single`` in ``c/library/library.c.j2``), else one
+  after the other on the calling thread;
+- pooling: the planes run on the prelude's pool (each plane computed alone: the same numbers
+  whichever thread computes it).
 
 Emitted (a ``conv2d``, abridged)::
 
     /* %5 = conv2d(%x, %w) {stride=(1, 1), ...} */
     {
-        const int64_t sg_kk = 27, sg_pp = 64;
-        if (sg_blas_fits(sg_kk > sg_pp ? ... : ...) != 0) { sg_status = sg_fail(...); goto done; }
+        if (sg_blas_fits(64) != 0) { sg_status = sg_fail(SG_ERROR_BLAS, ...); goto done; }
         sg_conv sg_c = {x, ((float *)state->data[0]), NULL, v5, NULL, sg_s0, 1, 0};
-        sg_c.chunks = sg_chunk_count(sg_s0 * 8 * sg_kk * sg_pp, sg_s0, SG_CONV_CHUNKS);
-        for (int64_t sg_j = 0; sg_j < sg_c.chunks; sg_j++)
-            sg_w0_part(&sg_c, sg_j);
+        sg_c.chunks = sg_chunk_count((int64_t)(sg_s0) * 13824, (int64_t)(sg_s0), SG_CONV_CHUNKS);
+        {
+            const int sg_before = sg_blas_threads_single();   /* -1: no OpenBLAS */
+            if (sg_before >= 0)
+                sg_parallel(sg_w0_part, &sg_c, sg_c.chunks, 0);
+            else
+                for (int64_t sg_j = 0; sg_j < sg_c.chunks; sg_j++)
+                    sg_w0_part(&sg_c, sg_j);
+            sg_blas_threads_restore(sg_before);
+        }
         if (sg_c.failed) { sg_status = sg_fail(SG_ERROR_MEMORY, ...); goto done; }
     }
 """
@@ -70,14 +78,14 @@ def window_rule(gen, op) -> bool:
     target = gen.allocate(op.results[0])
     batch = gen.dims.dims_of(op.inputs[0])[0]
     g = context["g"]
+    threads = gen.options.threads or 0
     gen.body.append(f"    /* {heading(op)} */")
     if kind in CONVOLUTIONS:
         gen.gemm_types.add(T)
         gen.body.append(_convolution(kind, part, T, g, operands, target, batch,
-                                     c_string(heading(op))))
+                                     c_string(heading(op)), threads))
     else:
         second = operands[1] if len(operands) == 2 else "NULL"
-        threads = gen.options.threads or 0
         gen.body.append(
             f"    {{\n        struct {part}_args sg_a = {{{operands[0]}, {second}, {target}, "
             f"(int64_t)({batch}) * {g['c']}, 0}};\n"
@@ -87,7 +95,21 @@ def window_rule(gen, op) -> bool:
     return True
 
 
-def _convolution(kind, part, T, g, operands, target, batch, what) -> str:
+def _chunks(part, threads) -> list:
+    """Run convolution ``part``'s chunks: on the pool with the BLAS on one thread, or one
+    after the other where the BLAS's thread count cannot be set."""
+    return ["        {",
+            "            const int sg_before = sg_blas_threads_single();",
+            "            if (sg_before >= 0)",
+            f"                sg_parallel({part}_part, &sg_c, sg_c.chunks, {threads});",
+            "            else",
+            "                for (int64_t sg_j = 0; sg_j < sg_c.chunks; sg_j++)",
+            f"                    {part}_part(&sg_c, sg_j);",
+            "            sg_blas_threads_restore(sg_before);",
+            "        }"]
+
+
+def _convolution(kind, part, T, g, operands, target, batch, what, threads) -> str:
     """The entry's lines running convolution ``part``'s chunks in order (see the module
     docstring)."""
     def operand(at):
@@ -114,16 +136,14 @@ def _convolution(kind, part, T, g, operands, target, batch, what) -> str:
             "        if (sg_c.partial == NULL)",
             "            sg_c.failed = 1;",
             "        else {",
-            "            for (int64_t sg_j = 0; sg_j < sg_c.chunks; sg_j++)",
-            f"                {part}_part(&sg_c, sg_j);",
+            *("    " + line for line in _chunks(part, threads)),
             "            if (!sg_c.failed)",
             f"                {part}_sum(sg_c.partial, sg_c.chunks, {target});",
             "            free(sg_c.partial);",
             "        }",
         ]
     else:
-        lines += ["        for (int64_t sg_j = 0; sg_j < sg_c.chunks; sg_j++)",
-                  f"            {part}_part(&sg_c, sg_j);"]
+        lines += _chunks(part, threads)
     lines += [
         "        if (sg_c.failed) {",
         f'            sg_status = sg_fail(SG_ERROR_MEMORY, "out of memory in {what}");',
