@@ -2,7 +2,9 @@
 gradients.
 
 An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types becomes one
-entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``): it
+entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``;
+a window op's loops in ``c/window_parts.c.j2`` over ``c/windows.h.j2``, without Python, which
+an exported C library renders too: :func:`window_context`, :mod:`.library.windows`): it
 takes one tuple (the op's inputs, then its result, which the host allocates with
 ``np.empty``, then the sizes of its symbolic dims from the binding), checks every array's dims
 against those sizes and the static ones (:class:`.entry_sizes.EntrySizes`), releases the GIL
@@ -121,6 +123,18 @@ def _taps(g) -> list:
     return taps
 
 
+def window_context(op, kind) -> dict:
+    """The context of ``c/window_parts.c.j2`` (besides ``part``, ``number``, ``note`` and
+    ``T`` and ``kind``) for window op ``op`` of template kind ``kind``: the geometry ``g``,
+    ``direct``, ``rows`` and ``pooling``."""
+    g = _geometry(op, kind)
+    # im2col of a 1x1 kernel of stride 1 without padding is the input itself
+    direct = kind in CONVOLUTIONS and (g["kh"], g["kw"], g["sh"], g["sw"], g["ph"], g["pw"]) \
+        == (1, 1, 1, 1, 0, 0)
+    return dict(g=g, direct=direct, pooling=kind not in CONVOLUTIONS,
+                rows=kind.startswith("max_pool2d") and g["inside"] and g["wo"] <= ROW_WINDOWS)
+
+
 def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
     """Native op ``number`` computing ``op`` with template kind ``kind``; ``threads``: the
     program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
@@ -135,13 +149,10 @@ def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
                      what=value_label(result)))
     sizes = EntrySizes()
     checks = sizes.checks(op.inputs + [result])
-    g = _geometry(op, kind) if kind != "matmul" else {}
-    # im2col of a 1x1 kernel of stride 1 without padding is the input itself
-    direct = kind in CONVOLUTIONS and (g["kh"], g["kw"], g["sh"], g["sw"], g["ph"], g["pw"]) \
-        == (1, 1, 1, 1, 0, 0)
+    window = window_context(op, kind) if kind != "matmul" else \
+        dict(g={}, direct=False, rows=False, pooling=False)
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        g=g, direct=direct, rows=kind.startswith("max_pool2d") and g["inside"] and
-        g["wo"] <= ROW_WINDOWS, pooling=kind not in ("matmul", *CONVOLUTIONS), threads=threads)
+        sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim,
+        b_rank=op.inputs[-1].ndim, threads=threads, **window)
     return EntryCall(code, sizes.dims)

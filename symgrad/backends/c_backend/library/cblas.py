@@ -5,7 +5,9 @@ In order: the flags given (``blas=``, or the ``SYMGRAD_BLAS_LIBS`` environment v
 pkg-config's ``cblas`` or ``openblas``; ``-lopenblas``, ``-lcblas``; else the OpenBLAS that
 NumPy's wheels bundle (:func:`..blas._candidates`), whose GEMM is ``scipy_cblas_sgemm64_``
 with 64-bit integers: the library is then built with ``-DSG_CBLAS_SGEMM=...`` naming it (the
-shim ``c/library/library.c.j2`` documents) and linked to that file by path, with an rpath.
+shim ``c/library/library.c.j2`` documents; ``-DSG_BLAS_SET_THREADS=...`` names its thread
+count's calls, which a convolution sets to 1 while it runs its samples on the library's
+threads) and linked to that file by path, with an rpath.
 Each candidate is used only when a small program calling ``cblas_sgemm`` through it links.
 """
 from __future__ import annotations
@@ -92,6 +94,10 @@ def numpy_openblas() -> BlasChoice | None:
             if hasattr(library, sgemm) and hasattr(library, dgemm):
                 cflags = (f"-DSG_CBLAS_SGEMM={sgemm} -DSG_CBLAS_DGEMM={dgemm} "
                           f"-DSG_BLAS_INT={'int64_t' if ilp64 else 'int'}")
+                for get, set_ in numpy_blas.THREAD_SYMBOLS:   # its thread count's calls
+                    if hasattr(library, get) and hasattr(library, set_):
+                        cflags += f" -DSG_BLAS_GET_THREADS={get} -DSG_BLAS_SET_THREADS={set_}"
+                        break
                 folder = os.path.dirname(path)
                 return BlasChoice(f"the OpenBLAS bundled with NumPy ({os.path.basename(path)}, "
                                   f"{'64' if ilp64 else '32'}-bit integers)", cflags,

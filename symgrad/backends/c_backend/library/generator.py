@@ -23,6 +23,8 @@ Python. The rules:
 - ``cumsum``, ``cumprod``, ``linear_recurrence``, ``argmax``, ``argmin``: loops along the
   axis (:mod:`.along_axis`);
 - ``einsum``: loops over its letters (:mod:`.contraction`);
+- ``conv2d``, pooling and their gradients: the C backend's im2col/col2im and window loops,
+  the GEMM through the CBLAS (:mod:`.windows`);
 - ``random_uniform``, ``random_normal``: Philox in C, the interpreter's bits (:mod:`.draws`);
 - control flow (``cond``, ``scan``, ``while_loop``, ``reverse_loop``): C branches and loops
   over their blocks' code (:mod:`.regions`);
@@ -38,8 +40,8 @@ first copied into one): a call that fails leaves the state as it was. Emitted (W
     v4 = (float *)malloc((size_t)(sg_s0) * (size_t)(512) * sizeof(float) + 1);
     if (v4 == NULL) { sg_status = sg_fail(SG_ERROR_MEMORY, "out of memory for %%4"); goto done; }
     /* %4 = matmul(%x, %w0) */
-    if (sg_gemm_float(0, 0, (int64_t)(sg_s0), 512, 784, x, 784, ((float *)state->data[0]),
-                      512, v4, 512) != 0) { sg_status = SG_ERROR_BLAS; goto done; }
+    if (sg_gemm_float(0, 0, (int64_t)(sg_s0), 512, 784, 1, x, 784,
+                      ((float *)state->data[0]), 512, 0, v4, 512) != 0) { sg_status = SG_ERROR_BLAS; goto done; }
     /* fused group 0 (2 ops) -> %6 */
     {
         const int64_t sg_d[2] = {sg_s0, 512};
@@ -76,6 +78,7 @@ from .errors import LibraryExportError
 from .gathers import RULES as GATHER_RULES
 from .moves import RULES as MOVE_RULES
 from .regions import RULES as REGION_RULES
+from .windows import RULES as WINDOW_RULES
 
 
 def op_where(op) -> str:
@@ -508,8 +511,8 @@ def matmul_rule(gen, op) -> bool:
     ldb = k if tb else n
     target = gen.allocate(result)
     gen.body.append(f"    /* {group_heading_of(op)} */")
-    gen.body.append(f"    if (sg_gemm_{ctype}({ta}, {tb}, {m}, {n}, {k}, {pa}, {lda}, {pb}, "
-                    f"{ldb}, {target}, {n}) != 0) {{\n        sg_status = SG_ERROR_BLAS;\n"
+    gen.body.append(f"    if (sg_gemm_{ctype}({ta}, {tb}, {m}, {n}, {k}, 1, {pa}, {lda}, {pb}, "
+                    f"{ldb}, 0, {target}, {n}) != 0) {{\n        sg_status = SG_ERROR_BLAS;\n"
                     f"        goto done;\n    }}")
     return True
 
@@ -522,8 +525,8 @@ def _stacked_matmul(gen, op, ctype, a_dims, b_dims) -> bool:
     gen.body.append(f"    /* {group_heading_of(op)} */")
     gen.body.append(
         f"    for (int64_t sg_k = 0; sg_k < {batch}; sg_k++)\n"
-        f"        if (sg_gemm_{ctype}(0, 0, {m}, {n}, {k}, {pa} + sg_k * ({m}) * ({k}), {k}, "
-        f"{pb} + sg_k * ({k}) * ({n}), {n}, {target} + sg_k * ({m}) * ({n}), {n}) != 0) {{\n"
+        f"        if (sg_gemm_{ctype}(0, 0, {m}, {n}, {k}, 1, {pa} + sg_k * ({m}) * ({k}), {k}, "
+        f"{pb} + sg_k * ({k}) * ({n}), {n}, 0, {target} + sg_k * ({m}) * ({n}), {n}) != 0) {{\n"
         f"            sg_status = SG_ERROR_BLAS;\n            goto done;\n        }}")
     return True
 
@@ -555,7 +558,8 @@ def alias_rule(gen, op) -> bool:
 
 
 RULES = (source_rule, group_rule, row_rule, matmul_rule, size_rule, alias_rule) + \
-    MOVE_RULES + GATHER_RULES + AXIS_RULES + EINSUM_RULES + RANDOM_RULES + REGION_RULES
+    MOVE_RULES + GATHER_RULES + AXIS_RULES + EINSUM_RULES + RANDOM_RULES + WINDOW_RULES + \
+    REGION_RULES
 
 
 def generate_library(program, fetches, options, spec, environment) -> GeneratedLibrary:
