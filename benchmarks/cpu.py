@@ -1466,17 +1466,8 @@ def w7c_rows(repeats):
     contenders = [("hand", lambda: hand(x, labels)), ("python", lambda: fn(x=x, labels=labels))]
     times = from_c("w7", fn, {"x": x, "labels": labels}, check, contenders, repeats, 1,
                    repeats * 3)
-    label = "Adam training step of W1"
-    skipped = _skipped_row("W7c from C", times)
-    rows = [_row(f"W7c symgrad c, from Python: {label}", times["python"], times["hand"],
-                 "fn(x=x, labels=labels)" + ("" if skipped else
-                                             f"; {times['python'] / times['C']:.2f}x the "
-                                             f"call from C"))]
-    if skipped:
-        return rows + skipped
-    return rows + [_row("W7c symgrad c, from C: the exported library", times["C"], times["hand"],
-                        f"{times['C'] / times['python']:.2f}x the call from Python "
-                        f"(target <= 1x); a C driver's median of {repeats * 3} steps")]
+    return _python_and_c_rows("W7c", "Adam training step of W1", times, "fn(x=x, labels=labels)",
+                              f" (target <= 1x); a C driver's median of {repeats * 3} steps")
 
 
 def w6c_rows(repeats, steps):
@@ -1496,17 +1487,24 @@ def w6c_rows(repeats, steps):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7, err_msg=label)
     contenders = [("hand", workload["hand"]), ("python", lambda: fn(xs=xs, h0=h0))]
     times = from_c("w6", fn, {"xs": xs, "h0": h0}, check, contenders, repeats, 1, repeats * 3)
-    label = f"tanh RNN scan, T={steps:,}, grad"
-    skipped = _skipped_row("W6c from C", times)
-    rows = [_row(f"W6c symgrad c, from Python: {label}", times["python"], times["hand"],
-                 "fn(xs=xs, h0=h0)" + ("" if skipped else
-                                       f"; {times['python'] / times['C']:.2f}x the call "
-                                       f"from C"))]
+    return _python_and_c_rows("W6c", f"tanh RNN scan, T={steps:,}, grad", times,
+                              "fn(xs=xs, h0=h0)",
+                              f"; the scans as C loops; a C driver's median of {repeats * 3} "
+                              f"calls")
+
+
+def _python_and_c_rows(name, label, times, python_call, c_note):
+    """The rows of workload ``name`` called from Python (``python_call``) and from C through
+    its exported library (``c_note`` after the ratio), or the row saying why C was skipped."""
+    skipped = _skipped_row(f"{name} from C", times)
+    rows = [_row(f"{name} symgrad c, from Python: {label}", times["python"], times["hand"],
+                 python_call + ("" if skipped else
+                                f"; {times['python'] / times['C']:.2f}x the call from C"))]
     if skipped:
         return rows + skipped
-    return rows + [_row("W6c symgrad c, from C: the exported library", times["C"], times["hand"],
-                        f"{times['C'] / times['python']:.2f}x the call from Python; the scans "
-                        f"as C loops; a C driver's median of {repeats * 3} calls")]
+    return rows + [_row(f"{name} symgrad c, from C: the exported library", times["C"],
+                        times["hand"], f"{times['C'] / times['python']:.2f}x the call from "
+                                       f"Python{c_note}")]
 
 
 W7_FRAMEWORKS = {"JAX": w7_jax, "PyTorch": w7_torch}

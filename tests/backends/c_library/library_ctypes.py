@@ -1,11 +1,27 @@
 """Calling an exported library from Python with ctypes (the tests' way to compare it with
-the same program run by symgrad): :class:`Library`."""
+the same program run by symgrad): :class:`Library`, and :func:`exported`."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 
 import numpy as np
+
+import symgrad as sg
+
+
+def exported(program, parent, name):
+    """``(fn, oracle, folder, library)``: ``program`` compiled on backend c and exported into
+    ``parent/name`` (with NumPy's OpenBLAS and this CPU's flags, as the C backend builds: the
+    same code, so the same numbers), compiled on the interpreter, and the library loaded with
+    its parameters."""
+    fn = sg.compile(*program, backend="c")
+    folder = fn.export_c(os.path.join(str(parent), name), name=name, blas="numpy", native=True)
+    with open(os.path.join(folder, "manifest.json")) as handle:
+        library = Library(folder, json.load(handle))
+    assert library.load(os.path.join(folder, f"{name}.params")) == 0, library.error()
+    return fn, sg.compile(*program, backend="interpreter"), folder, library
 
 
 class Library:

@@ -2,8 +2,6 @@
 ints), cumprod and its gradient (a linear recurrence), argmax/argmin (NaNs, whole arrays)
 are the C backend's and the interpreter's bits; an argmax of an empty line fails as NumPy's;
 logsumexp (NaNs and infinities too) agrees to rounding."""
-import json
-import os
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 
-from .library_ctypes import Library
+from .library_ctypes import exported
 
 pytestmark = pytest.mark.slow   # builds a library with the C compiler: seconds
 
@@ -41,13 +39,7 @@ ROUNDED = 3   # the last outputs: logsumexp, its sum in another order and the C 
 
 
 def test_ops_along_an_axis(tmp_path, cblas):
-    program = along()
-    fn = sg.compile(*program, backend="c")
-    oracle = sg.compile(*program, backend="interpreter")
-    folder = fn.export_c(str(tmp_path / "along"), name="along", blas="numpy", native=True)
-    with open(os.path.join(folder, "manifest.json")) as handle:
-        library = Library(folder, json.load(handle))
-    assert library.load(os.path.join(folder, "along.params")) == 0, library.error()
+    fn, oracle, _, library = exported(along(), tmp_path, "along")
     rng = np.random.default_rng(1)
     for n in (5, 1):
         x = rng.standard_normal((n, 4))

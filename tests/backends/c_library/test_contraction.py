@@ -1,8 +1,6 @@
 """einsum in an exported library: contractions, a three-operand product, a diagonal, a total
 and a broadcast dim of 1, with their gradients, agree with the C backend and the interpreter
 to rounding (their sums run in other orders)."""
-import json
-import os
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ import symgrad as sg
 from symgrad import ir_backward
 
 from .conftest import one_blas_thread
-from .library_ctypes import Library
+from .library_ctypes import exported
 
 pytestmark = pytest.mark.slow   # builds a library with the C compiler: seconds
 
@@ -33,13 +31,7 @@ def contractions():
 
 
 def test_einsum_and_its_gradients(tmp_path, cblas):
-    program = contractions()
-    fn = sg.compile(*program, backend="c")
-    oracle = sg.compile(*program, backend="interpreter")
-    folder = fn.export_c(str(tmp_path / "sums"), name="sums", blas="numpy", native=True)
-    with open(os.path.join(folder, "manifest.json")) as handle:
-        library = Library(folder, json.load(handle))
-    assert library.load(os.path.join(folder, "sums.params")) == 0, library.error()
+    fn, oracle, _, library = exported(contractions(), tmp_path, "sums")
     rng = np.random.default_rng(1)
     for n in (5, 1):
         feeds = {"a": rng.standard_normal((n, 3)), "b": rng.standard_normal((3, 4, 2)),

@@ -4,7 +4,6 @@ on the C backend (float64: bit for bit) and the interpreter; a while loop's data
 count (none, and more than the 16 rows its stacks start with), and loops checkpointed every k
 steps, by sqrt and by a binomial schedule; C drivers run the while/cond program and the
 checkpointed one clean under AddressSanitizer."""
-import json
 import os
 import subprocess
 
@@ -15,7 +14,7 @@ import symgrad as sg
 from symgrad import ir_backward
 
 from .conftest import one_blas_thread
-from .library_ctypes import Library
+from .library_ctypes import exported
 
 pytestmark = pytest.mark.slow   # each program builds a library with the C compiler: seconds
 
@@ -101,16 +100,8 @@ def checkpointed():
 
 
 def export(tmp_path_factory, program, name):
-    """The library (with NumPy's OpenBLAS and this CPU's flags, as the C backend builds) and
-    the program compiled on backends c and interpreter."""
-    fn = sg.compile(*program, backend="c")
-    folder = fn.export_c(str(tmp_path_factory.mktemp(name) / name), name=name, blas="numpy",
-                         native=True)
-    with open(os.path.join(folder, "manifest.json")) as handle:
-        manifest = json.load(handle)
-    library = Library(folder, manifest)
-    assert library.load(os.path.join(folder, f"{name}.params")) == 0, library.error()
-    return fn, sg.compile(*program, backend="interpreter"), folder, library
+    """The library and the program compiled on backends c and interpreter."""
+    return exported(program, tmp_path_factory.mktemp(name), name)
 
 
 def check(programs, feeds):

@@ -3,7 +3,6 @@ concatenate, stack, split, pad, N-D transposes, take and take_along_axis, matmul
 stacks (attention), and their gradients, equal the C backend bit for bit in float64 and the
 interpreter; an index out of range fails the call with Python's message, also inside a loop,
 where a C driver run under AddressSanitizer shows every buffer freed."""
-import json
 import os
 import subprocess
 
@@ -14,7 +13,7 @@ import symgrad as sg
 from symgrad import ir_backward
 
 from .conftest import one_blas_thread
-from .library_ctypes import Library
+from .library_ctypes import exported
 
 pytestmark = pytest.mark.slow   # each program builds a library with the C compiler: seconds
 
@@ -51,14 +50,8 @@ def moves():
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory, cblas):
-    program = moves()
-    fn = sg.compile(*program, backend="c")
-    folder = fn.export_c(str(tmp_path_factory.mktemp("moves") / "moves"), name="moves",
-                         blas="numpy", native=True)
-    with open(os.path.join(folder, "manifest.json")) as handle:
-        built = Library(folder, json.load(handle))
-    assert built.load(os.path.join(folder, "moves.params")) == 0, built.error()
-    yield fn, sg.compile(*program, backend="interpreter"), built
+    fn, oracle, _, built = exported(moves(), tmp_path_factory.mktemp("moves"), "moves")
+    yield fn, oracle, built
     built.close()
 
 

@@ -2,15 +2,13 @@
 of static and run-time shapes, inside a loop with a counter, are the C backend's and the
 interpreter's bits, call after call (the library advances the program's ``rng_step`` in its
 state as the Python call does)."""
-import json
-import os
 
 import numpy as np
 import pytest
 
 import symgrad as sg
 
-from .library_ctypes import Library
+from .library_ctypes import exported
 
 pytestmark = pytest.mark.slow   # builds a library with the C compiler: seconds
 
@@ -30,15 +28,8 @@ def draws():
 
 
 def test_random_numbers_are_the_interpreters_bits_call_after_call(tmp_path, cblas):
-    program = draws()
-    fn = sg.compile(*program, backend="c")
-    oracle = sg.compile(*program, backend="interpreter")
-    folder = fn.export_c(str(tmp_path / "draws"), name="draws", blas="numpy", native=True)
-    with open(os.path.join(folder, "manifest.json")) as handle:
-        manifest = json.load(handle)
-    assert "rng_step" in manifest["library"]["state"]
-    library = Library(folder, manifest)
-    assert library.load(os.path.join(folder, "draws.params")) == 0, library.error()
+    fn, oracle, _, library = exported(draws(), tmp_path, "draws")
+    assert "rng_step" in library.entry["state"]
     rng = np.random.default_rng(0)
     previous = None
     for n in (5, 2, 5):
