@@ -36,13 +36,13 @@ from ...ops.core import HelperSource
 NOW = "_check_class_indices_now"
 
 
-def helpers(used: dict) -> tuple[dict, bool]:
-    """``(helpers, deferred)``: the host module's ``used`` helpers, the NumPy
-    ``check_class_indices`` renamed ``_check_class_indices_now`` (the template defines the
-    deferred one), and whether there is one."""
+def helpers(used: dict) -> dict:
+    """The host module's ``used`` helpers with the NumPy ``check_class_indices`` renamed
+    :data:`NOW` (the template defines the deferred one, and wraps ``run``, when ``NOW`` is
+    among them)."""
     if "check_class_indices" not in used:
-        return used, False
+        return used
     helpers = {name: helper for name, helper in used.items() if name != "check_class_indices"}
     now = textwrap.dedent(inspect.getsource(kernels.check_class_indices)).replace(
         "def check_class_indices(", f"def {NOW}(", 1)
-    return {**helpers, NOW: HelperSource(NOW, now)}, True
+    return {**helpers, NOW: HelperSource(NOW, now)}

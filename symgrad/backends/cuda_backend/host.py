@@ -177,10 +177,8 @@ class HostGenerator(Generator):
         region's body ops are lowered, and counted, one by one) and those of the module's own
         lines, with the checks of device data deferred to the end of ``run``
         (:mod:`.device_checks`)."""
-        return device_checks.helpers(self._host_helpers())[0]
-
-    def _host_helpers(self) -> dict:
-        return {**helpers_of(self.host_ops, descend=is_fusion), **self.statement_helpers}
+        return device_checks.helpers({**helpers_of(self.host_ops, descend=is_fusion),
+                                      **self.statement_helpers})
 
     def lower_op(self, op):
         """A kernel launch for a group (or single op) with CUDA lowerings, the group's ops one
@@ -227,7 +225,7 @@ class HostGenerator(Generator):
             functions=self.functions.lines(), summary=summary, inputs=ascii(signature_inputs),
             outputs=ascii(signature_outputs), wide=kernel_lowering.WIDE, dims=DIMS,
             block=kernel_lowering.BLOCK,
-            deferred_checks=device_checks.helpers(self._host_helpers())[1])
+            deferred_checks=device_checks.NOW in self.helpers_used())
         prelude = kernel_lowering.render("prelude.cuh.j2")
         cuda_source = kernel_lowering.render(
             "program.cu.j2", symgrad_version=library_version(), summary=summary, prelude=prelude,

@@ -19,8 +19,7 @@ raised before the launch.
 """
 from __future__ import annotations
 
-import math
-
+from ...ir.dims import product
 from ...ir.printer import format_op_head
 from ...ops import kernels as numpy_kernels
 from ..dim_code import shape_code
@@ -73,12 +72,12 @@ def launch_lines(gen, name, op, kind) -> list[str]:
     host generator, for names, dims and values)."""
     axis = op.attrs["axis"]
     first = op.inputs[0]
-    dims = gen.shape_of(first)
+    dims = first.dims
     if kind == "one_hot":
         n = str(op.attrs["num_classes"])
         outer, inner = dims[:axis], dims[axis:]
     else:
-        n = dims[axis]
+        n = gen.dim_code(dims[axis])
         outer, inner = dims[:axis], dims[axis + 1:]
     lines = []
     if kind != "one_hot" and not (isinstance(first.dims[axis], int) and first.dims[axis] > 0):
@@ -93,16 +92,8 @@ def launch_lines(gen, name, op, kind) -> list[str]:
     out = gen.namer.value(result)
     lines.append(f"{out} = np.empty({shape_code(gen.shape_of(result))}, "
                  f"{dtype_code(result.dtype)})")
-    sizes = f"({_product(outer)}, {n}, {_product(inner)})"
+    sizes = f"({gen.dim_code(product(outer))}, {n}, {gen.dim_code(product(inner))})"
     arrays = "(" + "".join(f"_dense({gen.expr(v)}), " for v in op.inputs) + f"{out}, )"
     lines.append(f"_rows({name!r}, {sizes}, {arrays})")
     return lines
 
-
-def _product(dims) -> str:
-    """Python source of the product of ``dims`` (sources of sizes), static ones folded."""
-    static = math.prod(int(d) for d in dims if d.isdigit())
-    factors = [d for d in dims if not d.isdigit()]
-    if static != 1 or not factors:
-        factors.insert(0, str(static))
-    return " * ".join(factors)
