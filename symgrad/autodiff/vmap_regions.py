@@ -166,12 +166,15 @@ def _carry_flags(body, carry_flags, other_flags, env) -> list:
         flags = grown
 
 
+def _swap_batched(values, axes):
+    """Each batched stack with its first two axes swapped (``[B, T, ...]`` <-> ``[T, B,
+    ...]``); shared ones as they are."""
+    return [v if a is None else _swap_leading(v) for v, a in zip(values, axes)]
+
+
 def _unstack(results, axes):
     """Per-step outputs stacked as ``[T, B, ...]`` back to ``[B, T, ...]``."""
-    out = []
-    for value, axis in zip(results, axes):
-        out.append(value if axis is None else _swap_leading(value))
-    return out, [None if axis is None else 0 for axis in axes]
+    return _swap_batched(results, axes), [None if axis is None else 0 for axis in axes]
 
 
 # --- cond ---------------------------------------------------------------------------------------
@@ -239,7 +242,7 @@ def scan_batch(op, inputs, axes, size):
     if body is None:
         return NotImplemented
     block, yield_axes = body
-    xs = [x if a is None else _swap_leading(x) for x, a in zip(xs, x_axes)]
+    xs = _swap_batched(xs, x_axes)
     explicit = inits + xs + ([inputs[carries + count]] if layout.has_length_input else [])
     new = bind_region(scan_p, explicit, dict(op.attrs), [block], op.block.program)
     finals = list(new.results[:carries])
@@ -374,11 +377,7 @@ def reverse_loop_batch(op, inputs, axes, size):
     if stepped is None or reversed_ is None:
         return NotImplemented
     block, yield_axes = reversed_
-
-    def step_axis_first(values, value_axes):
-        return [v if a is None else _swap_leading(v) for v, a in zip(values, value_axes)]
-
-    explicit = inits + step_axis_first(x_in, x_axes) + cts + step_axis_first(y_in, y_axes) \
+    explicit = inits + _swap_batched(x_in, x_axes) + cts + _swap_batched(y_in, y_axes) \
         + list(inputs[starts[-1]:starts[-1] + trip_input(op.attrs)])
     new = bind_region(reverse_loop_p, explicit, dict(op.attrs), [stepped[0], block],
                       op.block.program)
