@@ -25,6 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tests.session_folder import session_folder
+
 from .translate import entry_points, launcher_name, source_key, translate
 
 SHIM = Path(__file__).with_name("cuda_on_cpu.h")
@@ -64,11 +66,8 @@ def default_cache_dir() -> Path:
 
 def session_cache_dir(tmp_path_factory) -> Path:
     """The folder a pytest session keeps its libraries in: shared by the session's
-    pytest-xdist workers (their base temporary folders are siblings), new each session."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return base / "cuda-emulation"
+    pytest-xdist workers, new each session."""
+    return session_folder(tmp_path_factory) / "cuda-emulation"
 
 
 class Library:
