@@ -35,12 +35,13 @@ def shapes_match(shape, expected) -> bool:
         a is None or b is None or a == b for a, b in zip(shape, expected))
 
 
-def sweep_unused(block, start, first_id, keep):
+def sweep_unused(block, start, first_id, keep, merged=()):
     """Remove the ops appended to ``block`` since position ``start`` (their results numbered
     from ``first_id`` on) that do not feed any Value in ``keep``, and renumber what was made
     since so that numbering stays dense: the kept ops' Values (nested blocks included), then
-    the results grown onto existing ops (a loop that now records residuals,
-    ``program.grown``). Linear in the appended ops."""
+    the new Values of ``merged``, the new forward ops that took the place of loops to record
+    their residuals (:mod:`symgrad.autodiff.merge`). Linear in the appended ops and
+    ``merged``."""
     program = block.program
     appended = block.ops[start:]
     marked = set()
@@ -63,10 +64,11 @@ def sweep_unused(block, start, first_id, keep):
         next_id += 1
         renumbered.add(value)
     swept = set(appended).difference(kept)
-    for value in program.grown:
-        if value.id >= first_id and value not in renumbered and value.op not in swept:
+    for value in walk_defined([op for op in merged if op not in swept]):
+        if value.id >= first_id and value not in renumbered:
             value.id = next_id
             next_id += 1
+            renumbered.add(value)
     program._next_id = next_id
 
 
