@@ -351,3 +351,18 @@ def test_a_loop_that_runs_no_step_gives_zeros_to_what_its_body_reads(form, dynam
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype
         np.testing.assert_array_equal(g, e)
+
+
+def test_dim_constraints_of_a_loop_body_follow_its_new_forward_op():
+    from symgrad.errors import FeedError
+    from symgrad.runtime.dims import _top_level
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None], "float64")
+        y = sg.data("y", [None], "float64")
+        c, _ = sg.scan(lambda c, _: (sg.tanh(c * y), None), x, length=3)
+        (g,) = ir_backward.grad(sg.sum(c), [x])
+    assert prog.dim_constraints and all(_top_level(op) in prog.ops
+                                        for _, op in prog.dim_constraints)
+    with pytest.raises(FeedError, match="to be equal"):
+        sg.compile(prog, [g], backend="numpy")(x=np.ones(3), y=np.ones(4))
