@@ -40,12 +40,12 @@ result), or the reverse; both VJPs reshape it to the exact types of their carrie
 from __future__ import annotations
 
 from .. import dtypes
-from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_ops
+from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_defined, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
-from ..ops.reverse_loop import reverse_loop_p, trip_input
+from ..ops.reverse_loop import reverse_loop_counts, reverse_loop_p, trip_input
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
@@ -322,9 +322,7 @@ def _loop_vjp(op, cotangents):
               _contributes(got, value, sums) else zeros_for(value)
               for position, value in captured]
     yields = new_carry_cts + new_accumulators
-    # a gradient that will be differentiated again (create_graph) reads stored carries: the
-    # reverse_loop op that follows a run-time schedule has no VJP of its own
-    if loop.plan is not None and not call.create_graph:
+    if loop.plan is not None:
         results = _planned_reverse(loop, backward, new_arg, inits, yields,
                                    carry_cts + accumulators + y_cts,
                                    [c for _, c in stacked_cts], [c for _, c in x_cts])
@@ -505,6 +503,57 @@ def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, p
     return grads
 
 
+# --- reverse_loop -----------------------------------------------------------------------------
+def _reverse_loop_vjp(op, cotangents):
+    """The VJP of a ``reverse_loop`` (a gradient through a loop with a run-time checkpoint
+    schedule, differentiated again: ``create_graph=True``). The op computes what two scans
+    compute: one running its ``advance`` block over the steps and stacking the incoming
+    carries, then a scan in the opposite direction running its ``reverse`` block over the
+    stacked cotangents, those carries and the ``xs``. Its VJP builds those two scans (copies
+    of its blocks, reading a block's arguments that stand for its inputs), differentiates them
+    like any loops (:func:`differentiate_block`) and inlines the result: the first-order
+    gradient keeps its schedule's memory; the second-order one recomputes the carries once
+    and stores them (memory linear in the trip count)."""
+    call = current()
+    policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
+    program = op.block.program
+    carries, num_xs, num_ct, num_yct = reverse_loop_counts(op.attrs)
+    block = Block(program, outer=current_block(program))
+    args = [block.add_arg(value.dims, value.dtype) for value in op.inputs]
+    copies = IdentityMap(zip(op.inputs, args))
+    twin = copy_op(op, args, op.attrs, block, copies, {})
+    advance, reverse = twin.blocks
+    for inner in twin.blocks:                  # fresh ids: the op's blocks stay in the program
+        for value in inner.args + list(walk_defined(inner.ops)):
+            value.id = program._take_id()
+    inits, xs = args[:carries], args[carries:carries + num_xs]
+    ct_inits = args[carries + num_xs:carries + num_xs + num_ct]
+    y_cts = args[carries + num_xs + num_ct:carries + num_xs + num_ct + num_yct]
+    trip = args[carries + num_xs + num_ct + num_yct:][:trip_input(op.attrs)]
+    length, backwards = op.attrs["length"], op.attrs["reverse"]
+    with insertion_point(block), deferred_scope_checks():
+        advance.yields = advance.yields + advance.args[:carries]   # and the incoming carries
+        attrs = {"num_carry": carries, "num_xs": num_xs, "length": length,
+                 "reverse": backwards}
+        forward = bind_region(scan_p, inits + xs + trip, attrs, [advance], program)
+        stacked = forward.results[carries:]
+        attrs = {"num_carry": num_ct, "num_xs": num_yct + carries + num_xs, "length": length,
+                 "reverse": not backwards}
+        results = bind_region(scan_p, ct_inits + y_cts + stacked + xs, attrs, [reverse],
+                              program).results
+        seeds = [(r, c) for r, c in zip(results, cotangents) if c is not None]
+        targets = [arg for arg, w in zip(args, wanted) if w and _wants_gradient(arg, policy)]
+        got = differentiate_block(block, seeds, targets, policy)
+    kept = [target for target in targets if got[target] is not None]
+    block.yields = [got[target] for target in kept]
+    grads = [None] * len(op.inputs)
+    position = {arg: index for index, arg in enumerate(args)}
+    for target, value in zip(kept, _inline(block, IdentityMap(zip(args, op.inputs)))):
+        grads[position[target]] = value
+    return grads
+
+
 register_vjp("cond", _cond_vjp)
 register_vjp("scan", _loop_vjp)
 register_vjp("while_loop", _loop_vjp)
+register_vjp("reverse_loop", _reverse_loop_vjp)
