@@ -77,11 +77,11 @@ def jvp(y, x, v):
     program = ys[0].program
     block = current_block(program)
     start, first_id = len(block.ops), program._next_id
-    with program.transaction(), program_guard(program), merge_session() as merged:
+    with program.transaction(), program_guard(program), merge_session() as session:
         dummies = [zeros_for(y) for y in ys]
         pulled = _differentiable_grad(ys, xs, dummies)
         result = _differentiable_grad(pulled, dummies, vs)
-        sweep_unused(block, start, first_id, result, merged)
+        sweep_unused(block, start, first_id, result, session)
     return pack(result)
 
 

@@ -12,14 +12,16 @@ inner one records); in the blocks ``grad`` differentiates, at the end of the cal
 for the transaction's undo. One pass over each block's op list per sweep, so a grad call stays
 linear in the program.
 
-The new ops merged at top level are listed in the :func:`merge_session` (a grad call's, or
-that of an enclosing transformation making several, such as ``jvp``), for
-:func:`~symgrad.autodiff.backward.sweep_unused` to number their new Values densely.
+The :func:`merge_session` (a grad call's, or that of an enclosing transformation making
+several, such as ``jvp``) lists the new ops merged at top level, for
+:func:`~symgrad.autodiff.backward.sweep_unused` to number their new Values densely, and which op
+replaced which, so that the backward ops name the op now in the program as their forward op.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 
 from .context import current
 
@@ -28,18 +30,29 @@ __all__ = ["emit", "merge", "merge_session"]
 _session: contextvars.ContextVar = contextvars.ContextVar("symgrad_merged_ops", default=None)
 
 
+@dataclasses.dataclass
+class Session:
+    merged: dict = dataclasses.field(default_factory=dict)    # new top-level ops (ordered set)
+    replaced: dict = dataclasses.field(default_factory=dict)  # old op -> the op in its place
+
+    def current(self, op):
+        """The op in the program in place of ``op`` (``op`` itself if none replaced it)."""
+        while op in self.replaced:
+            op = self.replaced[op]
+        return op
+
+
 @contextlib.contextmanager
 def merge_session():
-    """Yield the dict (used as an ordered set) of the new forward ops merged at top level
-    inside the ``with`` block: a new one, or the enclosing session's."""
-    merged = _session.get()
-    if merged is not None:
-        yield merged
+    """Yield the :class:`Session` of the ``with`` block: a new one, or the enclosing one."""
+    session = _session.get()
+    if session is not None:
+        yield session
         return
-    merged = {}
-    token = _session.set(merged)
+    session = Session()
+    token = _session.set(session)
     try:
-        yield merged
+        yield session
     finally:
         _session.reset(token)
 
@@ -59,17 +72,17 @@ def merge(block=None) -> None:
     place of their old ops."""
     call = current()
     blocks = [block] if block is not None else list(call.copies)
-    session = _session.get() if block is None else None
+    session = _session.get()
     for target in blocks:
         pairs = call.copies.pop(target, None)
         if pairs:
-            _replace(target, pairs, session)
+            _replace(target, pairs, session, top_level=block is None)
     if block is None and call.clones:
         _follow_clones(call.clones)
         call.clones = {}
 
 
-def _replace(block, pairs, session) -> None:
+def _replace(block, pairs, session, top_level) -> None:
     program = block.program
     ops = block.ops
     replaced = []
@@ -84,17 +97,18 @@ def _replace(block, pairs, session) -> None:
         new = pairs[op]
         for index, value in enumerate(new.results):
             value.op, value.index = new, index
-        if session is not None:
-            session.pop(op, None)       # a new op of an earlier call, replaced in its turn
-            session[new] = None
+        session.replaced[op] = new
+        if top_level:
+            session.merged.pop(op, None)    # a new op of an earlier call, replaced in its turn
+            session.merged[new] = None
 
     def undo():
         for index, op in replaced:
             ops[index] = op
             for position, value in enumerate(op.results):
                 value.op, value.index = op, position
-            if session is not None:
-                session.pop(pairs[op], None)
+            session.replaced.pop(op, None)
+            session.merged.pop(pairs[op], None)
 
     program.record_undo(undo)
 

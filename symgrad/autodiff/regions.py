@@ -191,6 +191,8 @@ class _Loop:
         policy.follow(copies)
         self.clones = clones
         self.blocks = twin.blocks
+        for block in self.blocks:    # op's, until the new op takes them (provenance)
+            block.parent_op = op
         self.body = body = twin.blocks[layout.body_index]
         self.num_carry = count = layout.num_carry
         self.num_stacked = len(layout.stacked_yields)

@@ -138,6 +138,8 @@ def test_rnn_backward_keeps_one_t_by_batch_by_hidden_residual():
     assert scan_op is not forward and scan_op.results[0] is final and final.op is scan_op
     assert forward not in prog.ops and len(forward.results) == 1
     assert len(forward.blocks[0].yields) == 1
+    ops = set(walk_ops(prog.ops))          # backward ops name the ops in the program
+    assert all(op.forward_op in ops for op in ops if op.forward_op is not None)
     prog.verify()
 
 
