@@ -368,3 +368,19 @@ def test_dim_constraints_of_a_loop_body_follow_its_new_forward_op():
                                         for _, op in prog.dim_constraints)
     with pytest.raises(FeedError, match="to be equal"):
         sg.compile(prog, [g], backend="numpy")(x=np.ones(3), y=np.ones(4))
+
+
+def test_jvp_through_a_loop_numbers_the_new_forward_ops_values_densely():
+    from symgrad.autodiff.functional import jvp
+    prog, xs, w, u, loss = _rnn(T=4)
+    with sg.program_guard(prog):
+        (g,) = ir_backward.grad(loss, [w], create_graph=True)
+        (t,) = jvp([g], [w], [sg.ones([5, 5], "float64")])
+    ids = [v.id for v in walk_defined(prog.ops)]
+    assert sorted(ids) == list(range(prog._next_id))
+    prog.verify()
+    feeds = {"xs": np.random.default_rng(3).normal(size=(4, 4, 3))}
+    (got,) = _run(prog, [t], **feeds)
+    w0 = np.eye(5) * 0.5
+    up, down = (_run(prog, [g], **feeds, w=w0 + s * 1e-6)[0] for s in (1, -1))
+    np.testing.assert_allclose(got, (up - down) / 2e-6, rtol=1e-5, atol=1e-7)
