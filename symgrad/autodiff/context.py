@@ -23,7 +23,6 @@ class GradCall:
     wanted: list | None = None      # per input of the VJP being called
     running: list | None = None     # per input: its cotangent summed so far, or None
     continued: set | None = None    # positions whose gradient includes ``running``
-    create_graph: bool = False      # the gradients being built will be differentiated
     # block -> {forward op: the new forward op to take its place}, merged once the sweep over
     # the block is done (autodiff.merge)
     copies: dict = dataclasses.field(default_factory=dict)
@@ -35,10 +34,9 @@ _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", d
 
 
 @contextlib.contextmanager
-def grad_call(policy, create_graph=False):
-    """Make a :class:`GradCall` with ``policy`` (and ``create_graph``) current inside the
-    ``with`` block."""
-    call = GradCall(policy, create_graph=create_graph)
+def grad_call(policy):
+    """Make a :class:`GradCall` with ``policy`` current inside the ``with`` block."""
+    call = GradCall(policy)
     token = _current.set(call)
     try:
         yield call

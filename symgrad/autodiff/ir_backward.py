@@ -74,7 +74,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     block = current_block(program)    # inside a branch or body function: that block
     first_op, first_id = len(block.ops), program._next_id
     with gc_paused(), program.transaction(), program_guard(program), \
-            grad_call(policy, create_graph), merge_session() as session:
+            grad_call(policy), merge_session() as session:
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
             v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]

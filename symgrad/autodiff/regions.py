@@ -241,12 +241,12 @@ class _Loop:
         if not stacked and not counted:
             return
         program = op.block.program
-        with insertion_point(op.block), program.backward_of(op.forward_op):
+        with insertion_point(op.block):
             new = bind_region(op.opdef, op.inputs[:self.num_explicit],
                               layout.grown_attrs(stacked=stacked, counted=counted),
                               self.blocks, program)
         op.block.ops.pop()                  # in no block until merged in op's place
-        new.loc = op.loc
+        new.loc, new.forward_op = op.loc, op.forward_op
         kept = self.num_carry + self.num_stacked
         made = new.results[kept:kept + stacked] + new.results[len(new.results) - counted:]
         first = new.results[0].id           # the last ids taken: the fresh ones take them
