@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 
 from ..errors import GradError
-from ..ir.graph import walk_defined
+from ..ir.graph import walk_defined, walk_ops
 from ..ir.printer import format_op_head
 from ..ir.value import Value
 from ..ops.core import evaluate_vjp
@@ -35,12 +35,13 @@ def shapes_match(shape, expected) -> bool:
         a is None or b is None or a == b for a, b in zip(shape, expected))
 
 
-def sweep_unused(block, start, first_id, keep):
+def sweep_unused(block, start, first_id, keep, session=None):
     """Remove the ops appended to ``block`` since position ``start`` (their results numbered
     from ``first_id`` on) that do not feed any Value in ``keep``, and renumber what was made
     since so that numbering stays dense: the kept ops' Values (nested blocks included), then
-    the results grown onto existing ops (a loop that now records residuals,
-    ``program.grown``). Linear in the appended ops."""
+    the new Values of the new forward ops that took the place of loops to record their
+    residuals (``session.merged``, :mod:`symgrad.autodiff.merge`), whose old ops the kept ops
+    then name as their forward op no more. Linear in the appended ops and the merged ones."""
     program = block.program
     appended = block.ops[start:]
     marked = set()
@@ -62,11 +63,19 @@ def sweep_unused(block, start, first_id, keep):
         value.id = next_id
         next_id += 1
         renumbered.add(value)
+    if session is None:
+        program._next_id = next_id
+        return
+    if session.replaced:
+        for op in walk_ops(kept):
+            if op.forward_op is not None:
+                op.forward_op = session.current(op.forward_op)
     swept = set(appended).difference(kept)
-    for value in program.grown:
-        if value.id >= first_id and value not in renumbered and value.op not in swept:
+    for value in walk_defined([op for op in session.merged if op not in swept]):
+        if value.id >= first_id and value not in renumbered:
             value.id = next_id
             next_id += 1
+            renumbered.add(value)
     program._next_id = next_id
 
 

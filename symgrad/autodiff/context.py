@@ -6,7 +6,9 @@ apply inside regions too), which of the op's inputs need a gradient (so a loop d
 accumulate gradients nobody asked for), and the cotangent each input has summed so far in the
 sweep (``running``): a loop may continue that sum step by step, in the order its steps are
 differentiated, instead of adding its own total to it, and then names the input among
-``continued``, whose gradient replaces the sum instead of adding to it.
+``continued``, whose gradient replaces the sum instead of adding to it. A loop's VJP that needs
+residuals the loop does not give emits a new forward op in its place (``copies``, merged by
+:mod:`symgrad.autodiff.merge`).
 """
 from __future__ import annotations
 
@@ -21,17 +23,20 @@ class GradCall:
     wanted: list | None = None      # per input of the VJP being called
     running: list | None = None     # per input: its cotangent summed so far, or None
     continued: set | None = None    # positions whose gradient includes ``running``
-    create_graph: bool = False      # the gradients being built will be differentiated
+    # block -> {forward op: the new forward op to take its place}, merged once the sweep over
+    # the block is done (autodiff.merge)
+    copies: dict = dataclasses.field(default_factory=dict)
+    # an op of a block that a new forward op copied -> its copy (dim constraints follow it)
+    clones: dict = dataclasses.field(default_factory=dict)
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", default=None)
 
 
 @contextlib.contextmanager
-def grad_call(policy, create_graph=False):
-    """Make a :class:`GradCall` with ``policy`` (and ``create_graph``) current inside the
-    ``with`` block."""
-    call = GradCall(policy, create_graph=create_graph)
+def grad_call(policy):
+    """Make a :class:`GradCall` with ``policy`` current inside the ``with`` block."""
+    call = GradCall(policy)
     token = _current.set(call)
     try:
         yield call

@@ -21,6 +21,7 @@ from ..ir.value import Value, format_shape
 from ..ops.shape import reshape, zeros_for
 from ..ops.source import constant
 from .backward import sweep_unused
+from .merge import merge_session
 from .ir_backward import grad
 from .vmap import vmap
 
@@ -76,11 +77,11 @@ def jvp(y, x, v):
     program = ys[0].program
     block = current_block(program)
     start, first_id = len(block.ops), program._next_id
-    with program.transaction(), program_guard(program):
+    with program.transaction(), program_guard(program), merge_session() as session:
         dummies = [zeros_for(y) for y in ys]
         pulled = _differentiable_grad(ys, xs, dummies)
         result = _differentiable_grad(pulled, dummies, vs)
-        sweep_unused(block, start, first_id, result)
+        sweep_unused(block, start, first_id, result, session)
     return pack(result)
 
 

@@ -20,6 +20,7 @@ from . import arguments
 from .arguments import describe
 from .backward import Backward, producer, sweep_unused
 from .context import grad_call
+from .merge import merge, merge_session
 from .reach import FROZEN_GRADIENTS, Policy, explain_unreachable, live_ops, search
 
 __all__ = ["grad", "append_backward"]
@@ -73,7 +74,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     block = current_block(program)    # inside a branch or body function: that block
     first_op, first_id = len(block.ops), program._next_id
     with gc_paused(), program.transaction(), program_guard(program), \
-            grad_call(policy, create_graph):
+            grad_call(policy), merge_session() as session:
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
             v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]
@@ -88,8 +89,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             fresh = _Fresh(program, first_id)
             results = [fresh(g, x) for g, x in zip(results, inputs)]
             stored = [(v, fresh(g, v)) for v, g in stored]
+        merge()     # the new forward ops of loops that now record residuals, in place
         sweep_unused(block, first_op, first_id,
-                     [g for g in results if g is not None] + [g for _, g in stored])
+                     [g for g in results if g is not None] + [g for _, g in stored], session)
     # Success: only now touch attributes.
     if not create_graph:
         for g in list(results) + [g for _, g in stored]:

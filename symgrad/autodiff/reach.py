@@ -63,6 +63,15 @@ class Policy:
     def __init__(self, no_grad):
         self.no_grad = no_grad
 
+    def follow(self, copies) -> None:
+        """Cut the copies too: ``copies`` maps Values to their copies (a loop's blocks copied
+        for its VJP); a copy of a no-grad Value is no-grad, one of a frozen gradient frozen."""
+        for old, new in copies.items():
+            if old in self.no_grad:
+                self.no_grad.add(new)
+            if old.stop_gradient and old in FROZEN_GRADIENTS:
+                FROZEN_GRADIENTS.add(new)
+
     def carry_block(self, value):
         """Why ``value`` can receive no cotangent at all, or None if it can."""
         if value in self.no_grad:

@@ -10,9 +10,13 @@ differentiable and every order works.
 carries, one accumulator per captured Value that needs a gradient, and the shifted carry values
 described below; it scans over the cotangents of the stacked outputs and over the *residuals*:
 the forward Values the backward body reads. A residual that is a slice of an ``xs`` reads the
-original ``xs``; one the forward already stacks (a ``y``) reads that stack; any other is added to
-the forward loop as one more stacked output (the forward op grows a result: a change that the
-``grad`` call's transaction undoes if it fails). A carry's incoming values are stacked once, and
+original ``xs``; one the forward already stacks (a ``y``) reads that stack; any other becomes
+one more stacked output. The VJP works on a copy of the loop's blocks, never on the forward op:
+when the copy stacks more (or a trip count the loop lacks is wanted), it becomes the body of a
+*new* forward op, the loop with those extra results, which takes the loop's place, with its
+result Values, once the sweep over the loop's block ends (partial evaluation,
+:mod:`symgrad.autodiff.merge`), so the loop still runs once; a loop nested in the body is
+differentiated, and replaced, inside the copy. A carry's incoming values are stacked once, and
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
 carries along (starting from the final carry), so a tanh RNN keeps one ``T x batch x hidden``
 stack, not two. A loop marked ``remat`` (the outer scan of ``checkpoint=``,
@@ -36,15 +40,16 @@ result), or the reverse; both VJPs reshape it to the exact types of their carrie
 from __future__ import annotations
 
 from .. import dtypes
-from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_ops
+from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_defined, walk_ops
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
 from ..ops.core import bind_region, deferred_scope_checks
-from ..ops.reverse_loop import reverse_loop_p, trip_input
+from ..ops.reverse_loop import reverse_loop_counts, reverse_loop_p, trip_input
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
+from .merge import emit, merge
 from .reach import live_ops, search
 from .registry import register_vjp
 
@@ -56,7 +61,10 @@ def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     ``(Value of the block's scope, cotangent)``, ``targets`` the Values (block arguments,
     captures, inner Values) whose cotangents are wanted. ``sums`` maps Values to the
     cotangent their sums start from (the contributions of ``block`` are added to it). Returns
-    ``{target: cotangent or None}``. Only ops of ``block`` itself are walked through."""
+    ``{target: cotangent or None}``. Only ops of ``block`` itself are walked through. A
+    loop of ``block`` whose VJP emits a new forward op (to record residuals) is replaced by
+    it in ``block``, a copy that the caller owns (a loop's copied body, an inlined branch),
+    before this returns."""
     outputs = [value for value, _ in seeds]
     cone, cone_ops = search(outputs, policy, within=block)
     ops, live = live_ops(targets, cone, cone_ops, policy)
@@ -64,6 +72,7 @@ def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     backward.cotangent.update(sums or {})
     backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
     backward.run(ops)
+    merge(block)
     return {target: backward.cotangent.get(target) for target in targets}
 
 
@@ -165,95 +174,103 @@ def _cond_vjp(op, cotangents):
 
 # --- loops ------------------------------------------------------------------------------------------
 class _Loop:
-    """A loop op seen through its :class:`~symgrad.ops.control_flow.LoopLayout`: carries
-    (block arguments, yields, initial and final Values), per-step inputs (``xs``), per-step
-    outputs (stacked results) and captures; it can grow stacked outputs and a trip count."""
+    """A loop op seen through its :class:`~symgrad.ops.control_flow.LoopLayout`, for its VJP:
+    carries (block arguments, yields, initial and final Values), per-step inputs (``xs``),
+    per-step outputs (stacked results) and captures. Its blocks are *copies* of the op's
+    (same Value ids), which the VJP differentiates and which may stack more per-step values
+    (:meth:`stack`) and count the steps (:meth:`count`); :meth:`finish` then emits the new
+    forward op that gives them (partial evaluation: the op itself is never changed), which
+    takes the op's place when the sweep over its block ends (:mod:`symgrad.autodiff.merge`)."""
 
-    def __init__(self, op):
+    def __init__(self, op, policy):
         self.op = op
-        layout = loop_layout(op)
-        self.body = layout.body
-        self.num_carry = layout.num_carry
+        layout = self.layout = loop_layout(op)
+        copies, clones = IdentityMap(), {}
+        twin = copy_op(op, op.inputs, op.attrs, op.block, copies, clones)
+        del clones[op]
+        policy.follow(copies)
+        self.clones = clones
+        self.blocks = twin.blocks
+        for block in self.blocks:    # op's, until the new op takes them (provenance)
+            block.parent_op = op
+        self.body = body = twin.blocks[layout.body_index]
+        self.num_carry = count = layout.num_carry
+        self.num_stacked = len(layout.stacked_yields)
         self.xs = layout.xs
         self.length = layout.length
         self.reverse = layout.reverse
         self.remat = layout.remat
         self.plan = layout.plan
         self.num_explicit = layout.num_explicit
-        self.carry_args = layout.carry_args
-        self.x_args = layout.x_args
-        self.carry_yields = layout.carry_yields
+        self.carry_args = body.args[:count]
+        self.x_args = body.args[count:]
+        self.carry_yields = body.yields[:count]
         self.finals = layout.finals
         self.inits = layout.inits
         self.carry_position = _first_positions(self.carry_yields)
         self.stacked_position = _first_positions(self.stacked_yields)   # grows with stack()
+        self.counting = False
+        self.new = None                  # the new forward op, once finish() emits one
 
     @property
     def stacked_yields(self):
         return self.body.yields[self.num_carry:]
 
-    def stacked_result(self, index):
-        return self.op.results[self.num_carry + index]
-
-    def stack(self, value) -> Value:
-        """The result stacking ``value`` (a Value of the body) over the steps, made if the
-        loop does not stack it yet."""
+    def stack(self, value) -> int:
+        """The index of the per-step output stacking ``value`` (a Value of the body), the
+        body yielding it from now on if it did not; :meth:`stacked_result` gives the stack
+        once :meth:`finish` ran."""
         index = self.stacked_position.get(value)
-        if index is not None:
-            return self.stacked_result(index)
-        attrs = loop_layout(self.op).grown_attrs(stacked=1)
-        self.stacked_position[value] = len(self.body.yields) - self.num_carry
-        # results: the carries, then the stacked values
-        length = self.xs[0].dims[0] if self.length is None and self.xs else self.length
-        return self._grow((length,) + value.dims, value.dtype, attrs,
-                          position=len(self.body.yields), yielded=value)
+        if index is None:
+            index = self.stacked_position[value] = len(self.body.yields) - self.num_carry
+            self.body.yields.append(value)
+        return index
+
+    def count(self) -> None:
+        """Ask for the trip count (:meth:`trip_count` once :meth:`finish` ran)."""
+        self.counting = True
+
+    def finish(self) -> None:
+        """Emit the new forward op if the body stacks more than the op does or a trip count
+        the op lacks is wanted: the op's explicit inputs, the copied blocks and the attrs
+        saying so (:meth:`~symgrad.ops.control_flow.LoopLayout.grown_attrs`); its results
+        are the op's own result Values, then the new stacks and trip count (fresh ids)."""
+        op, layout = self.op, self.layout
+        stacked = len(self.stacked_yields) - self.num_stacked
+        counted = self.counting and layout.trip_count is None
+        if not stacked and not counted:
+            return
+        program = op.block.program
+        with insertion_point(op.block):
+            new = bind_region(op.opdef, op.inputs[:self.num_explicit],
+                              layout.grown_attrs(stacked=stacked, counted=counted),
+                              self.blocks, program)
+        op.block.ops.pop()                  # in no block until merged in op's place
+        new.loc, new.forward_op = op.loc, op.forward_op
+        kept = self.num_carry + self.num_stacked
+        made = new.results[kept:kept + stacked] + new.results[len(new.results) - counted:]
+        first = new.results[0].id           # the last ids taken: the fresh ones take them
+        for offset, value in enumerate(made):
+            value.id = first + offset
+        program._next_id = first + len(made)
+        new.results = op.results[:kept] + made[:stacked] + (
+            made[stacked:] if counted else op.results[kept:])
+        self.new = new
+        emit(op, new, self.clones)
+
+    def stacked_result(self, index) -> Value:
+        return (self.new or self.op).results[self.num_carry + index]
 
     def trip_count(self) -> Value:
-        """An int scalar Value holding how many steps ran (a loop that can count starts
-        counting)."""
-        layout = loop_layout(self.op)
-        if layout.trip_count is None:
-            self._grow((), "int64", layout.grown_attrs(counted=True),
-                       position=len(self.op.results))
-        return loop_layout(self.op).trip_count
-
-    def _grow(self, shape, dtype, attrs, position, yielded=None) -> Value:
-        """A new result of the loop op of ``shape`` and ``dtype`` at ``position`` of its
-        results, the op's attrs becoming ``attrs`` (and ``yielded`` appended to the body's
-        yields); the program's transaction can undo all of it. Only the results from
-        ``position`` on (the trip count at most) move, so growing is constant time."""
-        op, body = self.op, self.body
-        program = op.block.program
-        old_attrs = op.attrs
-        if yielded is not None:
-            body.yields.append(yielded)
-        op.attrs = attrs
-        result = Value(program, program._take_id(), shape, dtype, op=op)
-        op.results.insert(position, result)
-        self._reindex(position)
-        program.grown.append(result)
-
-        def undo():   # undone last-grown first, so the result is back at its position
-            program.grown.pop()
-            if yielded is not None:
-                body.yields.pop()
-            del op.results[position]
-            op.attrs = old_attrs
-            self._reindex(position)
-
-        program.record_undo(undo)
-        return result
-
-    def _reindex(self, start):
-        results = self.op.results
-        for index in range(start, len(results)):
-            results[index].index = index
+        """An int scalar Value holding how many steps ran."""
+        return loop_layout(self.new).trip_count if self.new is not None else \
+            self.layout.trip_count
 
 
 def _loop_vjp(op, cotangents):
     call = current()
     policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
-    loop = _Loop(op)
+    loop = _Loop(op, policy)
     program = op.block.program
     count, body = loop.num_carry, loop.body
     diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]
@@ -307,9 +324,7 @@ def _loop_vjp(op, cotangents):
               _contributes(got, value, sums) else zeros_for(value)
               for position, value in captured]
     yields = new_carry_cts + new_accumulators
-    # a gradient that will be differentiated again (create_graph) reads stored carries: the
-    # reverse_loop op that follows a run-time schedule has no VJP of its own
-    if loop.plan is not None and not call.create_graph:
+    if loop.plan is not None:
         results = _planned_reverse(loop, backward, new_arg, inits, yields,
                                    carry_cts + accumulators + y_cts,
                                    [c for _, c in stacked_cts], [c for _, c in x_cts])
@@ -335,11 +350,14 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
     """The reverse scan of ``loop`` whose body is ``backward`` (its arguments
     ``carried_args`` then ``y_cts``, slices of ``y_ct_stacks``; ``yields`` the next values of
     the carried arguments, ``x_cts`` the cotangents of the step's ``xs`` slices), starting from
-    ``inits``: it reads the residuals from stacks the forward loop records (growing it) and
-    carries the shifted carry values. Returns its results: the carried values, the shifted
+    ``inits``: it reads the residuals from stacks the forward loop records (the new forward
+    op, :meth:`_Loop.finish`, records those it did not) and carries the shifted carry values.
+    Returns its results: the carried values, the shifted
     ones, then the stacked ``xs`` cotangents."""
     program, body, count = backward.program, loop.body, loop.num_carry
-    residual_args, residual_inputs = [], []   # slices the reverse scan reads, and their stacks
+    # slices the reverse scan reads, and their stacks (a Value, or the index of a per-step
+    # output of the loop, known once it is finished)
+    residual_args, residual_inputs = [], []
     shift_args, shift_inits, shift_yields = [], [], []
     history: dict = {}                         # carry index -> slice of its incoming values
 
@@ -371,7 +389,7 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
             continue
         j = loop.stacked_position.get(value)
         if j is not None:
-            mapping[value] = slice_of(loop.stacked_result(j), value)
+            mapping[value] = slice_of(j, value)
             continue
         k = loop.carry_position.get(value)
         if k is not None:                       # outgoing carry = next step's incoming one
@@ -395,7 +413,10 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
     inits = inits + shift_inits
     attrs = {"num_carry": len(inits), "num_xs": len(xs), "length": loop.length,
              "reverse": not loop.reverse}
-    operands = inits + xs
+    if scan_length_input(attrs):
+        loop.count()
+    loop.finish()
+    operands = inits + [loop.stacked_result(x) if isinstance(x, int) else x for x in xs]
     if scan_length_input(attrs):
         operands.append(loop.trip_count())
     results = bind_region(scan_p, operands, attrs, [backward], program).results
@@ -437,6 +458,8 @@ def _planned_reverse(loop, backward, new_arg, inits, yields, carried_args, y_ct_
     attrs = dict(counts, length=loop.length, reverse=loop.reverse, plan=loop.plan)
     operands = loop.inits + loop.xs + inits + y_ct_stacks
     if trip_input(attrs):
+        loop.count()
+        loop.finish()
         operands.append(loop.trip_count())
     return bind_region(reverse_loop_p, operands, attrs, [advance, backward], program).results
 
@@ -482,6 +505,57 @@ def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, p
     return grads
 
 
+# --- reverse_loop -----------------------------------------------------------------------------
+def _reverse_loop_vjp(op, cotangents):
+    """The VJP of a ``reverse_loop`` (a gradient through a loop with a run-time checkpoint
+    schedule, differentiated again: ``create_graph=True``). The op computes what two scans
+    compute: one running its ``advance`` block over the steps and stacking the incoming
+    carries, then a scan in the opposite direction running its ``reverse`` block over the
+    stacked cotangents, those carries and the ``xs``. Its VJP builds those two scans (copies
+    of its blocks, reading a block's arguments that stand for its inputs), differentiates them
+    like any loops (:func:`differentiate_block`) and inlines the result: the first-order
+    gradient keeps its schedule's memory; the second-order one recomputes the carries once
+    and stores them (memory linear in the trip count)."""
+    call = current()
+    policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
+    program = op.block.program
+    carries, num_xs, num_ct, num_yct = reverse_loop_counts(op.attrs)
+    block = Block(program, outer=current_block(program))
+    args = [block.add_arg(value.dims, value.dtype) for value in op.inputs]
+    copies = IdentityMap(zip(op.inputs, args))
+    twin = copy_op(op, args, op.attrs, block, copies, {})
+    advance, reverse = twin.blocks
+    for inner in twin.blocks:                  # fresh ids: the op's blocks stay in the program
+        for value in inner.args + list(walk_defined(inner.ops)):
+            value.id = program._take_id()
+    inits, xs = args[:carries], args[carries:carries + num_xs]
+    ct_inits = args[carries + num_xs:carries + num_xs + num_ct]
+    y_cts = args[carries + num_xs + num_ct:carries + num_xs + num_ct + num_yct]
+    trip = args[carries + num_xs + num_ct + num_yct:][:trip_input(op.attrs)]
+    length, backwards = op.attrs["length"], op.attrs["reverse"]
+    with insertion_point(block), deferred_scope_checks():
+        advance.yields = advance.yields + advance.args[:carries]   # and the incoming carries
+        attrs = {"num_carry": carries, "num_xs": num_xs, "length": length,
+                 "reverse": backwards}
+        forward = bind_region(scan_p, inits + xs + trip, attrs, [advance], program)
+        stacked = forward.results[carries:]
+        attrs = {"num_carry": num_ct, "num_xs": num_yct + carries + num_xs, "length": length,
+                 "reverse": not backwards}
+        results = bind_region(scan_p, ct_inits + y_cts + stacked + xs, attrs, [reverse],
+                              program).results
+        seeds = [(r, c) for r, c in zip(results, cotangents) if c is not None]
+        targets = [arg for arg, w in zip(args, wanted) if w and _wants_gradient(arg, policy)]
+        got = differentiate_block(block, seeds, targets, policy)
+    kept = [target for target in targets if got[target] is not None]
+    block.yields = [got[target] for target in kept]
+    grads = [None] * len(op.inputs)
+    position = {arg: index for index, arg in enumerate(args)}
+    for target, value in zip(kept, _inline(block, IdentityMap(zip(args, op.inputs)))):
+        grads[position[target]] = value
+    return grads
+
+
 register_vjp("cond", _cond_vjp)
 register_vjp("scan", _loop_vjp)
 register_vjp("while_loop", _loop_vjp)
+register_vjp("reverse_loop", _reverse_loop_vjp)

@@ -114,7 +114,6 @@ class Program:
         self._scalar_constants: dict = {}  # (block, dtype, type, value) -> constant Value
         self._undo: list = []              # changes to existing ops, undone by a failed transaction
         self._open_transactions = 0
-        self.grown: list[Value] = []       # results added to existing ops (loops recording residuals)
         self._next_dim = 0                 # number of the next anonymous dim (?0, ?1...)
         # (Constraint, op): equalities of dims an op assumed, checked when the program runs
         self.dim_constraints: list = []

@@ -183,8 +183,8 @@ def _bool_scalar(op_name, what, value):
 # --- loop layouts ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, eq=False)
 class LoopLayout:
-    """Where a loop op keeps its parts, for the layers that read or grow loops (autodiff,
-    backends) without asking which loop op they have. Every loop op lays them out alike:
+    """Where a loop op keeps its parts, for the layers that read loops or build copies with
+    more results (autodiff, backends) without asking which loop op they have. Every loop op lays them out alike:
 
     - inputs: the carries' initial values (:attr:`inits`), the per-step inputs
       (:attr:`xs`, sliced along axis 0), the run-time trip count when the op takes it as an

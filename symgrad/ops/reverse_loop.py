@@ -22,7 +22,9 @@ It reverses the ``T`` steps of a loop, last to first, keeping only the carries t
 
 Step ``i`` (in the order the loop ran them) reads slice ``i`` of each stack, ``T - 1 - i``
 when ``reverse``. Each step is reversed once, last to first, so sums accumulate in the order
-of a reverse scan that stored every step: the results are the same bit for bit.
+of a reverse scan that stored every step: the results are the same bit for bit. Its VJP
+(:mod:`symgrad.autodiff.regions`) differentiates those two scans, the one stacking the carries
+and the reverse one.
 """
 from __future__ import annotations
 

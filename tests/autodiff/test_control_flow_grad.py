@@ -7,7 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.errors import GradError
-from symgrad.ir.graph import walk_ops
+from symgrad.ir.graph import walk_defined, walk_ops
 
 
 def _run(prog, fetches, **feeds):
@@ -128,10 +128,18 @@ def test_grad_inside_a_body_function():
 
 def test_rnn_backward_keeps_one_t_by_batch_by_hidden_residual():
     prog, xs, w, u, loss = _rnn(T=7)
-    (scan_op,) = [op for op in prog.ops if op.name == "scan"]
+    (forward,) = [op for op in prog.ops if op.name == "scan"]
+    final = forward.results[0]
     ir_backward.grad(loss, [w, u])
+    (scan_op,) = [op for op in prog.ops if op.name == "scan" and not op.is_backward]
     stacked = [v.shape for v in scan_op.results[1:]]
     assert stacked == [(7, 4, 5)]          # the incoming h of every step, nothing else
+    # a new forward op took the loop's place, with its result Values; the op is unchanged
+    assert scan_op is not forward and scan_op.results[0] is final and final.op is scan_op
+    assert forward not in prog.ops and len(forward.results) == 1
+    assert len(forward.blocks[0].yields) == 1
+    ops = set(walk_ops(prog.ops))          # backward ops name the ops in the program
+    assert all(op.forward_op in ops for op in ops if op.forward_op is not None)
     prog.verify()
 
 
@@ -171,6 +179,72 @@ def test_a_failed_grad_leaves_the_forward_loop_as_it_was():
     assert str(prog) == before and len(scan_op.results) == results
     assert prog._next_id == next_id and len(scan_op.blocks[0].yields) == 1
     prog.verify()
+
+
+def _nested_loops():
+    """A scan whose body runs a while loop, then a custom op that fails to differentiate."""
+    def backward(inputs, outputs, grads):
+        raise RuntimeError("no gradient today")
+
+    boom = sg.custom_op("boom_after_loops", lambda a: a * 1.0, lambda t: t, backward)
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2], "float64")
+        w = sg.parameter("w", [2], "float64", init=np.array([0.3, 0.6]))
+
+        def step(c, _):
+            _, inner = sg.while_loop(lambda n, v: n < 2, lambda n, v: [n + 1, v * v * 0.5 + w],
+                                     [sg.constant(np.int64(0)), c])
+            return sg.tanh(inner), inner
+        c, ys = sg.scan(step, boom(x), length=3)
+        loss = sg.sum(c * c) + sg.sum(ys)
+    return prog, x, w, loss
+
+
+def test_a_grad_failing_after_the_loops_vjps_leaves_them_as_they_were():
+    prog, x, w, loss = _nested_loops()
+    before, ops, next_id = str(prog), list(prog.ops), prog._next_id
+    results = [list(op.results) for op in ops]
+    with pytest.raises(RuntimeError, match="no gradient today"):
+        ir_backward.grad(loss, [x, w])      # the loops' VJPs emit new ops; boom's fails
+    assert str(prog) == before and prog.ops == ops and prog._next_id == next_id
+    assert all(v.op is op for op, values in zip(ops, results) for v in values)
+    prog.verify()
+    with prog.transaction():                # merged, then undone by an enclosing transaction
+        with pytest.raises(RuntimeError):
+            with prog.transaction():
+                (g,) = ir_backward.grad(loss, [w])
+                assert prog.ops[:len(ops)] != ops
+                raise RuntimeError("undo it")
+    assert str(prog) == before and prog.ops == ops and prog._next_id == next_id
+    assert all(v.op is op and v.index == i for op, values in zip(ops, results)
+               for i, v in enumerate(values))
+
+
+def test_nested_loops_record_residuals_in_new_ops_and_run_once():
+    prog, x, w, loss = _nested_loops()
+    (forward,) = [op for op in prog.ops if op.name == "scan"]
+    body = str(forward)
+    (g,) = ir_backward.grad(loss, [w], create_graph=True)
+    (gg,) = ir_backward.grad(sg.sum(g * g), [w])
+    assert str(forward) == body and forward not in prog.ops
+    (scan_op,) = [op for op in prog.ops if op.name == "scan" and not op.is_backward]
+    (inner,) = [op for op in scan_op.blocks[0].ops if op.name == "while_loop"]
+    assert inner.attrs["num_stacked"] >= 1     # its new op, in the new outer body
+    ids = [v.id for v in walk_defined(prog.ops)]
+    assert len(set(ids)) == len(ids) == prog._next_id                  # dense, no duplicates
+    prog.verify()
+    x0, w0 = np.array([0.2, -0.1]), np.array([0.3, 0.6])
+    source = sg.compile(prog, [loss, g, gg], backend="numpy").source
+    assert source.count("while ") == 1      # the inner loop runs once: its new op, not a copy
+    (got_gg,) = _run(prog, [gg], x=x0, w=w0)
+    numeric = np.zeros(2)
+    for i in range(2):
+        d = np.zeros(2)
+        d[i] = 1e-6
+        up, down = (_run(prog, [g], x=x0, w=w0 + s * d)[0] for s in (1, -1))
+        numeric[i] = (np.sum(up * up) - np.sum(down * down)) / 2e-6
+    np.testing.assert_allclose(got_gg, numeric, rtol=1e-5)
 
 
 def test_while_loop_reverse_mode_runs_the_recorded_trip_count():
@@ -279,3 +353,34 @@ def test_a_loop_that_runs_no_step_gives_zeros_to_what_its_body_reads(form, dynam
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype
         np.testing.assert_array_equal(g, e)
+
+
+def test_dim_constraints_of_a_loop_body_follow_its_new_forward_op():
+    from symgrad.errors import FeedError
+    from symgrad.runtime.dims import _top_level
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None], "float64")
+        y = sg.data("y", [None], "float64")
+        c, _ = sg.scan(lambda c, _: (sg.tanh(c * y), None), x, length=3)
+        (g,) = ir_backward.grad(sg.sum(c), [x])
+    assert prog.dim_constraints and all(_top_level(op) in prog.ops
+                                        for _, op in prog.dim_constraints)
+    with pytest.raises(FeedError, match="to be equal"):
+        sg.compile(prog, [g], backend="numpy")(x=np.ones(3), y=np.ones(4))
+
+
+def test_jvp_through_a_loop_numbers_the_new_forward_ops_values_densely():
+    from symgrad.autodiff.functional import jvp
+    prog, xs, w, u, loss = _rnn(T=4)
+    with sg.program_guard(prog):
+        (g,) = ir_backward.grad(loss, [w], create_graph=True)
+        (t,) = jvp([g], [w], [sg.ones([5, 5], "float64")])
+    ids = [v.id for v in walk_defined(prog.ops)]
+    assert sorted(ids) == list(range(prog._next_id))
+    prog.verify()
+    feeds = {"xs": np.random.default_rng(3).normal(size=(4, 4, 3))}
+    (got,) = _run(prog, [t], **feeds)
+    w0 = np.eye(5) * 0.5
+    up, down = (_run(prog, [g], **feeds, w=w0 + s * 1e-6)[0] for s in (1, -1))
+    np.testing.assert_allclose(got, (up - down) / 2e-6, rtol=1e-5, atol=1e-7)

@@ -213,6 +213,30 @@ def _no_step_while(x, w):
     return sg.while_loop(lambda v: sg.sum(v) > 100.0, lambda v: [v * w], [x])[0]
 
 
+def _binomial_gradient(xs, w, h0):
+    """The gradient of an RNN scanned with ``checkpoint=("binomial", 2)``, built with
+    ``create_graph=True``: a ``reverse_loop`` op, whose own VJP the derivative checks run."""
+    def step(h, x):
+        h = sg.tanh(h @ w + x)
+        return h, h * 2.0
+    h, ys = sg.scan(step, h0, xs, checkpoint=("binomial", 2))
+    loss = sg.sum(h * h) + sg.sum(sg.sin(ys))
+    return tuple(sg.ir_backward.grad(loss, [w, h0], create_graph=True))
+
+
+def _binomial_gradient_np(xs, w, h0):
+    hs, h = [h0], h0
+    for x in xs:
+        h = np.tanh(h @ w + x)
+        hs.append(h)
+    dh, dw = 2.0 * h, np.zeros_like(w)
+    for t in range(len(xs), 0, -1):
+        dz = (dh + 2.0 * np.cos(2.0 * hs[t])) * (1.0 - hs[t] ** 2)
+        dw += np.outer(hs[t - 1], dz)
+        dh = w @ dz
+    return dw, dh
+
+
 SAMPLES = [
     OpSample("cond", _cond, [_u(3, low=0.1), _u(3)], _cond_np, id="cond-then"),
     OpSample("cond", _cond, [_u(3, low=-1.0, high=-0.1), _u(3)], _cond_np, id="cond-else"),
@@ -244,4 +268,6 @@ SAMPLES = [
     OpSample("while_loop", _no_step_fori_dynamic, [_u(3), _u(3)], lambda x, w: x,
              id="while-fori-no-step"),
     OpSample("while_loop", _no_step_while, [_u(3), _u(3)], lambda x, w: x, id="while-no-step"),
+    OpSample("reverse_loop", _binomial_gradient, [_u(5, 3), _u(3, 3) * 0.5, _u(3)],
+             _binomial_gradient_np, grad2=False, id="reverse-loop-binomial"),
 ]

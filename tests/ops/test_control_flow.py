@@ -133,8 +133,10 @@ def test_loop_layouts_name_carries_xs_stacked_outputs_captures_and_trip_count():
     assert loop_layout(cond.op) is None
     with sg.program_guard(prog):
         ir_backward.grad(sg.sum(v), [w])   # the reverse scan runs the counted trips
+    assert not loop_layout(loop).counted     # unchanged: a counting copy took its place
+    (loop,) = [op for op in prog.ops if op.name == "while_loop"]
     layout = loop_layout(loop)
-    assert layout.counted and layout.trip_count is loop.results[-1]
+    assert layout.counted and layout.trip_count is loop.results[-1] and v.op is loop
     (reverse,) = [op for op in prog.ops if op.name == "scan" and op is not over_xs]
     layout = loop_layout(reverse)
     assert layout.reverse and layout.length is None

@@ -169,9 +169,7 @@ def _render(gen, macro, **parts) -> list:
     return getattr(text, macro)(**parts).rstrip("\n").split("\n")
 
 
-def scan_rule(gen, op) -> bool:
-    if op.opdef is not scan_p:
-        return False
+def _lower_scan(gen, op) -> None:
     layout = loop_layout(op)
     number = gen.region_number()
     length, step_index = f"sg_n{number}", f"sg_t{number}"
@@ -202,7 +200,6 @@ def scan_rule(gen, op) -> bool:
                         before=before + allocate,
                         body=indented(step.lines + writes + handover), after=free + after)
     _finals(gen, layout, names)
-    return True
 
 
 def _stacks(gen, op, values, sources, lazy, length, step_index) -> tuple:
@@ -248,9 +245,7 @@ def _empty_stack(gen, name, ctype, what) -> list:
             "    }"]
 
 
-def while_rule(gen, op) -> bool:
-    if op.opdef is not while_p:
-        return False
+def _lower_while(gen, op) -> None:
     layout = loop_layout(op)
     cond_block, body = op.blocks
     number = gen.region_number()
@@ -292,12 +287,9 @@ def while_rule(gen, op) -> bool:
                         counted_lines=gen.malloc_lines(counted, "int64_t", "1",
                                                        "a trip count") if counted else [])
     _finals(gen, layout, names)
-    return True
 
 
-def cond_rule(gen, op) -> bool:
-    if op.opdef is not cond_p:
-        return False
+def _lower_cond(gen, op) -> None:
     count = op.attrs["num_operands"]
     operands = op.inputs[1:1 + count]
     results = _results(gen, op.results)
@@ -320,21 +312,18 @@ def cond_rule(gen, op) -> bool:
         branches.append(indented(lines + branch.free_yields(moved)))
     gen.body += _render(gen, "cond", note=c_comment(format_op_head(op)),
                         pred=gen.read(op.inputs[0]), then=branches[0], otherwise=branches[1])
-    return True
 
 
 PLAN_KINDS = {"every": 0, "sqrt": 1, "binomial": 2}   # sg_reverse_plan's kinds
 
 
-def reverse_loop_rule(gen, op) -> bool:
+def _lower_reverse_loop(gen, op) -> None:
     """The backward of a loop checkpointed by a run-time schedule: the schedule's actions
     (``sg_reverse_plan``, ``c/library/reverse_plan.c.j2``: the Python function's, in C) run
     in order, advancing the carries with the ``advance`` block, storing and restoring them in
     slots (one buffer of slots per carry, as many as the schedule uses), and running the
     ``reverse`` block on a step's carries, which moves the cotangents and sums like a scan's
     carries and writes the ``xs`` cotangents into stacks of ``length`` rows."""
-    if op.opdef is not reverse_loop_p:
-        return False
     advance, backward = op.blocks
     carries, xs_count, cts, ycts = reverse_loop_counts(op.attrs)
     inputs = list(op.inputs)
@@ -399,7 +388,20 @@ def reverse_loop_rule(gen, op) -> bool:
         gen.pointer[value] = gen.owned[value] = name
     for name in names:   # the carries: not results of the op
         gen.body.append(f"    free({name});\n    {name} = NULL;")
+
+
+# the lowering of each region op, by OpDef
+_LOWERINGS = {scan_p: _lower_scan, while_p: _lower_while, cond_p: _lower_cond,
+              reverse_loop_p: _lower_reverse_loop}
+
+
+def region_rule(gen, op) -> bool:
+    """Lower a region op by its entry of the table above (False for any other op)."""
+    lower = _LOWERINGS.get(op.opdef)
+    if lower is None:
+        return False
+    lower(gen, op)
     return True
 
 
-RULES = (scan_rule, while_rule, cond_rule, reverse_loop_rule)
+RULES = (region_rule,)
