@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..row_kinds import labels_of
 from .ctype import c_type, value_label
 from .entry_sizes import EntrySizes
 from .kernels import describe
@@ -49,7 +50,7 @@ def render_row_op(number, op, kind, environment) -> EntryCall:
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))
-    indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    indices = labels_of(op, kind)
     code = environment.get_template("c/row_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         sizes=len(sizes.dims), axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),
