@@ -45,11 +45,9 @@ def _gelu_vjp(op, g):
     return [g[0] * slope]
 
 
-# the mask reads relu's result (result > 0 exactly where x > 0, NaN included), so that x is
-# dead after the forward: a conv2d's bias and relu then run in its GEMM's output loop on C
 relu_p = register(OpDef(
     "relu", ELEMENTWISE, same_rule, lambda x: np.maximum(x, 0),
-    vjp=lambda op, g: [where(op.results[0] > 0, g[0], 0)]))
+    vjp=lambda op, g: [where(op.inputs[0] > 0, g[0], 0)]))
 
 gelu_p = register(OpDef(
     "gelu", ELEMENTWISE, float_rule, gelu_ref, vjp=_gelu_vjp))

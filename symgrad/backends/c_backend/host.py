@@ -40,7 +40,7 @@ from ..host.state_buffers import BUFFERS
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
-from . import array_cache, epilogues
+from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_kind, render_native_op
 from .row_ops import render_row_op, row_kind
@@ -98,7 +98,6 @@ class CHostGenerator(Generator):
         self.native_ops: list = []      # rendered native op entry points
         self.entries: list = []         # (Python name, C symbol) per segment and row op
         self.numpy_ops: list = []       # ops the host computes with NumPy
-        self.epilogues: dict = {}       # native op -> the Epilogue its entry computes
 
     def c_plan(self, op):
         """The plan of ``op`` when it is a loop group that C computes, else None."""
@@ -109,19 +108,12 @@ class CHostGenerator(Generator):
 
     def lower_ops(self, ops, reads_after=()) -> list:
         """As the NumPy generator, with each run of consecutive C loop groups (sources in
-        between are hoisted before it) lowered as one segment call, and each loop group that
-        is a native op's epilogue (:mod:`.epilogues`) computed by that op's entry, which the
-        host calls where the group was."""
-        readers = users(ops)
-        read_after = set(reads_after) | set(self.fetches)
-        found = epilogues.find(ops, readers, read_after, lambda op: native_kind(op, self.scalars),
-                               self.c_plan, self.in_place)
-        ops = epilogues.in_order(ops, found)
-        absorbed = {e.group for e in found.values()}
-        self.epilogues.update(found)
-        plans = [None if op in absorbed else self.c_plan(op) for op in ops]
+        between are hoisted before it) lowered as one segment call."""
+        plans = [self.c_plan(op) for op in ops]
         statements = [None] * len(ops)
         run: list = []
+        readers = users(ops)
+        read_after = set(reads_after) | set(self.fetches)
 
         def flush():
             if run:
@@ -134,9 +126,6 @@ class CHostGenerator(Generator):
             if plans[index] is not None:   # the run's first statement list gets the call
                 statements[index] = []
                 run.append(index)
-                continue
-            if op in absorbed:   # computed by the native op just before it
-                statements[index] = []
                 continue
             lines = self.own_entry(op)
             if lines is None:
@@ -199,25 +188,16 @@ class CHostGenerator(Generator):
         else:
             return None
         number = len(entries)
-        inputs, results = list(op.inputs), [op.results[0]]
-        epilogue = self.epilogues.get(op)
-        if epilogue is None:
-            entry = render(number, op, kind, environment())
-        else:   # the entry writes its epilogue's outputs, never the op's result
-            context = epilogues.render_context(epilogue, self.scalars, self.options,
-                                               environment())
-            entry = render(number, op, kind, environment(), epilogue=(epilogue, context))
-            inputs += context["operands"]
-            results = list(epilogue.group.results)
-            self.hidden.add(op.results[0])
+        names = [self.expr(v) for v in op.inputs]
+        entry = render(number, op, kind, environment())
         entries.append(entry.code)
-        targets = [self.namer.value(result) for result in results]
+        result = op.results[0]
+        target = self.namer.value(result)
         sizes = [self.dim_code(dim) for dim in entry.sizes]
         return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
-                f"{dtype_code(result.dtype)})" for target, result in zip(targets, results)] + \
-            [Commented(self.entry_call(f"{suffix}{number}",
-                                       [self.expr(v) for v in inputs] + targets + sizes),
-                       self.text.provenance, op)]
+                f"{dtype_code(result.dtype)})",
+                Commented(self.entry_call(f"{suffix}{number}", names + [target] + sizes),
+                          self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple

@@ -126,47 +126,33 @@ def _taps(g) -> list:
 def window_context(op, kind) -> dict:
     """The context of ``c/window_parts.c.j2`` (besides ``part``, ``number``, ``note`` and
     ``T`` and ``kind``) for window op ``op`` of template kind ``kind``: the geometry ``g``,
-    ``direct``, ``rows``, ``pooling`` and no ``epilogue``."""
+    ``direct``, ``rows`` and ``pooling``."""
     g = _geometry(op, kind)
     # im2col of a 1x1 kernel of stride 1 without padding is the input itself
     direct = kind in CONVOLUTIONS and (g["kh"], g["kw"], g["sh"], g["sw"], g["ph"], g["pw"]) \
         == (1, 1, 1, 1, 0, 0)
-    return dict(g=g, direct=direct, pooling=kind not in CONVOLUTIONS, epilogue=None,
+    return dict(g=g, direct=direct, pooling=kind not in CONVOLUTIONS,
                 rows=kind.startswith("max_pool2d") and g["inside"] and g["wo"] <= ROW_WINDOWS)
 
 
-def render_native_op(number, op, kind, environment, threads=0, epilogue=None) -> EntryCall:
+def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
     """Native op ``number`` computing ``op`` with template kind ``kind``; ``threads``: the
     program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
-    thread per usable CPU); ``epilogue``: the :class:`.epilogues.Epilogue` of a conv2d and its
-    context (``(epilogue, context)``: :func:`.epilogues.render_context`), whose operands the
-    entry takes after the op's inputs and whose outputs it writes instead of the op's
-    result."""
+    thread per usable CPU)."""
     result = op.results[0]
     # a matmul's matrix operands: 2-D ones when the other is a matrix (not a stack pair)
     transposable = kind == "matmul" and op.inputs[1].ndim == 2
     args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v),
                  transposable=transposable and v.ndim == 2)
             for v in op.inputs]
-    inputs, outputs, context = list(op.inputs), [result], None
-    if epilogue is not None:
-        epilogue, context = epilogue
-        inputs += context["operands"]
-        outputs = list(epilogue.group.results)
-        args += [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
-                 for v in context["operands"]]
-        context = dict(context, inputs=list(range(len(op.inputs), len(inputs))),
-                       outputs=list(range(len(inputs), len(inputs) + len(outputs))))
-    args += [dict(writable=1, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v))
-             for v in outputs]
+    args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
+                     what=value_label(result)))
     sizes = EntrySizes()
-    checks = sizes.checks(inputs + outputs)
+    checks = sizes.checks(op.inputs + [result])
     window = window_context(op, kind) if kind != "matmul" else \
         dict(g={}, direct=False, rows=False, pooling=False)
-    window.update(epilogue=context)
     code = environment.get_template("c/native_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim,
-        b_rank=op.inputs[-1].ndim, threads=threads,
-        result=len(inputs) + (context["target"] if context else 0), **window)
+        b_rank=op.inputs[-1].ndim, threads=threads, **window)
     return EntryCall(code, sizes.dims)
