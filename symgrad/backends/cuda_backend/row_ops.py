@@ -1,4 +1,5 @@
-"""Kernels of the row ops: the softmax family and ``one_hot``, one launch each.
+"""Kernels of the row ops: the softmax family (``softmax_cross_entropy``'s gradient included)
+and ``one_hot``, one launch each.
 
 Through CuPy, ``softmax_cross_entropy`` alone is a dozen launches (the max, the shift, exp, the
 sum, log, the gather of the labels' entries...), each with CuPy's host overhead. On an H100 the

@@ -462,8 +462,8 @@ def row_rule(gen, op) -> bool:
     second, third = [gen.read(v) for v in op.inputs[1:]] + ["NULL"] * (3 - len(op.inputs))
     target = gen.allocate(result)
     gen.body.append(f"    /* {group_heading_of(op)} */")
-    gen.body.append(f"    if (sg_row{number}({gen.read(first)}, {second}, {third}, {target}, {outer}, "
-                    f"{n}, {inner}) != 0) {{\n        sg_status = SG_ERROR_VALUE;\n"
+    gen.body.append(f"    if (sg_row{number}({gen.read(first)}, {second}, {third}, {target}, "
+                    f"{outer}, {n}, {inner}) != 0) {{\n        sg_status = SG_ERROR_VALUE;\n"
                     f"        goto done;\n    }}")
     return True
 
