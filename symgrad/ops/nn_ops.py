@@ -453,7 +453,7 @@ def cross_entropy_grad_rule(types, attrs):
     (ls, ld), (ys, yd), (gs, gd) = types
     if yd.kind not in "iu":
         raise DTypeError(f"labels need an integer dtype, got {yd}")
-    reduced, dtype = cross_entropy_rule(types[:2], attrs)
+    reduced, _ = cross_entropy_rule(types[:2], attrs)
     if gd != ld:
         raise DTypeError(f"the cotangent needs the logits' dtype {ld}, got {gd}")
     if not _same_dims(gs, reduced):
