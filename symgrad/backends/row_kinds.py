@@ -4,12 +4,22 @@ The row ops are the softmax family and ``one_hot``: each runs over the rows alon
 axis. A backend that computes them natively asks :func:`row_kinds` for one rule per op name,
 giving which integer labels and which ``one_hot`` result types its code handles. A rule maps an
 op to its kernel's kind (``"softmax"``, ``"log_softmax"``, ``"cross_entropy"`` for integer
-labels, ``"soft_cross_entropy"`` for labels shaped like the logits, ``"one_hot"``), or to None
-when the op's types are not ones the backend computes (it then runs its NumPy lowering).
+labels, ``"soft_cross_entropy"`` for labels shaped like the logits, ``"cross_entropy_grad"``
+for ``softmax_cross_entropy_grad``: ``(softmax - one_hot) * g`` in one pass over each row,
+``"one_hot"``), or to None when the op's types are not ones the backend computes (it then
+runs its NumPy lowering).
 """
 from __future__ import annotations
 
 FLOATS = ("float32", "float64")
+# kind -> the number of the op's input holding integer labels (the kinds that read some)
+LABELS = {"cross_entropy": 1, "cross_entropy_grad": 1, "one_hot": 0}
+
+
+def labels_of(op, kind):
+    """The integer labels row op ``op`` of kind ``kind`` reads, or None."""
+    at = LABELS.get(kind)
+    return None if at is None else op.inputs[at]
 
 
 def _float(value) -> bool:
@@ -31,9 +41,15 @@ def row_kinds(integer, one_hot_result) -> dict:
             return "cross_entropy"
         return "soft_cross_entropy" if labels.dtype == logits.dtype else None
 
+    def cross_entropy_grad_kind(op):
+        logits, labels, g = op.inputs
+        return "cross_entropy_grad" if _float(logits) and integer(labels) and \
+            g.dtype == logits.dtype else None
+
     def one_hot_kind(op):
         return "one_hot" if integer(op.inputs[0]) and one_hot_result(op.results[0].dtype) \
             else None
 
     return {"softmax": softmax_kind("softmax"), "log_softmax": softmax_kind("log_softmax"),
-            "softmax_cross_entropy": cross_entropy_kind, "one_hot": one_hot_kind}
+            "softmax_cross_entropy": cross_entropy_kind,
+            "softmax_cross_entropy_grad": cross_entropy_grad_kind, "one_hot": one_hot_kind}

@@ -237,6 +237,16 @@ def softmax_cross_entropy_forward(logits, labels, axis):
     return -np.squeeze(picked, axis=axis)
 
 
+def softmax_cross_entropy_grad(logits, labels, g, axis):
+    """``(softmax(logits) - one_hot(labels)) * g`` along ``axis`` (``g`` shaped like the
+    per-example losses), rounded as those three ops round; a label outside the classes is a
+    ``ValueError``, as in the loss."""
+    n = logits.shape[axis]
+    check_class_indices(labels, n, "softmax_cross_entropy")
+    hot = np.expand_dims(labels, axis) == np.arange(n).reshape((n,) + (1,) * (labels.ndim - axis))
+    return (softmax_forward(logits, axis) - hot.astype(logits.dtype)) * np.expand_dims(g, axis)
+
+
 def one_hot_forward(indices, num_classes, dtype, axis, strict=False):
     """1 where the class equals the index, along a new axis ``axis`` of the result; an
     index outside ``[0, num_classes)`` gives an all-zero row (a ``ValueError`` when

@@ -411,18 +411,17 @@ def log_softmax_vjp(op, cotangents):
 
 
 def cross_entropy_vjp(op, cotangents):
-    """logits: (softmax * sum(p) - p) * g, p the label distribution (one-hot for integer
-    labels, which get no gradient); soft labels: -log_softmax * g."""
+    """logits: (softmax * sum(p) - p) * g, p the label distribution; for integer labels
+    (which get no gradient) ``softmax_cross_entropy_grad``, one op (one pass over each row on
+    C); soft labels: -log_softmax * g."""
     ops = _ops()
     logits, labels = op.inputs
     axis = op.attrs["axis"]
+    if labels.dtype.kind in "iu":
+        return [bind(softmax_cross_entropy_grad_p, [logits, labels, cotangents[0]],
+                     {"axis": axis}), None]
     g = ops.expand_dims(cotangents[0], axis)
     probs = bind(softmax_p, [logits], {"axis": axis})
-    if labels.dtype.kind in "iu":
-        target = bind(one_hot_p, [labels], {"num_classes": logits.shape[axis],
-                                           "dtype": logits.dtype.name, "axis": axis,
-                                           "strict": True})
-        return [(probs - target) * g, None]
     mass = ops.sum(labels, axis=axis, keepdims=True)
     log_probs = bind(log_softmax_p, [logits], {"axis": axis})
     return [(probs * mass - labels) * g, -log_probs * g]
@@ -446,6 +445,47 @@ softmax_cross_entropy_p = register(OpDef(
     dims=_cross_entropy_dims,
     batch=axis_batch("axis"),
     doc="Per-example -sum(p * log_softmax(logits)) for integer or soft labels."))
+
+
+def cross_entropy_grad_rule(types, attrs):
+    """The logits' gradient: the logits' shape and dtype; integer labels and the cotangent
+    ``g`` shaped like the per-example losses, ``g`` of the logits' dtype."""
+    (ls, ld), (ys, yd), (gs, gd) = types
+    if yd.kind not in "iu":
+        raise DTypeError(f"labels need an integer dtype, got {yd}")
+    reduced, _ = cross_entropy_rule(types[:2], attrs)
+    if gd != ld:
+        raise DTypeError(f"the cotangent needs the logits' dtype {ld}, got {gd}")
+    if not _same_dims(gs, reduced):
+        raise ShapeError(f"the cotangent {format_shape(gs)} must have the per-example losses' "
+                         f"shape {format_shape(reduced)}")
+    return ls, ld
+
+
+def cross_entropy_grad_vjp(op, cotangents):
+    """For y = (p - onehot) * g with p = softmax(logits) along ``axis``: logits get
+    p * (c g - sum(c g p)) (softmax's VJP of c g), g gets sum(c (p - onehot)); labels none."""
+    ops = _ops()
+    logits, labels, g = op.inputs
+    axis = op.attrs["axis"]
+    c = cotangents[0]
+    probs = bind(softmax_p, [logits], {"axis": axis})
+    cg = c * ops.expand_dims(g, axis)
+    gy = cg * probs
+    target = bind(one_hot_p, [labels], {"num_classes": logits.shape[axis],
+                                       "dtype": logits.dtype.name, "axis": axis,
+                                       "strict": True})
+    return [gy - probs * ops.sum(gy, axis=axis, keepdims=True), None,
+            ops.sum(c * (probs - target), axis=axis)]
+
+
+softmax_cross_entropy_grad_p = register(OpDef(
+    "softmax_cross_entropy_grad", OPAQUE, cross_entropy_grad_rule,
+    kernels.softmax_cross_entropy_grad, vjp=cross_entropy_grad_vjp,
+    dims=same_dims(0),
+    batch=axis_batch("axis"),
+    doc="Gradient of softmax_cross_entropy with integer labels: (softmax(logits) - "
+        "one_hot(labels)) * g along axis, g the per-example losses' cotangent."))
 
 
 # --- one_hot ----------------------------------------------------------------------------------

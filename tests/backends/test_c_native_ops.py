@@ -242,8 +242,9 @@ def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
 
 
 # allocation, views and the fetches' dtype: the host's only NumPy calls in a program C computes
-# whole (each op else is a segment, a row op or a native op)
-_HOST_ONLY = {"empty", "reshape", "asarray", "transpose"}
+# whole (each op else is a segment, a row op or a native op); broadcast_to: the mean's
+# cotangent, a view that softmax_cross_entropy_grad's row op reads
+_HOST_ONLY = {"empty", "reshape", "asarray", "transpose", "broadcast_to"}
 
 
 def _numpy_calls(compiled) -> set:

@@ -111,6 +111,13 @@ def ref_ce(z, y, axis=-1):
     return -np.squeeze(np.take_along_axis(logp, np.expand_dims(y, axis), axis), axis)
 
 
+def ref_ce_grad(z, y, g, axis):
+    """(softmax(z) - onehot(y)) * g along ``axis`` (``g`` shaped like the losses)."""
+    hot = np.zeros_like(z)
+    np.put_along_axis(hot, np.expand_dims(y, axis), 1.0, axis)
+    return (np.exp(ref_log_softmax(z, axis)) - hot) * np.expand_dims(g, axis)
+
+
 def conv_attrs(stride=1, padding=0, dilation=1, groups=1):
     return {"stride": (stride, stride), "padding": (padding, padding),
             "dilation": (dilation, dilation), "groups": groups}
@@ -210,6 +217,15 @@ SAMPLES += [
              lambda z, y: nn.softmax_cross_entropy(z, y, reduction="none"),
              [normal(3, 4), R.random((3, 4))], lambda z, y: ref_ce(z, y),
              dynamic=(0, 1), id="softmax_cross_entropy-soft-unnormalised"),
+    OpSample("softmax_cross_entropy_grad",
+             lambda z, y, g: bind("softmax_cross_entropy_grad", [z, y, g], {"axis": 1}),
+             [normal(5, 4), R.integers(0, 4, 5), normal(5)],
+             lambda z, y, g: ref_ce_grad(z, y, g, 1), dynamic=(0, 1, 2),
+             id="softmax_cross_entropy_grad-axis1"),
+    OpSample("softmax_cross_entropy_grad",
+             lambda z, y, g: bind("softmax_cross_entropy_grad", [z, y, g], {"axis": 1}),
+             [normal(2, 4, 3), R.integers(0, 4, (2, 3)), normal(2, 3)],
+             lambda z, y, g: ref_ce_grad(z, y, g, 1), id="softmax_cross_entropy_grad-3d"),
     OpSample("one_hot", lambda i: sg.one_hot(i, 4, dtype="float64"),
              [np.array([[0, 3, 1], [2, 5, -1]])],
              lambda i: (i[..., None] == np.arange(4)).astype(np.float64),

@@ -19,10 +19,11 @@ elementwise op that combines partial results, whose expression the C loop uses. 
 rule (data movement...) run through the NumPy backend's lowering in the host module. Add a
 rule with :func:`register_lowering` (user ops too).
 
-The softmax family and ``one_hot`` have :class:`CRowOp` rules instead: each is one C entry
-point looping over the rows along its class axis (:mod:`.row_ops`); matmul, conv2d and
-pooling (with their gradients) have :class:`CNativeOp` rules: C entry points calling the BLAS
-GEMM or looping over windows (:mod:`.native_ops`).
+The softmax family (``softmax_cross_entropy_grad`` included) and ``one_hot`` have
+:class:`CRowOp` rules instead: each is one C entry point looping over the rows along its class
+axis (:mod:`.row_ops`); matmul, conv2d and pooling (with their gradients) have
+:class:`CNativeOp` rules: C entry points calling the BLAS GEMM or looping over windows
+(:mod:`.native_ops`).
 """
 from __future__ import annotations
 

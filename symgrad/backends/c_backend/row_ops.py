@@ -1,4 +1,5 @@
-"""C entry points of the row ops: the softmax family and ``one_hot``.
+"""C entry points of the row ops: the softmax family (``softmax_cross_entropy``'s gradient
+included) and ``one_hot``.
 
 An op with a :class:`~.lowering.CRowOp` rule whose kind applies to its types becomes one entry
 point of its own, rendered from ``c/row_op.c.j2``: it takes one tuple (the op's inputs, then its
@@ -6,7 +7,8 @@ result, which the host allocates with ``np.empty``, then the sizes of its symbol
 binding), checks every array's dims against them, releases the GIL and loops over the rows
 along the class axis (``n`` elements ``inner`` apart): the max, then the sum of ``exp(x - max)``
 accumulated in double, then the row's results, rounded as the NumPy backend's kernels round
-them. Integer labels outside ``[0, n)`` are the NumPy backend's ``ValueError`` (naming the
+them (``softmax_cross_entropy_grad``: ``(softmax - one_hot) * g``, the row's cotangent ``g``,
+in that one pass). Integer labels outside ``[0, n)`` are the NumPy backend's ``ValueError`` (naming the
 first one) before anything is computed; an empty class axis is NumPy's error for the max of an
 empty array.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..row_kinds import labels_of
 from .ctype import c_type, value_label
 from .entry_sizes import EntrySizes
 from .kernels import describe
@@ -49,7 +52,7 @@ def render_row_op(number, op, kind, environment) -> EntryCall:
             for v in op.inputs]
     args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
                      what=value_label(result)))
-    indices = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    indices = labels_of(op, kind)
     code = environment.get_template("c/row_op.c.j2").render(
         number=number, note=describe(op), kind=kind, args=args, checks=checks,
         sizes=len(sizes.dims), axis=op.attrs["axis"], classes=op.attrs.get("num_classes"),

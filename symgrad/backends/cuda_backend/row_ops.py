@@ -1,4 +1,5 @@
-"""Kernels of the row ops: the softmax family and ``one_hot``, one launch each.
+"""Kernels of the row ops: the softmax family (``softmax_cross_entropy``'s gradient included)
+and ``one_hot``, one launch each.
 
 Through CuPy, ``softmax_cross_entropy`` alone is a dozen launches (the max, the shift, exp, the
 sum, log, the gather of the labels' entries...), each with CuPy's host overhead. On an H100 the
@@ -24,7 +25,7 @@ from ...ir.printer import format_op_head
 from ...ops import kernels as numpy_kernels
 from ..dim_code import shape_code
 from ..host.literals import dtype_code
-from ..row_kinds import row_kinds
+from ..row_kinds import labels_of, row_kinds
 from . import ctype
 from .kernels import render as render_template
 
@@ -37,7 +38,8 @@ KINDS = row_kinds(
     lambda dtype: dtype.name in ctype.STORAGE and dtype.name not in ("float16", "bfloat16"))
 # the inputs of each kind, in the kernel's order, with their pointer names
 _POINTERS = {"softmax": ("x",), "log_softmax": ("x",), "cross_entropy": ("x", "labels"),
-             "soft_cross_entropy": ("x", "p"), "one_hot": ("labels",)}
+             "soft_cross_entropy": ("x", "p"), "cross_entropy_grad": ("x", "labels", "g"),
+             "one_hot": ("labels",)}
 
 
 def row_kind(op, scalars) -> str | None:
@@ -60,7 +62,7 @@ def render(name, op, kind, block) -> str:
     ptrs = [f"const {t}* __restrict__ {p}" for t, p in zip(types, _POINTERS[kind])]
     result = ctype.storage_type(op.results[0].dtype)
     ptrs.append(f"{result}* __restrict__ y")
-    labels = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    labels = labels_of(op, kind)
     return render_template(
         "row_op.cu.j2", name=name, kind=kind, note=ctype.c_comment(format_op_head(op)),
         ints=("rows", "n", "inner"), ptrs=ptrs, variants=VARIANTS, block=block,
@@ -84,8 +86,9 @@ def launch_lines(gen, name, op, kind) -> list[str]:
         lines += [f"if {n} == 0:",
                   "    raise ValueError('zero-size array to reduction operation maximum which "
                   "has no identity')"]
-    if kind == "cross_entropy" or (kind == "one_hot" and op.attrs.get("strict")):
-        lines.append(f"check_class_indices({gen.expr(op.inputs[-1])}, {n}, "
+    if kind in ("cross_entropy", "cross_entropy_grad") or \
+            (kind == "one_hot" and op.attrs.get("strict")):
+        lines.append(f"check_class_indices({gen.expr(labels_of(op, kind))}, {n}, "
                      f"'softmax_cross_entropy')")
         gen.statement_helpers["check_class_indices"] = numpy_kernels.check_class_indices
     result = op.results[0]

@@ -365,5 +365,8 @@ register_lowering("log_softmax", call("log_softmax_forward", ("axis",)),
 register_lowering("softmax_cross_entropy", call("softmax_cross_entropy_forward", ("axis",)),
                   (kernels.log_softmax_forward, kernels.check_class_indices,
                    kernels.softmax_cross_entropy_forward))
+register_lowering("softmax_cross_entropy_grad", call("softmax_cross_entropy_grad", ("axis",)),
+                  (kernels.softmax_forward, kernels.check_class_indices,
+                   kernels.softmax_cross_entropy_grad))
 register_lowering("one_hot", call("one_hot_forward", ("num_classes", "dtype", "axis", "strict")),
                   (kernels.check_class_indices, kernels.one_hot_forward))

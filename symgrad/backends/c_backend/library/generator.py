@@ -66,6 +66,7 @@ from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from ....ops.fused import is_fusion
 from ....ops.state import split_state_fetches
 from ...plan import plan_group
+from ...row_kinds import labels_of
 from ..ctype import c_comment, c_type, literal, supported
 from ..kernels import group_heading, lowerable, pointer_inputs, render_group
 from ..lowering import LOWERINGS, CNativeOp
@@ -450,18 +451,19 @@ def row_rule(gen, op) -> bool:
     inner_from = axis if kind == "one_hot" else axis + 1
     inner = " * ".join(f"(int64_t)({d})" for d in dims[inner_from:]) or "1"
     n = str(op.attrs["num_classes"]) if kind == "one_hot" else dims[axis]
-    labels = op.inputs[-1] if kind in ("cross_entropy", "one_hot") else None
+    labels = labels_of(op, kind)
     number = len(gen.rows)
     gen.rows.append(gen.environment.get_template("c/library/row_op.c.j2").render(
         number=number, note=group_heading_of(op), kind=kind, name=c_string(op.name),
         labels=c_string(labels.name or f"%{labels.id}") if labels is not None else "",
         strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(labels.dtype) if labels is not None else ""))
-    second = gen.read(op.inputs[1]) if len(op.inputs) == 2 else "NULL"
+    # the second and third inputs (labels, a gradient's cotangent), NULL where there are none
+    second, third = [gen.read(v) for v in op.inputs[1:]] + ["NULL"] * (3 - len(op.inputs))
     target = gen.allocate(result)
     gen.body.append(f"    /* {group_heading_of(op)} */")
-    gen.body.append(f"    if (sg_row{number}({gen.read(first)}, {second}, {target}, {outer}, "
-                    f"{n}, {inner}) != 0) {{\n        sg_status = SG_ERROR_VALUE;\n"
+    gen.body.append(f"    if (sg_row{number}({gen.read(first)}, {second}, {third}, {target}, "
+                    f"{outer}, {n}, {inner}) != 0) {{\n        sg_status = SG_ERROR_VALUE;\n"
                     f"        goto done;\n    }}")
     return True
 
