@@ -34,16 +34,17 @@ def window_view(xp, kernel, stride, dilation):
 
 
 def window_scatter(cols, size, stride, dilation):
-    """Adjoint of :func:`window_view`: sum ``cols`` [N, C, kh, kw, Ho, Wo] into a zero array
-    [N, C, *size] at the window positions (overlapping windows accumulate)."""
-    n, c, kh, kw, ho, wo = cols.shape
+    """Adjoint of :func:`window_view`: sum ``cols`` [kh, kw, A, B, Ho, Wo] (tap first) into a
+    zero array [A, B, *size] at the window positions (overlapping windows accumulate): one
+    strided slice-add per kernel tap."""
+    kh, kw, a, b, ho, wo = cols.shape
     sh, sw = stride
-    out = np.zeros((n, c, size[0], size[1]), cols.dtype)
+    out = np.zeros((a, b, size[0], size[1]), cols.dtype)
     for i in range(kh):
         r = i * dilation[0]
         for j in range(kw):
             q = j * dilation[1]
-            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
+            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[i, j]
     return out
 
 
@@ -55,58 +56,61 @@ def crop_hw(xp, padding, size):
 
 # --- convolution ------------------------------------------------------------------------------
 def conv_columns(windows, group, channels):
-    """im2col of one group's ``channels`` input channels: [N, channels * kh * kw, Ho * Wo]
-    (a copy) from the window view [N, C, Ho, Wo, kh, kw]."""
+    """im2col of one group's ``channels`` input channels over the whole batch:
+    [channels * kh * kw, N * Ho * Wo] (a copy) from the window view [N, C, Ho, Wo, kh, kw], so
+    that a convolution is one GEMM per group (large enough for BLAS's threads)."""
     n, _, ho, wo, kh, kw = windows.shape
     part = windows[:, group * channels:(group + 1) * channels]
-    return part.transpose(0, 1, 4, 5, 2, 3).reshape(n, channels * kh * kw, ho * wo)
+    return part.transpose(1, 4, 5, 0, 2, 3).reshape(channels * kh * kw, n * ho * wo)
 
 
 def conv2d_forward(x, w, stride, padding, dilation, groups):
     """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
-    g the group of output channel o: per sample and group ``W_g @ im2col(x)``, one batched
-    matmul per group written into the NCHW result."""
+    g the group of output channel o: per group one GEMM ``W_g @ im2col(x)`` over the whole
+    batch, written into a channel-major [O, N, Ho, Wo] array; the result is its [N, O, Ho, Wo]
+    transposed view."""
     n = x.shape[0]
     out_ch, cg, kh, kw = w.shape
     og = out_ch // groups
     windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
     ho, wo = windows.shape[2:4]
-    out = np.empty((n, out_ch, ho * wo), np.result_type(x, w))
+    out = np.empty((out_ch, n, ho, wo), np.result_type(x, w))
     for g in range(groups):
         np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), conv_columns(windows, g, cg),
-                  out=out[:, g * og:(g + 1) * og])
-    return out.reshape(n, out_ch, ho, wo)
+                  out=out[g * og:(g + 1) * og].reshape(og, n * ho * wo))
+    return out.transpose(1, 0, 2, 3)
 
 
 def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
-    output cotangent ``g``: per sample and group ``col2im(W_g^T @ g)``; linear in ``g`` and
-    in ``w``."""
+    output cotangent ``g``: per group one GEMM ``W_g^T @ g_g`` over the whole batch (``g``
+    copied channel-major once), then col2im by one slice-add per kernel tap; linear in ``g``
+    and in ``w``."""
     n, out_ch, ho, wo = g.shape
     _, cg, kh, kw = w.shape
     og = out_ch // groups
     ph, pw = padding
-    parts = []
+    rows = g.transpose(1, 0, 2, 3).reshape(out_ch, n * ho * wo)
+    cols = np.empty((groups * cg, kh, kw, n, ho, wo), np.result_type(g, w))
     for k in range(groups):
-        cols = np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
-                         g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
-        parts.append(cols.reshape(n, cg, kh, kw, ho, wo))
-    cols = parts[0] if groups == 1 else np.concatenate(parts, axis=1)
+        np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T, rows[k * og:(k + 1) * og],
+                  out=cols[k * cg:(k + 1) * cg].reshape(cg * kh * kw, n * ho * wo))
     size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
-    return crop_hw(window_scatter(cols, size, stride, dilation), padding, input_hw)
+    padded = window_scatter(cols.transpose(1, 2, 0, 3, 4, 5), size, stride, dilation)
+    return crop_hw(padded.transpose(1, 0, 2, 3), padding, input_hw)
 
 
 def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups):
     """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
-    for the output cotangent ``g``: the sum over samples of ``g_g @ im2col(x)^T`` per group;
-    linear in ``x`` and in ``g``."""
+    for the output cotangent ``g``: per group and sample ``g_g @ im2col(x)^T`` (a batched
+    matmul reading ``g`` in place), summed over the samples; linear in ``x`` and in ``g``."""
     n, out_ch, ho, wo = g.shape
     og = out_ch // groups
     cg = x.shape[1] // groups
     windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
     parts = [np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo),
-                       conv_columns(windows, k, cg).transpose(0, 2, 1)).sum(axis=0)
-             for k in range(groups)]
+                       conv_columns(windows, k, cg).reshape(-1, n, ho * wo).transpose(1, 2, 0))
+             .sum(axis=0) for k in range(groups)]
     weight = parts[0] if groups == 1 else np.concatenate(parts, axis=0)
     return weight.reshape(out_ch, cg, *kernel_hw)
 
@@ -125,17 +129,20 @@ def window_taps(xp, kernel, stride):
 
 
 def max_pool2d_windows(x, kernel_size, stride, padding):
-    """``(padded x, window maxima [N, C, Ho, Wo], tie counts)``: padding is ``-inf`` so it
-    never wins; a window holding NaN has NaN as its maximum; the count of a window is the
-    number of its positions equal to the maximum, at least 1, in ``x``'s dtype."""
+    """``(padded x, window maxima [N, C, Ho, Wo], hits, shares)``: padding is ``-inf`` so it
+    never wins; a window holding NaN has NaN as its maximum; ``hits`` holds, per tap in
+    :func:`window_taps`' order, where that tap equals its window's maximum (bool
+    [N, C, Ho, Wo]); ``shares`` is ``1 / count`` in ``x``'s dtype, the count of a window being
+    the number of its positions equal to the maximum, at least 1."""
     xp = pad_hw(x, padding, -np.inf)
     top = None
     for _, _, tap in window_taps(xp, kernel_size, stride):
         top = tap.copy() if top is None else np.maximum(top, tap, out=top)
-    count = np.zeros(top.shape, np.int64)
-    for _, _, tap in window_taps(xp, kernel_size, stride):
-        count += tap == top
-    return xp, top, np.maximum(count, 1).astype(x.dtype)
+    hits = [tap == top for _, _, tap in window_taps(xp, kernel_size, stride)]
+    count = np.zeros(top.shape, np.int32)
+    for hit in hits:
+        count += hit
+    return xp, top, hits, 1 / np.maximum(count, 1).astype(x.dtype)
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding):
@@ -149,27 +156,25 @@ def max_pool2d_forward(x, kernel_size, stride, padding):
 def max_pool2d_grad(x, g, kernel_size, stride, padding):
     """Gradient of max pooling: each window's cotangent split evenly among its tied maxima
     (every position gets its share, 0 where it is not a maximum, times the cotangent: an
-    infinite or NaN cotangent gives NaN there too), overlapping windows accumulating. Linear
-    in ``g``."""
-    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
-    out = np.zeros(xp.shape, np.result_type(x, g))
+    infinite or NaN cotangent gives NaN there too), overlapping windows accumulating: one
+    strided slice-add per tap. Linear in ``g``."""
+    xp, top, hits, shares = max_pool2d_windows(x, kernel_size, stride, padding)
+    share = shares * g
+    out = np.zeros(xp.shape, share.dtype)
     ho, wo = top.shape[2:]
     sh, sw = stride
-    for i, j, tap in window_taps(xp, kernel_size, stride):
-        out[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
-            ((tap == top) / count) * g
+    for (i, j, _), hit in zip(window_taps(xp, kernel_size, stride), hits):
+        out[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += hit * share
     return crop_hw(out, padding, x.shape[2:])
 
 
 def max_pool2d_select(x, h, kernel_size, stride, padding):
     """Adjoint of :func:`max_pool2d_grad` in ``g``: for each window of ``x``, the mean of
     ``h`` over the window's tied maxima (shaped like the pooled output)."""
-    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
+    xp, top, hits, shares = max_pool2d_windows(x, kernel_size, stride, padding)
     total = np.zeros(top.shape, np.result_type(x, h))   # sums start from +0.0
-    taps = zip(window_taps(xp, kernel_size, stride),
-               window_taps(pad_hw(h, padding, 0), kernel_size, stride))
-    for (_, _, tap), (_, _, value) in taps:
-        total += ((tap == top) / count) * value
+    for hit, (_, _, value) in zip(hits, window_taps(pad_hw(h, padding, 0), kernel_size, stride)):
+        total += hit * (shares * value)
     return total
 
 
@@ -199,7 +204,7 @@ def avg_pool2d_grad(g, input_hw, kernel_size, stride, padding):
     counts = avg_pool2d_counts(input_hw, kernel_size, stride, padding, g.dtype)
     n, c, ho, wo = g.shape
     kh, kw = kernel_size
-    cols = np.broadcast_to((g / counts)[:, :, None, None], (n, c, kh, kw, ho, wo))
+    cols = np.broadcast_to(g / counts, (kh, kw, n, c, ho, wo))
     ph, pw = padding
     size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
     return crop_hw(window_scatter(cols, size, stride, (1, 1)), padding, input_hw)
