@@ -27,7 +27,7 @@ from ...ops.activation import gelu_ref, leaky_relu_ref
 from ...ops.contraction import _sg_einsum
 from ...ops.core import HelperSource, code_int
 from ...ops.cumulative import _sg_cumsum, _sg_linear_recurrence
-from ...ops.elementwise import sigmoid_ref
+from ...ops.elementwise import _sg_where, sigmoid_ref
 from ...ops.indexing import (_sg_check_indices, _sg_take, _sg_take_along_axis,
                              _sg_take_along_axis_grad, _sg_take_grad)
 from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
@@ -197,7 +197,7 @@ def _fill_emitter(fill):
 
 
 register_lowering("round", expr("np.round({0})", out_kw=True))
-register_lowering("where", expr("np.where({0}, {1}, {2})"))
+register_lowering("where", call("_sg_where"), (_sg_where,))
 register_lowering("clip", expr("np.clip({0}, {1}, {2})", out_kw=True))
 register_lowering("sigmoid", call("sigmoid_ref"), (sigmoid_ref,))
 register_lowering("cast", _emit_cast)
