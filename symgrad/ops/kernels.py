@@ -11,11 +11,23 @@ Layout is NCHW throughout. ``stride``, ``padding``, ``dilation``, ``kernel_size`
 
 Windows are read through a strided view (no copy until a contraction needs one) and written
 back by a loop over the kernel taps, never over pixels.
+
+The convolutions and max pooling take ``over_rows``, a function with the contract of
+``RowPool.over_rows`` (:mod:`symgrad.backends.host.row_pool`): ``over_rows(body, n, rows)``
+runs ``body(start, stop, rows)`` over ranges covering samples 0:n. Their copies and pooling
+loops run per range of samples (each range writing its own rows of one result), their GEMMs
+once over the whole batch; None (the interpreter) runs one range on the calling thread, a
+generated module passes its pool's, whose ranges run on threads.
 """
 import numpy as np
 
 
 # --- windows ----------------------------------------------------------------------------------
+def serial_rows(body, n, rows, *args):
+    """``over_rows`` on the calling thread: one range, ``[body(0, n, rows, *args)]``."""
+    return [body(0, n, rows, *args)]
+
+
 def pad_hw(x, padding, value):
     """``x`` [N, C, H, W] padded by ``padding`` on both sides of H and W with ``value``."""
     ph, pw = padding
@@ -33,17 +45,17 @@ def window_view(xp, kernel, stride, dilation):
     return view[:, :, ::stride[0], ::stride[1], ::dh, ::dw]
 
 
-def window_scatter(cols, size, stride, dilation):
-    """Adjoint of :func:`window_view`: sum ``cols`` [N, C, kh, kw, Ho, Wo] into a zero array
-    [N, C, *size] at the window positions (overlapping windows accumulate)."""
-    n, c, kh, kw, ho, wo = cols.shape
+def window_scatter(cols, out, stride, dilation):
+    """Adjoint of :func:`window_view`: add ``cols`` [kh, kw, A, B, Ho, Wo] (tap first) into
+    ``out`` [A, B, H, W] at the window positions (overlapping windows accumulate): one strided
+    slice-add per kernel tap. Returns ``out``."""
+    kh, kw, _, _, ho, wo = cols.shape
     sh, sw = stride
-    out = np.zeros((n, c, size[0], size[1]), cols.dtype)
     for i in range(kh):
         r = i * dilation[0]
         for j in range(kw):
             q = j * dilation[1]
-            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[:, :, i, j]
+            out[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += cols[i, j]
     return out
 
 
@@ -54,59 +66,79 @@ def crop_hw(xp, padding, size):
 
 
 # --- convolution ------------------------------------------------------------------------------
-def conv_columns(windows, group, channels):
-    """im2col of one group's ``channels`` input channels: [N, channels * kh * kw, Ho * Wo]
-    (a copy) from the window view [N, C, Ho, Wo, kh, kw]."""
+def conv_columns(windows, group, channels, over_rows=None):
+    """im2col of one group's ``channels`` input channels over the whole batch:
+    [channels * kh * kw, N * Ho * Wo] (a copy, made per range of samples) from the window
+    view [N, C, Ho, Wo, kh, kw], so that a convolution is one GEMM per group (large enough
+    for BLAS's threads)."""
     n, _, ho, wo, kh, kw = windows.shape
-    part = windows[:, group * channels:(group + 1) * channels]
-    return part.transpose(0, 1, 4, 5, 2, 3).reshape(n, channels * kh * kw, ho * wo)
+    part = windows[:, group * channels:(group + 1) * channels].transpose(1, 4, 5, 0, 2, 3)
+    cols = np.empty(part.shape, windows.dtype)
+
+    def copy(start, stop, _rows):
+        cols[:, :, :, start:stop] = part[:, :, :, start:stop]
+    (over_rows or serial_rows)(copy, n, 1)
+    return cols.reshape(channels * kh * kw, n * ho * wo)
 
 
-def conv2d_forward(x, w, stride, padding, dilation, groups):
+def conv2d_forward(x, w, stride, padding, dilation, groups, over_rows=None):
     """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
-    g the group of output channel o: per sample and group ``W_g @ im2col(x)``, one batched
-    matmul per group written into the NCHW result."""
+    g the group of output channel o: per group one GEMM ``W_g @ im2col(x)`` over the whole
+    batch, written into a channel-major [O, N, Ho, Wo] array; the result is its [N, O, Ho, Wo]
+    transposed view."""
     n = x.shape[0]
     out_ch, cg, kh, kw = w.shape
     og = out_ch // groups
     windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
     ho, wo = windows.shape[2:4]
-    out = np.empty((n, out_ch, ho * wo), np.result_type(x, w))
+    out = np.empty((out_ch, n, ho, wo), np.result_type(x, w))
     for g in range(groups):
-        np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), conv_columns(windows, g, cg),
-                  out=out[:, g * og:(g + 1) * og])
-    return out.reshape(n, out_ch, ho, wo)
+        np.matmul(w[g * og:(g + 1) * og].reshape(og, -1),
+                  conv_columns(windows, g, cg, over_rows),
+                  out=out[g * og:(g + 1) * og].reshape(og, n * ho * wo))
+    return out.transpose(1, 0, 2, 3)
 
 
-def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups):
+def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups, over_rows=None):
     """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
-    output cotangent ``g``: per sample and group ``col2im(W_g^T @ g)``; linear in ``g`` and
-    in ``w``."""
+    output cotangent ``g``: ``g`` copied channel-major, per group one GEMM ``W_g^T @ g_g``
+    over the whole batch, then col2im by one slice-add per kernel tap (the copy and the
+    col2im per range of samples); linear in ``g`` and in ``w``."""
     n, out_ch, ho, wo = g.shape
     _, cg, kh, kw = w.shape
     og = out_ch // groups
     ph, pw = padding
-    parts = []
+    over_rows = over_rows or serial_rows
+    rows = np.empty((out_ch, n, ho, wo), g.dtype)
+
+    def copy(start, stop, _rows):
+        rows[:, start:stop] = g[start:stop].transpose(1, 0, 2, 3)
+    over_rows(copy, n, 1)
+    cols = np.empty((groups * cg, kh, kw, n, ho, wo), np.result_type(g, w))
     for k in range(groups):
-        cols = np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
-                         g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo))
-        parts.append(cols.reshape(n, cg, kh, kw, ho, wo))
-    cols = parts[0] if groups == 1 else np.concatenate(parts, axis=1)
-    size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
-    return crop_hw(window_scatter(cols, size, stride, dilation), padding, input_hw)
+        np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
+                  rows[k * og:(k + 1) * og].reshape(og, n * ho * wo),
+                  out=cols[k * cg:(k + 1) * cg].reshape(cg * kh * kw, n * ho * wo))
+    taps = cols.transpose(1, 2, 0, 3, 4, 5)
+    padded = np.zeros((groups * cg, n, input_hw[0] + 2 * ph, input_hw[1] + 2 * pw), cols.dtype)
+
+    def scatter(start, stop, _rows):
+        window_scatter(taps[:, :, :, start:stop], padded[:, start:stop], stride, dilation)
+    over_rows(scatter, n, 1)
+    return crop_hw(padded.transpose(1, 0, 2, 3), padding, input_hw)
 
 
-def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups):
+def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups, over_rows=None):
     """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
-    for the output cotangent ``g``: the sum over samples of ``g_g @ im2col(x)^T`` per group;
-    linear in ``x`` and in ``g``."""
+    for the output cotangent ``g``: per group and sample ``g_g @ im2col(x)^T`` (a batched
+    matmul reading ``g`` in place), summed over the samples; linear in ``x`` and in ``g``."""
     n, out_ch, ho, wo = g.shape
     og = out_ch // groups
     cg = x.shape[1] // groups
     windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
     parts = [np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo),
-                       conv_columns(windows, k, cg).transpose(0, 2, 1)).sum(axis=0)
-             for k in range(groups)]
+                       conv_columns(windows, k, cg, over_rows).reshape(-1, n, ho * wo)
+                       .transpose(1, 2, 0)).sum(axis=0) for k in range(groups)]
     weight = parts[0] if groups == 1 else np.concatenate(parts, axis=0)
     return weight.reshape(out_ch, cg, *kernel_hw)
 
@@ -124,52 +156,65 @@ def window_taps(xp, kernel, stride):
             yield i, j, xp[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
 
 
-def max_pool2d_windows(x, kernel_size, stride, padding):
-    """``(padded x, window maxima [N, C, Ho, Wo], tie counts)``: padding is ``-inf`` so it
-    never wins; a window holding NaN has NaN as its maximum; the count of a window is the
-    number of its positions equal to the maximum, at least 1, in ``x``'s dtype."""
+def window_maxima(xp, kernel_size, stride):
+    """``(window maxima [N, C, Ho, Wo], hits, shares)`` of the padded ``xp``: a window
+    holding NaN has NaN as its maximum; ``hits`` holds, per tap in :func:`window_taps`'
+    order, where that tap equals its window's maximum (bool [N, C, Ho, Wo]); ``shares`` is
+    ``1 / count`` in ``xp``'s dtype, the count of a window being the number of its positions
+    equal to the maximum, at least 1."""
+    top = None
+    for _, _, tap in window_taps(xp, kernel_size, stride):
+        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
+    hits = [tap == top for _, _, tap in window_taps(xp, kernel_size, stride)]
+    count = np.zeros(top.shape, np.int32)
+    for hit in hits:
+        count += hit
+    return top, hits, 1 / np.maximum(count, 1).astype(xp.dtype)
+
+
+def max_pool2d_forward(x, kernel_size, stride, padding, over_rows=None):
+    """Window maxima, per range of samples; padding is ``-inf`` so it never wins."""
     xp = pad_hw(x, padding, -np.inf)
-    top = None
-    for _, _, tap in window_taps(xp, kernel_size, stride):
-        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
-    count = np.zeros(top.shape, np.int64)
-    for _, _, tap in window_taps(xp, kernel_size, stride):
-        count += tap == top
-    return xp, top, np.maximum(count, 1).astype(x.dtype)
+    taps = [tap for _, _, tap in window_taps(xp, kernel_size, stride)]
+    top = np.empty(taps[0].shape, xp.dtype)
 
-
-def max_pool2d_forward(x, kernel_size, stride, padding):
-    """Window maxima; padding is ``-inf`` so it never wins."""
-    top = None
-    for _, _, tap in window_taps(pad_hw(x, padding, -np.inf), kernel_size, stride):
-        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
+    def pool(start, stop, _rows):
+        np.copyto(top[start:stop], taps[0][start:stop])
+        for tap in taps[1:]:
+            np.maximum(top[start:stop], tap[start:stop], out=top[start:stop])
+    (over_rows or serial_rows)(pool, x.shape[0], 1)
     return top
 
 
-def max_pool2d_grad(x, g, kernel_size, stride, padding):
-    """Gradient of max pooling: each window's cotangent split evenly among its tied maxima
-    (every position gets its share, 0 where it is not a maximum, times the cotangent: an
-    infinite or NaN cotangent gives NaN there too), overlapping windows accumulating. Linear
-    in ``g``."""
-    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
+def max_pool2d_grad(x, g, kernel_size, stride, padding, over_rows=None):
+    """Gradient of max pooling, per range of samples: each window's cotangent split evenly
+    among its tied maxima (every position gets its share, 0 where it is not a maximum, times
+    the cotangent: an infinite or NaN cotangent gives NaN there too), overlapping windows
+    accumulating: one strided slice-add per tap. Linear in ``g``."""
+    xp = pad_hw(x, padding, -np.inf)
     out = np.zeros(xp.shape, np.result_type(x, g))
-    ho, wo = top.shape[2:]
     sh, sw = stride
-    for i, j, tap in window_taps(xp, kernel_size, stride):
-        out[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
-            ((tap == top) / count) * g
+
+    def scatter(start, stop, _rows):
+        top, hits, shares = window_maxima(xp[start:stop], kernel_size, stride)
+        share = shares * g[start:stop]
+        ho, wo = top.shape[2:]
+        taps = window_taps(xp[start:stop], kernel_size, stride)
+        for (i, j, _), hit in zip(taps, hits):
+            out[start:stop, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
+                hit * share
+    (over_rows or serial_rows)(scatter, x.shape[0], 1)
     return crop_hw(out, padding, x.shape[2:])
 
 
 def max_pool2d_select(x, h, kernel_size, stride, padding):
     """Adjoint of :func:`max_pool2d_grad` in ``g``: for each window of ``x``, the mean of
     ``h`` over the window's tied maxima (shaped like the pooled output)."""
-    xp, top, count = max_pool2d_windows(x, kernel_size, stride, padding)
+    xp = pad_hw(x, padding, -np.inf)
+    top, hits, shares = window_maxima(xp, kernel_size, stride)
     total = np.zeros(top.shape, np.result_type(x, h))   # sums start from +0.0
-    taps = zip(window_taps(xp, kernel_size, stride),
-               window_taps(pad_hw(h, padding, 0), kernel_size, stride))
-    for (_, _, tap), (_, _, value) in taps:
-        total += ((tap == top) / count) * value
+    for hit, (_, _, value) in zip(hits, window_taps(pad_hw(h, padding, 0), kernel_size, stride)):
+        total += hit * (shares * value)
     return total
 
 
@@ -199,10 +244,10 @@ def avg_pool2d_grad(g, input_hw, kernel_size, stride, padding):
     counts = avg_pool2d_counts(input_hw, kernel_size, stride, padding, g.dtype)
     n, c, ho, wo = g.shape
     kh, kw = kernel_size
-    cols = np.broadcast_to((g / counts)[:, :, None, None], (n, c, kh, kw, ho, wo))
+    cols = np.broadcast_to(g / counts, (kh, kw, n, c, ho, wo))
     ph, pw = padding
-    size = (input_hw[0] + 2 * ph, input_hw[1] + 2 * pw)
-    return crop_hw(window_scatter(cols, size, stride, (1, 1)), padding, input_hw)
+    padded = np.zeros((n, c, input_hw[0] + 2 * ph, input_hw[1] + 2 * pw), cols.dtype)
+    return crop_hw(window_scatter(cols, padded, stride, (1, 1)), padding, input_hw)
 
 
 # --- softmax family ---------------------------------------------------------------------------

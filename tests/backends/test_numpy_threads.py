@@ -160,3 +160,24 @@ def test_namer_suffixes_stay_unique():
     names = [namer.fresh("x") for _ in range(5)] + [namer.fresh("x_1"), namer.fresh("np")]
     assert names == ["x", "x_1", "x_3", "x_4", "x_5", "x_1_1", "np_1"]
     assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_convolutions_and_pooling_run_their_samples_on_the_pool(threads, executor_uses):
+    """The conv and max-pool helpers get the module's pool (none at threads=1) and agree bit
+    for bit with the interpreter, which runs them on one thread."""
+    prog = sg.Program()
+    rng = np.random.default_rng(8)
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 3, 8, 7], "float64")
+        w = sg.parameter("w", [4, 3, 3, 3], "float64", init=rng.standard_normal((4, 3, 3, 3)))
+        h = sg.nn.max_pool2d(sg.nn.conv2d(x, w, stride=(1, 2), padding=1), 2, 2, 1)
+        loss = sg.sum(h * h)
+        fetches = [loss, h] + list(ir_backward.grad(loss, [x, w]))
+    feed = {"x": rng.standard_normal((9, 3, 8, 7))}
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feed)
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=threads)
+    for e, g in zip(expected, compiled(**feed)):
+        np.testing.assert_array_equal(g, e)
+    assert ("over_rows=_POOL.over_rows" in compiled.source) == (threads > 1)
+    assert bool(executor_uses) == (threads > 1)

@@ -206,6 +206,27 @@ def test_nan_handling_matches_numpy():
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_numpy_backend_where_selects_bits_like_np_where(dtype):
+    """The NumPy backend's ``where`` (a select on the bits) is ``np.where`` bit for bit: NaN,
+    infinities, signed zeros, subnormals; broadcasting; scalar operands (weak Python floats
+    too) and promotion."""
+    rng = np.random.default_rng(5)
+    special = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, 1.5, -2.25, 1e-40])
+    x = rng.choice(special, (3, 8)).astype(dtype)
+    y = rng.choice(special, 8).astype(dtype)
+    cond = rng.random((3, 8)) > 0.5
+    cases = [(cond, x, y), (cond, x, np.dtype(dtype).type(0)), (cond, x, 0.0), (cond, 0.0, x),
+             (cond, y, x), (cond, x, -0.0), (cond[:, ::2], x[:, ::2], y[::2]),
+             (cond, x, np.float64(3.0)), (cond[0], 1.0, 2.0),
+             (cond, rng.integers(-3, 3, (3, 8)), y), (np.bool_(True), x, y)]
+    for args in cases:
+        got, want = elementwise._sg_where(*args), np.where(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        bits = f"u{want.dtype.itemsize}"
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
 def test_sigmoid_and_softplus_do_not_overflow():
     x = np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0], dtype=np.float32)
     with np.errstate(over="raise", invalid="raise", divide="raise"):

@@ -52,6 +52,7 @@ class HostGenerator(Generator):
     """The NumPy generator, with kernel launches for the groups that have CUDA lowerings."""
 
     writes_state_in_place = False   # new parameter values are new device arrays
+    over_rows = None                # helpers run their serial default (no thread pool here)
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)

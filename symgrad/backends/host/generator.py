@@ -129,6 +129,8 @@ class Generator:
     """Builds the body of ``run`` statement by statement, and the group functions."""
 
     writes_state_in_place = True   # new parameter values go into the caller's buffers
+    # what helpers taking over_rows (convs, max pooling) get when options.threads is not 1
+    over_rows = "_POOL.over_rows"
 
     def __init__(self, program, fetches, options):
         self.program = program
@@ -265,7 +267,10 @@ class Generator:
     def simple(self, op, local=None, name_of=None) -> list[str]:
         """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``);
         ``local`` maps values to the names the op reads them by, ``name_of`` names results."""
-        emitter = numpy_emitter(op, self.dim_code)
+        over_rows = self.over_rows if self.options.threads != 1 else None
+        emitter = numpy_emitter(op, self.dim_code, over_rows)
+        if over_rows and getattr(rule_of(op).emit, "wants_rows", False):
+            self.uses_threads = True
         attrs = visible_attrs(op)
         args = self.args(op, local)
         names = [(name_of or self.namer.value)(v) for v in op.results]

@@ -27,7 +27,7 @@ from ...ops.activation import gelu_ref, leaky_relu_ref
 from ...ops.contraction import _sg_einsum
 from ...ops.core import HelperSource, code_int
 from ...ops.cumulative import _sg_cumsum, _sg_linear_recurrence
-from ...ops.elementwise import sigmoid_ref
+from ...ops.elementwise import _sg_where, sigmoid_ref
 from ...ops.indexing import (_sg_check_indices, _sg_take, _sg_take_along_axis,
                              _sg_take_along_axis_grad, _sg_take_grad)
 from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
@@ -107,23 +107,29 @@ def expr(template: str, out_kw: bool = False):
     return emit
 
 
-def call(function_name: str, attr_names=(), site: bool = False, result_shape=None):
+def call(function_name: str, attr_names=(), site: bool = False, result_shape=None,
+         rows: bool = False):
     """Emitter calling a helper with args and the named attrs (as keywords; an attr the op does
     not have is left to the helper's default). With ``site``, also ``site=`` the op's name and
     the line that built it (:func:`~symgrad.ir.location.op_site`), for the helper's run-time
     errors. With ``result_shape`` (an attr name), that attr is the result's shape rendered from
-    the binding and the args stop before the operand giving it (a ``like`` input)."""
-    def emit(args, attrs, out=None, site=None, shapes=None):
+    the binding and the args stop before the operand giving it (a ``like`` input). With
+    ``rows``, the helper takes ``over_rows=`` (see :mod:`symgrad.ops.kernels`) and gets the
+    generator's (``over_rows=_POOL.over_rows`` in a NumPy module) when it has one."""
+    def emit(args, attrs, out=None, site=None, shapes=None, over_rows=None):
         if result_shape is not None:
             args = args[:_SHAPED_ARGS]
             attrs = {**attrs, result_shape: _Code(shape_code(shapes[1][0]))}
         parts = list(args) + [f"{k}={format_attr(attrs[k])}" for k in attr_names if k in attrs]
         if site is not None:
             parts.append(f"site={ascii(site)}")
+        if over_rows is not None:
+            parts.append(f"over_rows={over_rows}")
         code = f"{function_name}({', '.join(parts)})"
         return code if out is None else f"{out}[...] = {code}"
     emit.wants_site = site
     emit.wants_shapes = result_shape is not None
+    emit.wants_rows = rows
     return emit
 
 
@@ -197,7 +203,7 @@ def _fill_emitter(fill):
 
 
 register_lowering("round", expr("np.round({0})", out_kw=True))
-register_lowering("where", expr("np.where({0}, {1}, {2})"))
+register_lowering("where", call("_sg_where"), (_sg_where,))
 register_lowering("clip", expr("np.clip({0}, {1}, {2})", out_kw=True))
 register_lowering("sigmoid", call("sigmoid_ref"), (sigmoid_ref,))
 register_lowering("cast", _emit_cast)
@@ -336,23 +342,25 @@ register_lowering("take_along_axis_grad",
 
 
 # --- convolution, pooling, softmax ------------------------------------------------------------
-_CONV = (kernels.pad_hw, kernels.window_view, kernels.window_scatter, kernels.crop_hw,
-         kernels.conv_columns)
+_CONV = (kernels.serial_rows, kernels.pad_hw, kernels.window_view, kernels.window_scatter,
+         kernels.crop_hw, kernels.conv_columns)
 _POOL = (kernels.pad_hw, kernels.window_taps)
-_MAX = _POOL + (kernels.max_pool2d_windows, kernels.crop_hw)
+_MAX = _POOL + (kernels.window_maxima, kernels.crop_hw)
 _AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)
 _SCATTER = (kernels.window_scatter, kernels.crop_hw)
 
-register_lowering("conv2d", call("conv2d_forward", CONV_ATTRS),
+register_lowering("conv2d", call("conv2d_forward", CONV_ATTRS, rows=True),
                   _CONV + (kernels.conv2d_forward,))
-register_lowering("conv2d_input_grad", call("conv2d_input_grad", ("input_hw",) + CONV_ATTRS),
+register_lowering("conv2d_input_grad",
+                  call("conv2d_input_grad", ("input_hw",) + CONV_ATTRS, rows=True),
                   _CONV + (kernels.conv2d_input_grad,))
-register_lowering("conv2d_weight_grad", call("conv2d_weight_grad", ("kernel_hw",) + CONV_ATTRS),
+register_lowering("conv2d_weight_grad",
+                  call("conv2d_weight_grad", ("kernel_hw",) + CONV_ATTRS, rows=True),
                   _CONV + (kernels.conv2d_weight_grad,))
-register_lowering("max_pool2d", call("max_pool2d_forward", POOL_ATTRS),
-                  _POOL + (kernels.max_pool2d_forward,))
-register_lowering("max_pool2d_grad", call("max_pool2d_grad", POOL_ATTRS),
-                  _MAX + (kernels.max_pool2d_grad,))
+register_lowering("max_pool2d", call("max_pool2d_forward", POOL_ATTRS, rows=True),
+                  _POOL + (kernels.serial_rows, kernels.max_pool2d_forward))
+register_lowering("max_pool2d_grad", call("max_pool2d_grad", POOL_ATTRS, rows=True),
+                  _MAX + (kernels.serial_rows, kernels.max_pool2d_grad))
 register_lowering("max_pool2d_select", call("max_pool2d_select", POOL_ATTRS),
                   _MAX + (kernels.max_pool2d_select,))
 register_lowering("avg_pool2d", call("avg_pool2d_forward", POOL_ATTRS),

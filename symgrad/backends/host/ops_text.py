@@ -13,14 +13,15 @@ def visible_attrs(op) -> dict:
     return {k: v for k, v in op.attrs.items() if not k.startswith("_")}
 
 
-def numpy_emitter(op, dim_code=None):
+def numpy_emitter(op, dim_code=None, over_rows=None):
     """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`); one that declares
     ``wants_types`` also gets the op's result types as ``types=[(shape, dtype), ...]`` (a
     custom op checks its forward's results), one that declares ``wants_site`` the op's name
     and line as ``site=`` (:func:`~symgrad.ir.location.op_site`, for run-time errors), one
     that declares ``wants_shapes`` the source of every dim of its inputs and results as
     ``shapes=([[dim source, ...] per input], [... per result])``, rendered by ``dim_code``
-    from the binding (:mod:`symgrad.backends.dim_code`)."""
+    from the binding (:mod:`symgrad.backends.dim_code`), one that declares ``wants_rows`` the
+    ``over_rows`` source given here (None: the helper's own serial default)."""
     emitter = rule_of(op).emit
     extra = {}
     if getattr(emitter, "wants_shapes", False):
@@ -30,6 +31,8 @@ def numpy_emitter(op, dim_code=None):
         extra["types"] = [(v.shape, v.dtype) for v in op.results]
     if getattr(emitter, "wants_site", False):
         extra["site"] = op_site(op)
+    if over_rows is not None and getattr(emitter, "wants_rows", False):
+        extra["over_rows"] = over_rows
     return functools.partial(emitter, **extra) if extra else emitter
 
 
