@@ -21,7 +21,6 @@ NumPy backend writes it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 
 import jinja2
@@ -42,9 +41,9 @@ from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .native_ops import native_kind, render_native_op
+from .native_ops import absorbed_transposes, native_dims, native_kind, render_native_function
 from .row_ops import render_row_op, row_kind
-from .segments import Member, SegmentRenderer
+from .segments import Member, NativeMember, SegmentRenderer
 from .units import Piece, joined, units_of
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
@@ -95,7 +94,7 @@ class CHostGenerator(Generator):
         self.by_structure: dict = {}    # group structure -> its function's Piece
         self.segments: list = []        # rendered entry points (Pieces)
         self.row_ops: list = []         # rendered row op entry points
-        self.native_ops: list = []      # rendered native op entry points
+        self.views: dict = {}           # absorbed transposes' results -> their operands
         self.entries: list = []         # (Python name, C symbol) per segment and row op
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
@@ -106,25 +105,45 @@ class CHostGenerator(Generator):
         plan = plan_group(op, self.options.accumulate_float64)
         return plan if plan is not None and lowerable(plan) else None
 
+    def native_kind(self, op):
+        """The native kind of ``op`` when it is a native op that a segment computes
+        (:func:`.native_ops.native_kind`), else None; never one whose result overwrites a
+        parameter it reads (the GEMM would read what it writes)."""
+        kind = native_kind(op, self.scalars)
+        old = self.overwritten.get(op.results[0])
+        if kind is not None and any(v is old for v in op.inputs):
+            return None
+        return kind
+
     def lower_ops(self, ops, reads_after=()) -> list:
-        """As the NumPy generator, with each run of consecutive C loop groups (sources in
-        between are hoisted before it) lowered as one segment call."""
+        """As the NumPy generator, with each run of consecutive members (C loop groups, native
+        ops and the transposes they absorb: :func:`.native_ops.absorbed_transposes`; sources
+        in between are hoisted before it) lowered as one segment call."""
         plans = [self.c_plan(op) for op in ops]
+        kinds = [self.native_kind(op) if plan is None else None
+                 for op, plan in zip(ops, plans)]
         statements = [None] * len(ops)
         run: list = []
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
+        joins = [plan is not None or kind is not None or op.opdef.category == SOURCE
+                 for op, plan, kind in zip(ops, plans, kinds)]
+        absorbed = absorbed_transposes(ops, kinds, joins, readers, read_after)
 
         def flush():
             if run:
                 statements[run[0]] = self.segment([ops[k] for k in run],
-                                                  [plans[k] for k in run], readers, read_after,
-                                                  statements[run[0]])
+                                                  [plans[k] for k in run],
+                                                  [kinds[k] for k in run], readers,
+                                                  read_after, statements[run[0]])
                 run.clear()
 
         for index, op in enumerate(ops):
-            if plans[index] is not None:   # the run's first statement list gets the call
-                statements[index] = []
+            if op in absorbed:   # its readers read its operand transposed
+                self.views[op.results[0]] = op.inputs[0]
+                self.hidden.add(op.results[0])
+            if plans[index] is not None or kinds[index] is not None or op in absorbed:
+                statements[index] = []   # the run's first statement list gets the call
                 run.append(index)
                 continue
             lines = self.own_entry(op)
@@ -142,26 +161,35 @@ class CHostGenerator(Generator):
         flush()
         return self.with_deletes(ops, statements, reads_after)
 
-    def segment(self, members, plans, readers, read_after, hoisted) -> list:
-        """The host lines calling a new segment of ``members``; ``readers``: the block's ops
-        reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read
-        after the block (its yields, the fetches)."""
+    def segment(self, members, plans, kinds, readers, read_after, hoisted) -> list:
+        """The host lines calling a new segment of ``members`` (ops: a loop group where
+        ``plans`` has its plan, else a native op of kind ``kinds``, or a transpose it
+        absorbs); ``readers``: the block's ops reading each value
+        (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read after the block
+        (its yields, the fetches)."""
         inside = set(members)
         escaping = {v for op in members for v in op.results
                     if v in read_after or any(r not in inside for r in readers.get(v, ()))}
-        group_members = [Member(plan, self.c_function(plan), pointer_inputs(plan, self.scalars))
-                         for plan in plans]
+        segment_members = []
+        for op, plan, kind in zip(members, plans, kinds):
+            if plan is not None:
+                segment_members.append(Member(plan, self.c_function(plan),
+                                              pointer_inputs(plan, self.scalars)))
+            elif kind is not None:
+                segment_members.append(NativeMember(op, self.native_function(op, kind),
+                                                    native_dims(op, kind)))
         number = len(self.segments)
-        renderer = SegmentRenderer(number, group_members, escaping, self.dim_code)
+        renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
+                                   self.views)
         shapes = renderer.host_shapes()
         entry, steps = renderer.render(environment())
         for step in steps:
             self.c_steps.setdefault(step.name, step)
         self.segments.append(Piece(entry, calls=tuple(step.name for step in steps)))
-        produced = {v for member in group_members for v in member.plan.op.results}
+        produced = {v for member in segment_members for v in member.results}
         self.hidden.update(produced - set(renderer.outputs))
         lines = list(hoisted)
-        heading = "; ".join(_member_heading(m.plan) for m in group_members)
+        heading = "; ".join(_member_heading(m) for m in segment_members)
         lines.append(f"# {comment(f'C segment {number}: {heading}')}")
         for value in renderer.outputs:
             slot = self.in_place.get(value)
@@ -176,27 +204,21 @@ class CHostGenerator(Generator):
         return lines
 
     def own_entry(self, op) -> list | None:
-        """The host lines calling a new C entry point of ``op``'s own: a row op
-        (:mod:`.row_ops`) or a native op (:mod:`.native_ops`); None when C computes ``op`` as
-        neither."""
-        native = functools.partial(render_native_op, threads=self.options.threads or 0)
-        for kind_of, render, entries, suffix in ((row_kind, render_row_op, self.row_ops, "r"),
-                                                 (native_kind, native, self.native_ops, "n")):
-            kind = kind_of(op, self.scalars)
-            if kind is not None:
-                break
-        else:
+        """The host lines calling a new C entry point of ``op``'s own, a row op
+        (:mod:`.row_ops`); None when ``op`` is none."""
+        kind = row_kind(op, self.scalars)
+        if kind is None:
             return None
-        number = len(entries)
+        number = len(self.row_ops)
         names = [self.expr(v) for v in op.inputs]
-        entry = render(number, op, kind, environment())
-        entries.append(entry.code)
+        entry = render_row_op(number, op, kind, environment())
+        self.row_ops.append(entry.code)
         result = op.results[0]
         target = self.namer.value(result)
         sizes = [self.dim_code(dim) for dim in entry.sizes]
         return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
                 f"{dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"{suffix}{number}", names + [target] + sizes),
+                Commented(self.entry_call(f"r{number}", names + [target] + sizes),
                           self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:
@@ -229,14 +251,21 @@ class CHostGenerator(Generator):
                 self.by_structure[key] = function
         return function
 
+    def native_function(self, op, kind):
+        """The C function of native ``op`` (:mod:`.native_ops`), rendered once per code; its
+        operands that are absorbed transposes are read transposed."""
+        transposed = [v in self.views for v in op.inputs]
+        function = render_native_function(op, kind, transposed, environment(),
+                                          threads=self.options.threads or 0)
+        return self.c_functions.setdefault(function.name, function)
+
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
         body, helpers = self.finish(self.binding_lines()
                                     + self.lower_ops(self.program.ops, self.fetches))
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops] + \
-            [Piece(code, native=True, computes=True) for code in self.native_ops]
+        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops]
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
                                                                   thread_symbols=THREAD_SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
@@ -263,8 +292,8 @@ class CHostGenerator(Generator):
                                 array_cache.worth_it(self.program))
 
 
-def _member_heading(plan) -> str:
-    op = plan.op
+def _member_heading(member) -> str:
+    op = member.op
     if op.blocks:
         return f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"
     return f"%{op.results[0].id} = {op.name}"
