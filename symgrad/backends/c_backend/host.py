@@ -29,22 +29,24 @@ from ...ir.graph import users
 from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
+from ...ops.state import assign_p
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
 from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
 from ..host.functions import Commented
 from ..host.literals import dtype_code
-from ..host.state_buffers import BUFFERS
+from ..host.state_buffers import BUFFERS, may_alias, may_raise
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .native_ops import absorbed_transposes, native_dims, native_kind, render_native_function
+from .native_ops import native_dims, native_kind, render_native_function
 from .row_ops import render_row_op, row_kind
 from .segments import Member, NativeMember, SegmentRenderer
 from .units import Piece, joined, units_of
+from .views import absorbed_views
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
 MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
@@ -94,7 +96,8 @@ class CHostGenerator(Generator):
         self.by_structure: dict = {}    # group structure -> its function's Piece
         self.segments: list = []        # rendered entry points (Pieces)
         self.row_ops: list = []         # rendered row op entry points
-        self.views: dict = {}           # absorbed transposes' results -> their operands
+        self.views: dict = {}           # absorbed views' results -> their operands (.views)
+        self.transposed: set = set()    # those of them that are transposes
         self.entries: list = []         # (Python name, C symbol) per segment and row op
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
@@ -105,30 +108,29 @@ class CHostGenerator(Generator):
         plan = plan_group(op, self.options.accumulate_float64)
         return plan if plan is not None and lowerable(plan) else None
 
-    def native_kind(self, op):
-        """The native kind of ``op`` when it is a native op that a segment computes
-        (:func:`.native_ops.native_kind`), else None; never one whose result overwrites a
-        parameter it reads (the GEMM would read what it writes)."""
-        kind = native_kind(op, self.scalars)
-        old = self.overwritten.get(op.results[0])
-        if kind is not None and any(v is old for v in op.inputs):
-            return None
-        return kind
-
     def lower_ops(self, ops, reads_after=()) -> list:
-        """As the NumPy generator, with each run of consecutive members (C loop groups, native
-        ops and the transposes they absorb: :func:`.native_ops.absorbed_transposes`; sources
-        in between are hoisted before it) lowered as one segment call."""
+        """As the NumPy generator, with each run of members (C loop groups and native ops) of
+        the block lowered as one segment call, in place of its first member. Between its
+        members, a source is hoisted before the call, a view the segments absorb
+        (:func:`.views.absorbed_views`) makes no statement, and another op that
+        :meth:`defers` runs after the call, unless a later member reads what it computes
+        (the segment then ends before that member); any other op ends the segment."""
         plans = [self.c_plan(op) for op in ops]
-        kinds = [self.native_kind(op) if plan is None else None
+        kinds = [native_kind(op, self.scalars) if plan is None else None
                  for op, plan in zip(ops, plans)]
         statements = [None] * len(ops)
         run: list = []
+        deferred: set = set()   # the values computed by the ops deferred past the run
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
-        joins = [plan is not None or kind is not None or op.opdef.category == SOURCE
-                 for op, plan, kind in zip(ops, plans, kinds)]
-        absorbed = absorbed_transposes(ops, kinds, joins, readers, read_after)
+        members = [plan is not None or kind is not None for plan, kind in zip(plans, kinds)]
+        absorbed = absorbed_views(ops, members, kinds, readers, read_after, self.scalars)
+        for op, transposed in absorbed.items():   # its readers read its operand
+            self.views[op.results[0]] = op.inputs[0]
+            if transposed:
+                self.transposed.add(op.results[0])
+            self.hidden.add(op.results[0])
+        unsafe = self.state_views(ops)
 
         def flush():
             if run:
@@ -137,12 +139,15 @@ class CHostGenerator(Generator):
                                                   [kinds[k] for k in run], readers,
                                                   read_after, statements[run[0]])
                 run.clear()
+                deferred.clear()
 
         for index, op in enumerate(ops):
-            if op in absorbed:   # its readers read its operand transposed
-                self.views[op.results[0]] = op.inputs[0]
-                self.hidden.add(op.results[0])
-            if plans[index] is not None or kinds[index] is not None or op in absorbed:
+            if op in absorbed:
+                statements[index] = []
+                continue
+            if members[index]:
+                if any(self.resolve(v) in deferred for v in op.inputs):
+                    flush()
                 statements[index] = []   # the run's first statement list gets the call
                 run.append(index)
                 continue
@@ -150,37 +155,93 @@ class CHostGenerator(Generator):
             if lines is None:
                 self.numpy_ops.append(op)
                 lines = self.lower_op(op)
-            lines = lines + self.defined_dims(op)
+            dims = self.defined_dims(op)
             if run and op.opdef.category == SOURCE:   # hoisted before the segment
-                statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
+                statements[run[0]].extend([self.text.line(op)] + lines + dims if lines else dims)
                 statements[index] = []
                 continue
-            flush()
-            head = [self.text.line(op)] if lines else []
-            statements[index] = head + lines
+            if run and not dims and self.defers(op, unsafe):
+                deferred.update(op.results)
+            else:
+                flush()
+            lines = lines + dims
+            statements[index] = ([self.text.line(op)] if lines else []) + lines
         flush()
         return self.with_deletes(ops, statements, reads_after)
 
+    def defers(self, op, unsafe) -> bool:
+        """May ``op``, which the host computes, run after a segment whose members come after
+        it in the block? Not a region; where the program overwrites parameters in place, not
+        an op that may raise (a failed call leaves the state unchanged) nor one reading a
+        value of ``unsafe`` (:meth:`state_views`), whose data a later member may overwrite."""
+        if op.blocks:
+            return False
+        if not self.overwritten:
+            return True
+        reads = op.inputs[:1] if op.opdef is assign_p else op.inputs
+        return not may_raise(op) and not any(v in unsafe for v in reads)
+
+    def state_views(self, ops) -> set:
+        """The values of ``ops`` (one block's) that may be, or view, a parameter that a
+        segment overwrites in place (:attr:`overwritten`): the parameters, then each result
+        of an op that may alias an operand among them (an ``assign`` its value)."""
+        unsafe = set(self.overwritten.values())
+        if not unsafe:
+            return unsafe
+        for op in ops:
+            is_assign = op.opdef is assign_p
+            reads = op.inputs[:1] if is_assign else op.inputs
+            if (is_assign or may_alias(op)) and any(v in unsafe for v in reads):
+                unsafe.update(op.results)
+        return unsafe
+
+    def resolve(self, value):
+        """The value whose buffer holds ``value``: the operand of an absorbed view's chain."""
+        while value in self.views:
+            value = self.views[value]
+        return value
+
+    def last_uses(self, ops, reads_after) -> dict:
+        """As the NumPy generator's, with the operand of an absorbed view read where the
+        view's readers read it (the host never makes the view): from the last op back, so
+        that a chain of views reaches its first operand."""
+        last = super().last_uses(ops, reads_after)
+        for op in reversed(ops):
+            for result in op.results:
+                operand = self.views.get(result)
+                if operand is not None and result in last:
+                    last[operand] = max(last.get(operand, -1), last[result])
+        return last
+
     def segment(self, members, plans, kinds, readers, read_after, hoisted) -> list:
         """The host lines calling a new segment of ``members`` (ops: a loop group where
-        ``plans`` has its plan, else a native op of kind ``kinds``, or a transpose it
-        absorbs); ``readers``: the block's ops reading each value
+        ``plans`` has its plan, else a native op of kind ``kinds``); ``readers``: the block's ops reading each value
         (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read after the block
         (its yields, the fetches)."""
         inside = set(members)
+
+        def reading(value):   # its readers, those of an absorbed view for the view
+            pending = [value]
+            while pending:
+                for reader in readers.get(pending.pop(), ()):
+                    if reader.results and reader.results[0] in self.views:
+                        pending.append(reader.results[0])
+                    else:
+                        yield reader
+
         escaping = {v for op in members for v in op.results
-                    if v in read_after or any(r not in inside for r in readers.get(v, ()))}
+                    if v in read_after or any(r not in inside for r in reading(v))}
         segment_members = []
         for op, plan, kind in zip(members, plans, kinds):
             if plan is not None:
                 segment_members.append(Member(plan, self.c_function(plan),
                                               pointer_inputs(plan, self.scalars)))
-            elif kind is not None:
+            else:
                 segment_members.append(NativeMember(op, self.native_function(op, kind),
                                                     native_dims(op, kind)))
         number = len(self.segments)
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
-                                   self.views)
+                                   self.resolve)
         shapes = renderer.host_shapes()
         entry, steps = renderer.render(environment())
         for step in steps:
@@ -254,7 +315,7 @@ class CHostGenerator(Generator):
     def native_function(self, op, kind):
         """The C function of native ``op`` (:mod:`.native_ops`), rendered once per code; its
         operands that are absorbed transposes are read transposed."""
-        transposed = [v in self.views for v in op.inputs]
+        transposed = [v in self.transposed for v in op.inputs]
         function = render_native_function(op, kind, transposed, environment(),
                                           threads=self.options.threads or 0)
         return self.c_functions.setdefault(function.name, function)

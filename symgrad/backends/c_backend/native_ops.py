@@ -12,7 +12,7 @@ or temporaries. It runs without the GIL and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
   the rows), one GEMM per matrix for two stacks of equal batch dims; a 2-D operand whose
-  buffer holds its transpose (a ``transpose`` the segment absorbs: :func:`absorbed_transposes`)
+  buffer holds its transpose (a ``transpose`` the segments absorb: :mod:`.views`)
   is read with the GEMM's transpose flag, as NumPy's ``matmul`` reads a transposed view;
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
@@ -149,39 +149,6 @@ def transposable(op, kind, position) -> bool:
     """Whether input ``position`` of ``op`` may be read from a buffer holding its transpose:
     a 2-D operand of a matmul whose second operand is a matrix."""
     return kind == "matmul" and op.inputs[1].ndim == 2 and op.inputs[position].ndim == 2
-
-
-def absorbed_transposes(ops, kinds, joins, readers, read_after) -> set:
-    """The transposes of ``ops`` (one block's, in order) that a segment absorbs: each reads
-    no new memory, its readers reading its operand's buffer with the GEMM's transpose flag.
-    ``kinds[k]``: op ``k``'s native kind, or None when it is no native member; ``joins[k]``:
-    op ``k`` may sit inside a segment (a member or a source, hoisted before it); ``readers``:
-    :func:`~symgrad.ir.graph.users` of ``ops``; ``read_after``: the values read after the
-    block. A transpose of a matrix is absorbed when nothing reads it after the block, every
-    reader is a native matmul reading it where :func:`transposable`, and no op that ends a
-    segment (one that does not join, or a transpose not absorbed) lies between it and its last
-    reader, so that they are members of one segment. One pass from the last op back: the
-    ends after an op are decided before it."""
-    position = {op: k for k, op in enumerate(ops)}
-    absorbed = set()
-    end = len(ops)   # the first op after the current one that ends a segment
-    for k in range(len(ops) - 1, -1, -1):
-        op = ops[k]
-        if op.name == "transpose" and op.inputs[0].ndim == 2 and \
-                tuple(op.attrs["axes"]) == (1, 0):
-            value = op.results[0]
-            reads = readers.get(value, ())
-            if value not in read_after and reads and all(
-                    kinds[position[r]] == "matmul" and
-                    all(transposable(r, "matmul", p) for p, v in enumerate(r.inputs)
-                        if v is value) for r in reads) and \
-                    max(position[r] for r in reads) < end:
-                absorbed.add(op)
-                continue
-            end = k
-        elif not joins[k]:
-            end = k
-    return absorbed
 
 
 def render_native_function(op, kind, transposed, environment, threads=0) -> Piece:

@@ -17,9 +17,10 @@ reader.
 A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``) or a native op
 (:class:`NativeMember`: matmul, a convolution, pooling, their gradients, from
 ``c/native_op.c.j2``, see :mod:`.native_ops`), called alike: ``fn(sg_d, pointers...)`` with
-the sizes it reads in ``sg_d``. A transpose the segment absorbs (``views``: its result ->
-its operand) is no member: its readers get its operand's buffer. So a training step whose
-ops C computes is one call, where each matmul used to return to Python. Errors are Python
+the sizes it reads in ``sg_d``. A view the segments absorb (a reshape, a matrix transpose
+read by matmuls: :mod:`.views`) is no member: its readers get its operand's buffer. So the
+loop groups and matmuls of a training step are few calls, where each matmul used to return
+to Python. Errors are Python
 exceptions (``TypeError``, ``ValueError``, ``MemoryError``, ``RuntimeError`` without a BLAS)
 raised from the host's call.
 """
@@ -105,13 +106,14 @@ class NativeMember:
 
 class SegmentRenderer:
     """Renders segment ``number`` of ``members``; ``escaping``: the values used after it;
-    ``dim_code(dim)``: the host's expression of a symbolic dim's size; ``views``: the
-    absorbed transposes' results -> their operands, whose buffers their readers get."""
+    ``dim_code(dim)``: the host's expression of a symbolic dim's size; ``resolve(value)``:
+    the value whose buffer holds ``value`` (the operand of an absorbed view: :mod:`.views`),
+    which its readers get."""
 
-    def __init__(self, number, members, escaping, dim_code, views=None):
+    def __init__(self, number, members, escaping, dim_code, resolve=lambda value: value):
         self.number = number
         self.members = members
-        self.views = views or {}
+        self.resolve = resolve
         produced = {v for member in members for v in member.results}
         inputs = {}
         for member in members:
@@ -124,10 +126,6 @@ class SegmentRenderer:
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
         self.sizes = EntrySizes()       # the symbolic dims it takes sizes of (sg_size[j])
         self.c_dim = self.sizes.c_dim
-
-    def resolve(self, value):
-        """The value whose buffer holds ``value`` (its operand, for an absorbed transpose)."""
-        return self.views.get(value, value)
 
     def host_shapes(self) -> dict:
         """Python shape expressions of the outputs, for the host's ``np.empty``."""
