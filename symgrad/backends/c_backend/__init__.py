@@ -5,9 +5,10 @@
 large program translation units of bounded size: :mod:`.units`) and a Python host module,
 compiles the C with the system compiler into a shared library cached on disk
 (:mod:`.compiler`) and loads both: the host runs the program and calls the library's entry
-points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
-(:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
-calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
+points through ``ctypes``: a segment computes a run of loop groups and of matmuls, conv2d,
+pooling and their gradients (:mod:`.native_ops`, calling NumPy's bundled BLAS from C:
+:mod:`.blas`); the softmax family and ``one_hot`` are C entry points of their own
+(:mod:`.row_ops`); other opaque ops keep calling NumPy.
 While a program runs, NumPy allocates array data through the library's caching allocator
 (:mod:`.array_cache`), so that a step's large results reuse the memory of the last one.
 ``source`` is the C program (its units one after the other, each under a header), ``host_source``

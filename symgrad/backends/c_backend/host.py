@@ -10,13 +10,15 @@ with ``ctypes.PyDLL`` and binds its entry points; the loader fills ``CONSTANTS``
 
 Statements are built by the NumPy backend's generator (naming, provenance comments, memory
 plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
-change: each run of consecutive loop groups of a block that C can compute (see
-:func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
-:mod:`.segments`); values used only inside a segment never reach Python. The softmax family
-and ``one_hot`` are one C entry point each (:mod:`.row_ops`), and so are matmul, conv2d,
-pooling and their gradients (:mod:`.native_ops`, calling NumPy's BLAS from C). Everything else
-(data movement, groups with dtypes C does not compute, native ops of other types) runs as the
-NumPy backend writes it.
+change: each run of a block's loop groups that C can compute (see
+:func:`.kernels.lowerable`) and native ops (matmul, conv2d, pooling and their gradients:
+:mod:`.native_ops`, calling NumPy's BLAS from C) becomes one call of a C entry point (a
+*segment*, :mod:`.segments`); values used only inside a segment never reach Python. A run
+goes on past a source (hoisted before the call), a view its members read (:mod:`.views`: no
+statement at all) and a host op whose result no later member reads (run after the call:
+:meth:`CHostGenerator.lower_ops`). The softmax family and ``one_hot`` are one C entry point
+each (:mod:`.row_ops`). Everything else (data movement, groups with dtypes C does not compute,
+native ops of other types) runs as the NumPy backend writes it.
 """
 from __future__ import annotations
 
@@ -86,12 +88,13 @@ class GeneratedProgram:
 
 
 class CHostGenerator(Generator):
-    """The NumPy generator, with C segments for the runs of loop groups C computes."""
+    """The NumPy generator, with C segments for the runs of loop groups and native ops C
+    computes."""
 
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
-        self.c_functions: dict = {}     # name -> Piece: the group functions, in order
+        self.c_functions: dict = {}     # name -> Piece: group and native functions, in order
         self.c_steps: dict = {}         # name -> Piece: the segments' steps, in order
         self.by_structure: dict = {}    # group structure -> its function's Piece
         self.segments: list = []        # rendered entry points (Pieces)
@@ -215,9 +218,10 @@ class CHostGenerator(Generator):
 
     def segment(self, members, plans, kinds, readers, read_after, hoisted) -> list:
         """The host lines calling a new segment of ``members`` (ops: a loop group where
-        ``plans`` has its plan, else a native op of kind ``kinds``); ``readers``: the block's ops reading each value
-        (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read after the block
-        (its yields, the fetches)."""
+        ``plans`` has its plan, else a native op of kind ``kinds``); ``readers``: the block's
+        ops reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values
+        read after the block (its yields, the fetches); ``hoisted``: the lines before the
+        call."""
         inside = set(members)
 
         def reading(value):   # its readers, those of an absorbed view for the view
