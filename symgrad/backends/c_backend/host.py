@@ -11,14 +11,14 @@ with ``ctypes.PyDLL`` and binds its entry points; the loader fills ``CONSTANTS``
 Statements are built by the NumPy backend's generator (naming, provenance comments, memory
 plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
 change: each run of a block's loop groups that C can compute (see
-:func:`.kernels.lowerable`) and native ops (matmul, conv2d, pooling and their gradients:
-:mod:`.native_ops`, calling NumPy's BLAS from C) becomes one call of a C entry point (a
-*segment*, :mod:`.segments`); values used only inside a segment never reach Python. A run
-goes on past a source (hoisted before the call), a view its members read (:mod:`.views`: no
-statement at all) and a host op whose result no later member reads (run after the call:
-:meth:`CHostGenerator.lower_ops`). The softmax family and ``one_hot`` are one C entry point
-each (:mod:`.row_ops`). Everything else (data movement, groups with dtypes C does not compute,
-native ops of other types) runs as the NumPy backend writes it.
+:func:`.kernels.lowerable`), native ops (matmul, conv2d, pooling and their gradients:
+:mod:`.native_ops`, calling NumPy's BLAS from C) and row ops (the softmax family and
+``one_hot``: :mod:`.row_ops`) becomes one call of a C entry point (a *segment*,
+:mod:`.segments`); values used only inside a segment never reach Python. A run goes on past
+a source or an op reading only shapes (hoisted before the call), a view its members read
+(:mod:`.views`: no statement at all) and a host op whose result no later member reads (run
+after the call: :meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
+dtypes C does not compute, native ops of other types) runs as the NumPy backend writes it.
 """
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
 from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
-from ..host.functions import Commented
 from ..host.literals import dtype_code
 from ..host.state_buffers import BUFFERS, may_alias, may_raise
 from ..plan import plan_group
@@ -45,8 +44,8 @@ from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_grou
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_dims, native_kind, render_native_function
-from .row_ops import render_row_op, row_kind
-from .segments import Member, NativeMember, SegmentRenderer
+from .row_ops import render_row_function, row_dims, row_kind
+from .segments import Member, OpMember, SegmentRenderer
 from .units import Piece, joined, units_of
 from .views import absorbed_views
 
@@ -98,10 +97,9 @@ class CHostGenerator(Generator):
         self.c_steps: dict = {}         # name -> Piece: the segments' steps, in order
         self.by_structure: dict = {}    # group structure -> its function's Piece
         self.segments: list = []        # rendered entry points (Pieces)
-        self.row_ops: list = []         # rendered row op entry points
         self.views: dict = {}           # absorbed views' results -> their operands (.views)
         self.transposed: set = set()    # those of them that are transposes
-        self.entries: list = []         # (Python name, C symbol) per segment and row op
+        self.entries: list = []         # (Python name, C symbol) per segment
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
     def c_plan(self, op):
@@ -114,19 +112,22 @@ class CHostGenerator(Generator):
     def lower_ops(self, ops, reads_after=()) -> list:
         """As the NumPy generator, with each run of members (C loop groups and native ops) of
         the block lowered as one segment call, in place of its first member. Between its
-        members, a source is hoisted before the call, a view the segments absorb
+        members, a source, or an op reading only its inputs' shapes, is hoisted before the
+        call, a view the segments absorb
         (:func:`.views.absorbed_views`) makes no statement, and another op that
         :meth:`defers` runs after the call, unless a later member reads what it computes
         (the segment then ends before that member); any other op ends the segment."""
         plans = [self.c_plan(op) for op in ops]
         kinds = [native_kind(op, self.scalars) if plan is None else None
                  for op, plan in zip(ops, plans)]
+        rows = [row_kind(op, self.scalars) if plan is None and kind is None else None
+                for op, plan, kind in zip(ops, plans, kinds)]
         statements = [None] * len(ops)
         run: list = []
         deferred: set = set()   # the values computed by the ops deferred past the run
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
-        members = [plan is not None or kind is not None for plan, kind in zip(plans, kinds)]
+        members = [any(x is not None for x in member) for member in zip(plans, kinds, rows)]
         absorbed = absorbed_views(ops, members, kinds, readers, read_after, self.scalars)
         for op, transposed in absorbed.items():   # its readers read its operand
             self.views[op.results[0]] = op.inputs[0]
@@ -139,7 +140,8 @@ class CHostGenerator(Generator):
             if run:
                 statements[run[0]] = self.segment([ops[k] for k in run],
                                                   [plans[k] for k in run],
-                                                  [kinds[k] for k in run], readers,
+                                                  [kinds[k] for k in run],
+                                                  [rows[k] for k in run], readers,
                                                   read_after, statements[run[0]])
                 run.clear()
                 deferred.clear()
@@ -154,12 +156,10 @@ class CHostGenerator(Generator):
                 statements[index] = []   # the run's first statement list gets the call
                 run.append(index)
                 continue
-            lines = self.own_entry(op)
-            if lines is None:
-                self.numpy_ops.append(op)
-                lines = self.lower_op(op)
+            self.numpy_ops.append(op)
+            lines = self.lower_op(op)
             dims = self.defined_dims(op)
-            if run and op.opdef.category == SOURCE:   # hoisted before the segment
+            if run and (op.opdef.category == SOURCE or _shapes_only(op)):   # hoisted before it
                 statements[run[0]].extend([self.text.line(op)] + lines + dims if lines else dims)
                 statements[index] = []
                 continue
@@ -216,33 +216,40 @@ class CHostGenerator(Generator):
                     last[operand] = max(last.get(operand, -1), last[result])
         return last
 
-    def segment(self, members, plans, kinds, readers, read_after, hoisted) -> list:
+    def segment(self, members, plans, kinds, rows, readers, read_after, hoisted) -> list:
         """The host lines calling a new segment of ``members`` (ops: a loop group where
-        ``plans`` has its plan, else a native op of kind ``kinds``); ``readers``: the block's
+        ``plans`` has its plan, else a native op of kind ``kinds``, else a row op of kind
+        ``rows``); ``readers``: the block's
         ops reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values
         read after the block (its yields, the fetches); ``hoisted``: the lines before the
         call."""
         inside = set(members)
 
-        def reading(value):   # its readers, those of an absorbed view for the view
+        def reading(value):   # its readers of its data, those of an absorbed view for the view
             pending = [value]
             while pending:
                 for reader in readers.get(pending.pop(), ()):
                     if reader.results and reader.results[0] in self.views:
                         pending.append(reader.results[0])
-                    else:
+                    elif not _shapes_only(reader):
                         yield reader
 
         escaping = {v for op in members for v in op.results
                     if v in read_after or any(r not in inside for r in reading(v))}
         segment_members = []
-        for op, plan, kind in zip(members, plans, kinds):
+        for op, plan, kind, row in zip(members, plans, kinds, rows):
             if plan is not None:
                 segment_members.append(Member(plan, self.c_function(plan),
                                               pointer_inputs(plan, self.scalars)))
+            elif kind is not None:
+                segment_members.append(OpMember(op, self.native_function(op, kind),
+                                                native_dims(op, kind)))
             else:
-                segment_members.append(NativeMember(op, self.native_function(op, kind),
-                                                    native_dims(op, kind)))
+                function = render_row_function(op, row, environment())
+                segment_members.append(OpMember(
+                    op, self.c_functions.setdefault(function.name, function), row_dims(op),
+                    "" if row == "one_hot" else "maximum",
+                    row == "cross_entropy" or row == "one_hot" and op.attrs.get("strict")))
         number = len(self.segments)
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
                                    self.resolve)
@@ -267,24 +274,6 @@ class CHostGenerator(Generator):
             [self.namer.value(v) for v in renderer.outputs] + renderer.size_arguments()
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
-
-    def own_entry(self, op) -> list | None:
-        """The host lines calling a new C entry point of ``op``'s own, a row op
-        (:mod:`.row_ops`); None when ``op`` is none."""
-        kind = row_kind(op, self.scalars)
-        if kind is None:
-            return None
-        number = len(self.row_ops)
-        names = [self.expr(v) for v in op.inputs]
-        entry = render_row_op(number, op, kind, environment())
-        self.row_ops.append(entry.code)
-        result = op.results[0]
-        target = self.namer.value(result)
-        sizes = [self.dim_code(dim) for dim in entry.sizes]
-        return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
-                f"{dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"r{number}", names + [target] + sizes),
-                          self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
@@ -330,7 +319,7 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops]
+        entries = self.segments
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
                                                                   thread_symbols=THREAD_SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
@@ -355,6 +344,13 @@ class CHostGenerator(Generator):
         return GeneratedProgram(source, joined(units, header), units, self.constants,
                                 len(self.segments), len(self.c_functions), self.references(),
                                 array_cache.worth_it(self.program))
+
+
+def _shapes_only(op) -> bool:
+    """Does ``op`` read only the shapes of its inputs (``size``: the host computes it from the
+    dims' sizes, never from an array)?"""
+    return not op.blocks and bool(op.inputs) and \
+        len(op.opdef.algebra.shape_only) == len(op.inputs)
 
 
 def _member_heading(member) -> str:

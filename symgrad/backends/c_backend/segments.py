@@ -14,15 +14,16 @@ the buffers and the sizes, which allocate the segment's own temporaries (an arra
 the entry holds), call the members' functions in order and free each temporary after its last
 reader.
 
-A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``) or a native op
-(:class:`NativeMember`: matmul, a convolution, pooling, their gradients, from
-``c/native_op.c.j2``, see :mod:`.native_ops`), called alike: ``fn(sg_d, pointers...)`` with
-the sizes it reads in ``sg_d``. A view the segments absorb (a reshape, a matrix transpose
-read by matmuls: :mod:`.views`) is no member: its readers get its operand's buffer. So the
-loop groups and matmuls of a training step are few calls, where each matmul used to return
-to Python. Errors are Python
-exceptions (``TypeError``, ``ValueError``, ``MemoryError``, ``RuntimeError`` without a BLAS)
-raised from the host's call.
+A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``), a native op
+(:class:`OpMember`: matmul, a convolution, pooling, their gradients, from
+``c/native_op.c.j2``, see :mod:`.native_ops`) or a row op (:class:`OpMember`: the softmax
+family and ``one_hot``, from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike:
+``fn(sg_d, pointers...)`` with the sizes it reads in ``sg_d``. A view the segments absorb (a
+reshape, a matrix transpose read by matmuls: :mod:`.views`) is no member: its readers get its
+operand's buffer. So a training step whose ops C computes (W1, W7, W8 of
+``benchmarks/cpu.py``) is one call, where each matmul and row op used to return to Python.
+Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``,
+``RuntimeError`` without a BLAS) raised from the host's call.
 """
 from __future__ import annotations
 
@@ -76,15 +77,19 @@ class Member:
 
 
 @dataclasses.dataclass
-class NativeMember:
-    """One native op of a segment: the op, its C function (:mod:`.native_ops`) and the dims
-    whose sizes it reads (:func:`.native_ops.native_dims`). Its inputs' dims need no check of
-    their own: the entry checks every argument against the binding, and the op's shape rule
-    relates its operands' dims."""
+class OpMember:
+    """One native op (:mod:`.native_ops`) or row op (:mod:`.row_ops`) of a segment: the op,
+    its C function and the dims whose sizes it reads (``native_dims``, ``row_dims``);
+    ``reduction``: the name its empty-extent error gives (a row op's ``"maximum"``);
+    ``labels``: it checks class labels (a label outside the classes fails the step with 5,
+    which the entry raises). Its inputs' dims need no check of their own: the entry checks
+    every argument against the binding, and the op's shape rule relates its operands' dims."""
 
     op: object
     function: object
     dims: list
+    reduction: str = ""
+    labels: bool = False
 
     @property
     def inputs(self) -> list:
@@ -97,8 +102,6 @@ class NativeMember:
     @property
     def note(self) -> str:
         return describe(self.op)
-
-    reduction = ""
 
     def aligned(self, value, space):
         return None
@@ -194,7 +197,8 @@ class SegmentRenderer:
             checks=checks,
             steps=[step.name for step in steps], temporaries=len(temporaries),
             sizes=len(self.sizes.dims),
-            native=any(isinstance(m, NativeMember) for m in self.members))
+            native=any(m.function.native for m in self.members),
+            labels=any(isinstance(m, OpMember) and m.labels for m in self.members))
         return entry, steps
 
     @staticmethod

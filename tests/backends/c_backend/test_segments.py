@@ -1,8 +1,9 @@
-"""Segments of loop groups and native ops (backends/c_backend/segments.py, host.py, views.py):
-programs mixing matmuls, convolutions, pooling and elementwise groups, with a static or a
-dynamic batch, agree with the interpreter and make one segment call (the generated host
-read back); a host op runs after a segment when no later member reads it, and ends it
-otherwise; a view read by the host stays a view; a process without the GEMM is an error."""
+"""Segments of loop groups, native ops and row ops (backends/c_backend/segments.py, host.py,
+views.py): programs mixing matmuls, convolutions, pooling, softmax cross-entropy and
+elementwise groups, with a static or a dynamic batch, agree with the interpreter and make one
+segment call (the generated host read back); a host op runs after a segment when no later
+member reads it, and ends it otherwise; a view read by the host stays a view; a label outside
+the classes and a process without the GEMM are errors raised from the segment."""
 from __future__ import annotations
 
 import re
@@ -27,8 +28,7 @@ def _run_source(compiled) -> str:
 
 
 def _c_calls(compiled) -> list:
-    """The C entry points the host's ``run`` calls, in order (``s0``: segment 0, ``r0``: row
-    op 0)."""
+    """The C entry points the host's ``run`` calls, in order (``s``: a segment)."""
     return re.findall(r"_sg_(\w+?)\d*\(\(", _run_source(compiled))
 
 
@@ -66,6 +66,28 @@ def test_an_mlp_step_of_matmuls_and_loop_groups_is_one_segment_call(batch, dtype
                  "b1": RNG.standard_normal(5), "w2": RNG.standard_normal((5, 3))}
         feeds = {name: array.astype(dtype) for name, array in feeds.items()}
         _assert_matches(prog, fetches, compiled, feeds, dtype)
+
+
+def test_a_classifier_step_with_its_mean_cross_entropy_is_one_segment_call():
+    """W1's shape: the one-hot of the labels, the softmax cross-entropy and its mean (the
+    batch size hoisted before the call: ``size`` reads no data), softmax in the backward;
+    a label outside the classes is the NumPy backend's error, before anything is written."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 6], "float32")
+        labels = sg.data("labels", [None], "int64")
+        w1, w2 = sg.data("w1", [6, 5], "float32"), sg.data("w2", [5, 3], "float32")
+        loss = sg.mean(nn.softmax_cross_entropy(sg.tanh(x @ w1) @ w2, labels))
+        fetches = [loss, *ir_backward.grad(loss, [w1, w2])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"]
+    feeds = {"x": RNG.standard_normal((7, 6)).astype("float32"),
+             "labels": RNG.integers(0, 3, 7),
+             "w1": RNG.standard_normal((6, 5)).astype("float32"),
+             "w2": RNG.standard_normal((5, 3)).astype("float32")}
+    _assert_matches(prog, fetches, compiled, feeds, "float32")
+    with pytest.raises(ValueError, match=r"class index 3 is outside \[0, 3\)"):
+        compiled(**dict(feeds, labels=np.array([0, 1, 3, 2, 1, 0, 9])))
 
 
 @pytest.mark.parametrize("batch", [3, None], ids=["static", "dynamic"])
