@@ -28,6 +28,7 @@ Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 
 from .ctype import c_type, value_label
@@ -71,9 +72,14 @@ class Member:
         """The dims (C) that input ``value`` aligns with, given the space's: a value the loop
         reads aligns with the iteration space, one only the epilogue reads with the reduced
         space."""
-        if value in {v for op in self.plan.loop_ops for v in op.inputs}:
+        if value in self.loop_reads:
             return space
         return self.plan.reduced_dims(space)
+
+    @functools.cached_property
+    def loop_reads(self) -> set:
+        """The values its loop (not only its epilogue) reads."""
+        return {v for op in self.plan.loop_ops for v in op.inputs}
 
 
 @dataclasses.dataclass
