@@ -31,8 +31,8 @@ RNG = np.random.default_rng(11)
 
 
 def _native_calls(compiled) -> int:
-    """How many native op entries the host module calls."""
-    return len(re.findall(r"_sg_n\d+\(\(", compiled.sources[".py"]))
+    """How many native op calls the segments make (each a member of a segment)."""
+    return len(re.findall(r"= -sg_n_\w+\(", compiled._executable.source))
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,15 +141,19 @@ def test_matmul_of_stacks_and_arrays_that_disagree_with_the_entry_are_an_error()
              "m": RNG.standard_normal((7, 2), "float32"),
              "n": RNG.standard_normal((2, 5), "float32")}
     _assert_matches(prog, fetches, compiled, feeds, "float32")
-    # the feeds are checked before the run; the entry checks its arrays again, against the
-    # sizes the binding gives (after the arrays: m's two dims, then n's rows)
-    entry = compiled._executable.module._sg_n1
+    # the feeds are checked before the run; the segment's entry (both matmuls) checks its
+    # arrays again, against the sizes the binding gives (after the arrays: a's rows, b's
+    # columns, m's two dims, then n's rows)
+    assert compiled._executable.stats["c_segments"] == 1
+    entry = compiled._executable.module._sg_s0
+    arrays = [feeds[name] for name in "abmn"]
+    results = [np.empty((2, 4, 6), "float32"), np.empty((7, 5), "float32")]
     with pytest.raises(ValueError, match="1 elements along axis 0 where the program needs 2"):
-        entry((feeds["m"], feeds["n"][:1], np.empty((7, 5), "float32"), 7, 2, 2))
+        entry((*arrays[:3], feeds["n"][:1], *results, 4, 6, 7, 2, 2))
     with pytest.raises(ValueError, match="6 elements along axis 0 where the program needs 7"):
-        entry((feeds["m"], feeds["n"], np.empty((6, 5), "float32"), 7, 2, 2))
+        entry((*arrays[:2], feeds["m"][:6], feeds["n"], *results, 4, 6, 7, 2, 2))
     with pytest.raises(TypeError, match="items of 8 bytes"):
-        entry((feeds["m"], feeds["n"].astype("float64"), np.empty((7, 5), "float32"), 7, 2, 2))
+        entry((*arrays[:3], feeds["n"].astype("float64"), *results, 4, 6, 7, 2, 2))
 
 
 def test_without_a_blas_the_native_ops_run_on_numpy(monkeypatch):
@@ -206,7 +210,7 @@ def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threa
     compiled = sg.compile(prog, fetches, backend="c", threads=threads)
     source = compiled._executable.source
     assert _native_calls(compiled) == 4
-    assert len(re.findall(r"sg_parallel\(sg_\w+_n\d+_part", source)) == 4
+    assert len(re.findall(r"sg_parallel\(sg_n_\w+_part", source)) == 4
     feeds = {"x": np.random.default_rng(3).standard_normal((64, 16, 16, 16))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")
     serial = sg.compile(prog, fetches, backend="c", threads=1)
@@ -215,9 +219,10 @@ def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threa
 
 
 def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
-    """A transposed matrix operand (``np.transpose``'s F-contiguous view) goes to the GEMM
-    with its transpose flag, on either side, as NumPy's matmul hands it; an operand of other
-    strides (a fed slice) is copied. Every matmul is a native call."""
+    """A transposed matrix operand is absorbed by the segment: the GEMM reads the operand's
+    buffer with its transpose flag, on either side, so the host makes no view; a fed operand
+    of other strides (a slice, an F-order array) is copied. Every matmul is a native call,
+    all of them in one segment."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 4], "float32")
@@ -228,7 +233,9 @@ def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
                    sg.transpose(u) @ sg.transpose(v), sg.transpose(x) @ x]
     compiled = sg.compile(prog, fetches, backend="c")
     assert "np.matmul" not in compiled.sources[".py"]
+    assert "np.transpose" not in compiled.sources[".py"]
     assert _native_calls(compiled) == len(fetches)
+    assert compiled._executable.stats["c_segments"] == 1
     feeds = {"x": RNG.standard_normal((5, 4)).astype("float32"),
              "w": RNG.standard_normal((4, 3)).astype("float32"),
              "v": RNG.standard_normal((3, 4)).astype("float32"),

@@ -5,9 +5,10 @@
 large program translation units of bounded size: :mod:`.units`) and a Python host module,
 compiles the C with the system compiler into a shared library cached on disk
 (:mod:`.compiler`) and loads both: the host runs the program and calls the library's entry
-points through ``ctypes``; the softmax family and ``one_hot`` are C entry points of their own
-(:mod:`.row_ops`), and so are matmul, conv2d, pooling and their gradients (:mod:`.native_ops`,
-calling NumPy's bundled BLAS from C: :mod:`.blas`); other opaque ops keep calling NumPy.
+points through ``ctypes``: a segment computes a run of loop groups, of matmuls, conv2d,
+pooling and their gradients (:mod:`.native_ops`, calling NumPy's bundled BLAS from C:
+:mod:`.blas`) and of the softmax family and ``one_hot`` (:mod:`.row_ops`); other opaque ops
+keep calling NumPy.
 While a program runs, NumPy allocates array data through the library's caching allocator
 (:mod:`.array_cache`), so that a step's large results reuse the memory of the last one.
 ``source`` is the C program (its units one after the other, each under a header), ``host_source``
@@ -140,7 +141,7 @@ def _require_build() -> None:
 
 def lowers(opdef) -> bool:
     """Elementwise ops with a C rule and fusible reductions compile to C, the row ops of
-    :mod:`.row_ops` to C entries of their own; every other op the NumPy backend lowers runs
+    :mod:`.row_ops` to C functions of segments; every other op the NumPy backend lowers runs
     through NumPy in the host module."""
     if opdef.category == ELEMENTWISE and LOWERINGS.lowers(opdef):
         return True

@@ -10,18 +10,19 @@ with ``ctypes.PyDLL`` and binds its entry points; the loader fills ``CONSTANTS``
 
 Statements are built by the NumPy backend's generator (naming, provenance comments, memory
 plan buffers, ``del`` after last use, control flow as Python ``if``/``for``/``while``), with one
-change: each run of consecutive loop groups of a block that C can compute (see
-:func:`.kernels.lowerable`) becomes one call of a C entry point (a *segment*,
-:mod:`.segments`); values used only inside a segment never reach Python. The softmax family
-and ``one_hot`` are one C entry point each (:mod:`.row_ops`), and so are matmul, conv2d,
-pooling and their gradients (:mod:`.native_ops`, calling NumPy's BLAS from C). Everything else
-(data movement, groups with dtypes C does not compute, native ops of other types) runs as the
-NumPy backend writes it.
+change: each run of a block's loop groups that C can compute (see
+:func:`.kernels.lowerable`), native ops (matmul, conv2d, pooling and their gradients:
+:mod:`.native_ops`, calling NumPy's BLAS from C) and row ops (the softmax family and
+``one_hot``: :mod:`.row_ops`) becomes one call of a C entry point (a *segment*,
+:mod:`.segments`); values used only inside a segment never reach Python. A run goes on past
+a source or an op reading only shapes (hoisted before the call), a view its members read
+(:mod:`.views`: no statement at all) and a host op whose result no later member reads (run
+after the call: :meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
+dtypes C does not compute, native ops of other types) runs as the NumPy backend writes it.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 
 import jinja2
@@ -30,22 +31,23 @@ from ...ir.graph import users
 from ...ir.printer import counted
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
+from ...ops.state import assign_p
 from ..options import MIN_PARALLEL_CHUNKS
 from ..common import comment, library_version, template_environment
 from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
-from ..host.functions import Commented
 from ..host.literals import dtype_code
-from ..host.state_buffers import BUFFERS
+from ..host.state_buffers import BUFFERS, may_alias, may_raise
 from ..plan import plan_group
 from ..plan import structure as group_structure
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .native_ops import native_kind, render_native_op
-from .row_ops import render_row_op, row_kind
-from .segments import Member, SegmentRenderer
+from .native_ops import native_dims, native_kind, render_native_function
+from .row_ops import checks_labels, render_row_function, row_dims, row_kind
+from .segments import Member, OpMember, SegmentRenderer
 from .units import Piece, joined, units_of
+from .views import absorbed_views
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
 MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
@@ -85,18 +87,19 @@ class GeneratedProgram:
 
 
 class CHostGenerator(Generator):
-    """The NumPy generator, with C segments for the runs of loop groups C computes."""
+    """The NumPy generator, with C segments for the runs of loop groups and native ops C
+    computes."""
 
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)
-        self.c_functions: dict = {}     # name -> Piece: the group functions, in order
+        self.c_functions: dict = {}     # name -> Piece: group and native functions, in order
         self.c_steps: dict = {}         # name -> Piece: the segments' steps, in order
         self.by_structure: dict = {}    # group structure -> its function's Piece
         self.segments: list = []        # rendered entry points (Pieces)
-        self.row_ops: list = []         # rendered row op entry points
-        self.native_ops: list = []      # rendered native op entry points
-        self.entries: list = []         # (Python name, C symbol) per segment and row op
+        self.views: dict = {}           # absorbed views' results -> their operands (.views)
+        self.transposed: set = set()    # those of them that are transposes
+        self.entries: list = []         # (Python name, C symbol) per segment
         self.numpy_ops: list = []       # ops the host computes with NumPy
 
     def c_plan(self, op):
@@ -107,61 +110,158 @@ class CHostGenerator(Generator):
         return plan if plan is not None and lowerable(plan) else None
 
     def lower_ops(self, ops, reads_after=()) -> list:
-        """As the NumPy generator, with each run of consecutive C loop groups (sources in
-        between are hoisted before it) lowered as one segment call."""
+        """As the NumPy generator, with each run of members (C loop groups, native ops and
+        row ops) of the block lowered as one segment call, in place of its first member.
+        Between its members, a source, or an op reading only its inputs' shapes, is hoisted
+        before the call, a view the segments absorb (:func:`.views.absorbed_views`) makes no
+        statement, and another op that :meth:`defers` runs after the call, unless a later
+        member reads what it computes (the segment then ends before that member); any other
+        op ends the segment."""
         plans = [self.c_plan(op) for op in ops]
+        kinds = [native_kind(op, self.scalars) if plan is None else None
+                 for op, plan in zip(ops, plans)]
+        rows = [row_kind(op, self.scalars) if plan is None and kind is None else None
+                for op, plan, kind in zip(ops, plans, kinds)]
         statements = [None] * len(ops)
         run: list = []
+        deferred: set = set()   # the values computed by the ops deferred past the run
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
+        members = [any(x is not None for x in member) for member in zip(plans, kinds, rows)]
+        absorbed = absorbed_views(ops, members, kinds, readers, read_after, self.scalars)
+        for op, transposed in absorbed.items():   # its readers read its operand
+            self.views[op.results[0]] = op.inputs[0]
+            if transposed:
+                self.transposed.add(op.results[0])
+            self.hidden.add(op.results[0])
+        unsafe = self.state_views(ops)
 
         def flush():
             if run:
                 statements[run[0]] = self.segment([ops[k] for k in run],
-                                                  [plans[k] for k in run], readers, read_after,
-                                                  statements[run[0]])
+                                                  [plans[k] for k in run],
+                                                  [kinds[k] for k in run],
+                                                  [rows[k] for k in run], readers,
+                                                  read_after, statements[run[0]])
                 run.clear()
+                deferred.clear()
 
         for index, op in enumerate(ops):
-            if plans[index] is not None:   # the run's first statement list gets the call
+            if op in absorbed:
                 statements[index] = []
+                continue
+            if members[index]:
+                if any(self.resolve(v) in deferred for v in op.inputs):
+                    flush()
+                statements[index] = []   # the run's first statement list gets the call
                 run.append(index)
                 continue
-            lines = self.own_entry(op)
-            if lines is None:
-                self.numpy_ops.append(op)
-                lines = self.lower_op(op)
-            lines = lines + self.defined_dims(op)
-            if run and op.opdef.category == SOURCE:   # hoisted before the segment
-                statements[run[0]].extend([self.text.line(op)] + lines if lines else [])
+            self.numpy_ops.append(op)
+            lines = self.lower_op(op)
+            dims = self.defined_dims(op)
+            if run and (op.opdef.category == SOURCE or _shapes_only(op)):   # hoisted before it
+                statements[run[0]].extend([self.text.line(op)] + lines + dims if lines else dims)
                 statements[index] = []
                 continue
-            flush()
-            head = [self.text.line(op)] if lines else []
-            statements[index] = head + lines
+            if run and not dims and self.defers(op, unsafe):
+                deferred.update(op.results)
+            else:
+                flush()
+            lines = lines + dims
+            statements[index] = ([self.text.line(op)] if lines else []) + lines
         flush()
         return self.with_deletes(ops, statements, reads_after)
 
-    def segment(self, members, plans, readers, read_after, hoisted) -> list:
-        """The host lines calling a new segment of ``members``; ``readers``: the block's ops
-        reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values read
-        after the block (its yields, the fetches)."""
+    def defers(self, op, unsafe) -> bool:
+        """May ``op``, which the host computes, run after a segment whose members come after
+        it in the block? Not a region; where the program overwrites parameters in place, not
+        an op that may raise (a failed call leaves the state unchanged) nor one reading a
+        value of ``unsafe`` (:meth:`state_views`), whose data a later member may overwrite."""
+        if op.blocks:
+            return False
+        if not self.overwritten:
+            return True
+        reads = op.inputs[:1] if op.opdef is assign_p else op.inputs
+        return not may_raise(op) and not any(v in unsafe for v in reads)
+
+    def state_views(self, ops) -> set:
+        """The values of ``ops`` (one block's) that may be, or view, a parameter that a
+        segment overwrites in place (:attr:`overwritten`): the parameters, then each result
+        of an op that may alias an operand among them (an ``assign`` its value)."""
+        unsafe = set(self.overwritten.values())
+        if not unsafe:
+            return unsafe
+        for op in ops:
+            is_assign = op.opdef is assign_p
+            reads = op.inputs[:1] if is_assign else op.inputs
+            if (is_assign or may_alias(op)) and any(v in unsafe for v in reads):
+                unsafe.update(op.results)
+        return unsafe
+
+    def resolve(self, value):
+        """The value whose buffer holds ``value``: the operand of an absorbed view's chain."""
+        while value in self.views:
+            value = self.views[value]
+        return value
+
+    def last_uses(self, ops, reads_after) -> dict:
+        """As the NumPy generator's, with the operand of an absorbed view read where the
+        view's readers read it (the host never makes the view): from the last op back, so
+        that a chain of views reaches its first operand."""
+        last = super().last_uses(ops, reads_after)
+        for op in reversed(ops):
+            for result in op.results:
+                operand = self.views.get(result)
+                if operand is not None and result in last:
+                    last[operand] = max(last.get(operand, -1), last[result])
+        return last
+
+    def segment(self, members, plans, kinds, rows, readers, read_after, hoisted) -> list:
+        """The host lines calling a new segment of ``members`` (ops: a loop group where
+        ``plans`` has its plan, else a native op of kind ``kinds``, else a row op of kind
+        ``rows``); ``readers``: the block's
+        ops reading each value (:func:`~symgrad.ir.graph.users`), ``read_after``: the values
+        read after the block (its yields, the fetches); ``hoisted``: the lines before the
+        call."""
         inside = set(members)
+
+        def reading(value):   # its readers of its data, those of an absorbed view for the view
+            pending = [value]
+            while pending:
+                for reader in readers.get(pending.pop(), ()):
+                    if reader.results and reader.results[0] in self.views:
+                        pending.append(reader.results[0])
+                    elif not _shapes_only(reader):
+                        yield reader
+
         escaping = {v for op in members for v in op.results
-                    if v in read_after or any(r not in inside for r in readers.get(v, ()))}
-        group_members = [Member(plan, self.c_function(plan), pointer_inputs(plan, self.scalars))
-                         for plan in plans]
+                    if v in read_after or any(r not in inside for r in reading(v))}
+        segment_members = []
+        for op, plan, kind, row in zip(members, plans, kinds, rows):
+            if plan is not None:
+                segment_members.append(Member(plan, self.c_function(plan),
+                                              pointer_inputs(plan, self.scalars)))
+            elif kind is not None:
+                segment_members.append(OpMember(op, self.native_function(op, kind),
+                                                native_dims(op, kind)))
+            else:
+                function = render_row_function(op, row, environment())
+                segment_members.append(OpMember(
+                    op, self.c_functions.setdefault(function.name, function), row_dims(op),
+                    "" if row == "one_hot" else "maximum",
+                    checks_labels(op, row)))
         number = len(self.segments)
-        renderer = SegmentRenderer(number, group_members, escaping, self.dim_code)
+        renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
+                                   self.resolve)
         shapes = renderer.host_shapes()
         entry, steps = renderer.render(environment())
         for step in steps:
             self.c_steps.setdefault(step.name, step)
         self.segments.append(Piece(entry, calls=tuple(step.name for step in steps)))
-        produced = {v for member in group_members for v in member.plan.op.results}
+        produced = {v for member in segment_members for v in member.results}
         self.hidden.update(produced - set(renderer.outputs))
         lines = list(hoisted)
-        heading = "; ".join(_member_heading(m.plan) for m in group_members)
+        heading = "; ".join(_member_heading(m) for m in segment_members)
         lines.append(f"# {comment(f'C segment {number}: {heading}')}")
         for value in renderer.outputs:
             slot = self.in_place.get(value)
@@ -174,30 +274,6 @@ class CHostGenerator(Generator):
             [self.namer.value(v) for v in renderer.outputs] + renderer.size_arguments()
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
-
-    def own_entry(self, op) -> list | None:
-        """The host lines calling a new C entry point of ``op``'s own: a row op
-        (:mod:`.row_ops`) or a native op (:mod:`.native_ops`); None when C computes ``op`` as
-        neither."""
-        native = functools.partial(render_native_op, threads=self.options.threads or 0)
-        for kind_of, render, entries, suffix in ((row_kind, render_row_op, self.row_ops, "r"),
-                                                 (native_kind, native, self.native_ops, "n")):
-            kind = kind_of(op, self.scalars)
-            if kind is not None:
-                break
-        else:
-            return None
-        number = len(entries)
-        names = [self.expr(v) for v in op.inputs]
-        entry = render(number, op, kind, environment())
-        entries.append(entry.code)
-        result = op.results[0]
-        target = self.namer.value(result)
-        sizes = [self.dim_code(dim) for dim in entry.sizes]
-        return [f"{target} = np.empty({shape_code(self.shape_of(result))}, "
-                f"{dtype_code(result.dtype)})",
-                Commented(self.entry_call(f"{suffix}{number}", names + [target] + sizes),
-                          self.text.provenance, op)]
 
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
@@ -229,14 +305,21 @@ class CHostGenerator(Generator):
                 self.by_structure[key] = function
         return function
 
+    def native_function(self, op, kind):
+        """The C function of native ``op`` (:mod:`.native_ops`), rendered once per code; its
+        operands that are absorbed transposes are read transposed."""
+        transposed = [v in self.transposed for v in op.inputs]
+        function = render_native_function(op, kind, transposed, environment(),
+                                          threads=self.options.threads or 0)
+        return self.c_functions.setdefault(function.name, function)
+
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
         body, helpers = self.finish(self.binding_lines()
                                     + self.lower_ops(self.program.ops, self.fetches))
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments + [Piece(code, computes=True) for code in self.row_ops] + \
-            [Piece(code, native=True, computes=True) for code in self.native_ops]
+        entries = self.segments
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
                                                                   thread_symbols=THREAD_SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
@@ -263,8 +346,15 @@ class CHostGenerator(Generator):
                                 array_cache.worth_it(self.program))
 
 
-def _member_heading(plan) -> str:
-    op = plan.op
+def _shapes_only(op) -> bool:
+    """Does ``op`` read only the shapes of its inputs (``size``: the host computes it from the
+    dims' sizes, never from an array)?"""
+    return not op.blocks and bool(op.inputs) and \
+        len(op.opdef.algebra.shape_only) == len(op.inputs)
+
+
+def _member_heading(member) -> str:
+    op = member.op
     if op.blocks:
         return f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"
     return f"%{op.results[0].id} = {op.name}"

@@ -20,10 +20,10 @@ rule (data movement...) run through the NumPy backend's lowering in the host mod
 rule with :func:`register_lowering` (user ops too).
 
 The softmax family (``softmax_cross_entropy_grad`` included) and ``one_hot`` have
-:class:`CRowOp` rules instead: each is one C entry point looping over the rows along its class
-axis (:mod:`.row_ops`); matmul, conv2d and pooling (with their gradients) have
-:class:`CNativeOp` rules: C entry points calling the BLAS GEMM or looping over windows
-(:mod:`.native_ops`).
+:class:`CRowOp` rules instead: each is a member of a
+segment looping over the rows along its class axis (:mod:`.row_ops`); matmul, conv2d and
+pooling (with their gradients) have :class:`CNativeOp` rules: members calling the BLAS GEMM
+or looping over windows (:mod:`.native_ops`).
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ for _name, _kind in row_kinds(lambda value: supported(value.dtype) and value.dty
 # --- native ops ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class CNativeOp:
-    """An opaque op computed by an entry point of its own from the C template
+    """An opaque op computed by a segment's member from the C template
     ``c/native_op.c.j2`` (:mod:`.native_ops`): matmul and convolution through the BLAS GEMM,
     pooling by direct loops. ``kind(op)`` is the template's kind, or None when the op's types
     or shapes are not ones that entry computes (it then runs on NumPy)."""

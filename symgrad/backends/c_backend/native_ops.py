@@ -1,19 +1,19 @@
-"""C entry points of the native heavy ops: matmul, conv2d and its gradients, pooling and its
+"""The native heavy ops of a segment: matmul, conv2d and its gradients, pooling and its
 gradients.
 
-An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types becomes one
-entry point of its own, rendered from ``c/native_op.c.j2`` (helpers in ``c/native.h.j2``;
-a window op's loops in ``c/window_parts.c.j2`` over ``c/windows.h.j2``, without Python, which
-an exported C library renders too: :func:`window_context`, :mod:`.library.windows`): it
-takes one tuple (the op's inputs, then its result, which the host allocates with
-``np.empty``, then the sizes of its symbolic dims from the binding), checks every array's dims
-against those sizes and the static ones (:class:`.entry_sizes.EntrySizes`), releases the GIL
-and computes:
+An op with a :class:`~.lowering.CNativeOp` rule whose kind applies to its types is a member of
+a segment (:mod:`.segments`), as a loop group is: a C function rendered from
+``c/native_op.c.j2`` (helpers in ``c/native.h.j2``; a window op's loops in
+``c/window_parts.c.j2`` over ``c/windows.h.j2``, without Python, which an exported C library
+renders too: :func:`window_context`, :mod:`.library.windows`), named from a hash of its code
+(ops of equal types and attributes share it), which the segment's step calls with the sizes it
+reads (:func:`native_dims`) and the buffers of its inputs and result, the segment's arguments
+or temporaries. It runs without the GIL and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
-  the rows), one GEMM per matrix for two stacks of equal batch dims; a 2-D operand that is
-  the transpose of a C-contiguous array (``np.transpose``'s view, F-contiguous) is read in
-  place with the GEMM's transpose flag, as NumPy's ``matmul`` does;
+  the rows), one GEMM per matrix for two stacks of equal batch dims; a 2-D operand whose
+  buffer holds its transpose (a ``transpose`` the segments absorb: :mod:`.views`)
+  is read with the GEMM's transpose flag, as NumPy's ``matmul`` reads a transposed view;
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
   ``conv2d_weight_grad``: the sum over samples of ``im2col(x) @ g^T`` accumulated by the GEMM,
@@ -30,12 +30,13 @@ another order than NumPy's ``tensordot``, so results agree with the interpreter 
 """
 from __future__ import annotations
 
+import hashlib
+
 from . import blas
-from .ctype import c_type, value_label
+from .ctype import c_type
 from .kernels import describe
 from .lowering import LOWERINGS, CNativeOp
-from .entry_sizes import EntrySizes
-from .row_ops import EntryCall
+from .units import Piece, guarded
 
 # max pooling whose windows lie inside the plane runs a row of up to this many windows at a time
 ROW_WINDOWS = 1024
@@ -135,24 +136,38 @@ def window_context(op, kind) -> dict:
                 rows=kind.startswith("max_pool2d") and g["inside"] and g["wo"] <= ROW_WINDOWS)
 
 
-def render_native_op(number, op, kind, environment, threads=0) -> EntryCall:
-    """Native op ``number`` computing ``op`` with template kind ``kind``; ``threads``: the
-    program's ``threads`` option, for the prelude's pool running a pooling op's planes (0: one
-    thread per usable CPU)."""
+def native_dims(op, kind) -> list:
+    """The dims whose sizes ``op``'s function reads from ``sg_d``: a matmul's first operand's
+    dims, then its result's columns; a window op's batch (axis 0 of its first input: every
+    other dim is static)."""
+    if kind == "matmul":
+        return [*op.inputs[0].dims, op.inputs[1].dims[-1]]
+    return [op.inputs[0].dims[0]]
+
+
+def transposable(op, kind, position) -> bool:
+    """Whether input ``position`` of ``op`` may be read from a buffer holding its transpose:
+    a 2-D operand of a matmul whose second operand is a matrix."""
+    return kind == "matmul" and op.inputs[1].ndim == 2 and op.inputs[position].ndim == 2
+
+
+def render_native_function(op, kind, transposed, environment, threads=0) -> Piece:
+    """The C function computing native ``op`` with template kind ``kind``, named from a hash
+    of its code without the comment naming ``op`` (ops it computes alike share it);
+    ``transposed``:
+    per input, whether its buffer holds its transpose; ``threads``: the program's ``threads``
+    option, for the prelude's pool (0: one thread per usable CPU)."""
     result = op.results[0]
-    # a matmul's matrix operands: 2-D ones when the other is a matrix (not a stack pair)
-    transposable = kind == "matmul" and op.inputs[1].ndim == 2
-    args = [dict(writable=0, type=c_type(v.dtype), ndim=v.ndim, what=value_label(v),
-                 transposable=transposable and v.ndim == 2)
-            for v in op.inputs]
-    args.append(dict(writable=1, type=c_type(result.dtype), ndim=result.ndim,
-                     what=value_label(result)))
-    sizes = EntrySizes()
-    checks = sizes.checks(op.inputs + [result])
     window = window_context(op, kind) if kind != "matmul" else \
         dict(g={}, direct=False, rows=False, pooling=False)
     code = environment.get_template("c/native_op.c.j2").render(
-        number=number, note=describe(op), kind=kind, args=args, checks=checks,
-        sizes=len(sizes.dims), T=c_type(result.dtype), rank=op.inputs[0].ndim,
-        b_rank=op.inputs[-1].ndim, threads=threads, **window)
-    return EntryCall(code, sizes.dims)
+        name="@NAME@", number="", note="@NOTE@", kind=kind, inputs=len(op.inputs),
+        T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
+        transposed=list(transposed), threads=threads, **window)
+    name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
+    code = code.replace("@NAME@", name).replace("@NOTE@", describe(op), 1)
+    T = c_type(result.dtype)
+    parameters = "".join(f", const {T} *" for _ in op.inputs)
+    return Piece(guarded(name, code), name,
+                 f"SG_LINK int {name}(const int64_t *restrict{parameters}, {T} *restrict);",
+                 native=True)

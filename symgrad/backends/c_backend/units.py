@@ -3,16 +3,16 @@
 gcc's time and memory grow faster than linearly with the size of one function, and with the
 size of one translation unit. So no generated C function or unit grows with the program:
 
-- A segment's loop groups are called from *step* functions of at most :data:`STEP_STATEMENTS`
-  statements each (:func:`steps_of`; a group's call and each list of temporaries it allocates
-  count one), which the segment's entry calls in turn (see :mod:`.segments`).
+- A segment's members (loop groups, native ops, row ops) are called from *step* functions of
+  at most :data:`STEP_STATEMENTS` statements each (:func:`steps_of`; a member's call and each
+  list of temporaries it allocates count one), which the segment's entry calls in turn (see
+  :mod:`.segments`).
 - A program whose C has more than :data:`UNIT_LINES` lines or :data:`UNIT_FUNCTIONS` functions
   becomes several translation units (:func:`units_of`): the runtime (the prelude with its
-  definitions, the same for every program: compiled once per toolchain), units of group
-  functions (up to :data:`UNIT_LINES` lines), units of glue, the steps and then the segments'
-  entries (up to :data:`GLUE_LINES`), and units of the entries of row and native ops, which
-  compute loops and so are compiled as the group functions are (up to :data:`UNIT_LINES`),
-  each in the program's order. A unit declares the
+  definitions, the same for every program: compiled once per toolchain), units of the
+  members' functions (up to :data:`UNIT_LINES` lines), and units of glue, the steps and then
+  the segments' entries (up to :data:`GLUE_LINES`), each in the program's order. A unit
+  declares the
   functions of other units it calls (hidden externals, ``SG_LINK``). The compiler compiles the
   units in parallel, caches each unit's object file by the hash of its text and flags, and
   links them (:mod:`.compiler`): a program that shares units with one compiled before reuses
@@ -45,15 +45,13 @@ UNIT_FUNCTIONS = 400      # functions of one translation unit
 class Piece:
     """One function of a program's C: its ``code``; for a function that other units may call,
     its ``name`` and ``declaration``; the names of the program's functions it ``calls``;
-    ``native``: it needs ``c/native.h.j2``; ``computes``: an entry point whose own loops do
-    the work (a row op or a native op), never compiled as glue."""
+    ``native``: it needs ``c/native.h.j2``."""
 
     code: str
     name: str = ""
     declaration: str = ""
     calls: tuple = ()
     native: bool = False
-    computes: bool = False
 
     @property
     def lines(self) -> int:
@@ -95,10 +93,10 @@ def _pack(pieces, most_lines) -> list[list]:
 @dataclasses.dataclass(frozen=True)
 class Unit:
     """One translation unit: its ``text`` and what it holds, ``"program"`` (all of a program
-    that fits one unit), ``"runtime"``, ``"group functions"``, ``"glue"`` (steps and
-    segment entries, which only allocate, call and check: the compiler builds them at a lower
-    optimization level, :data:`~.compiler.GLUE_LEVEL`) or ``"computing entries"`` (row ops
-    and native ops, built as the group functions are)."""
+    that fits one unit), ``"runtime"``, ``"group functions"`` (the members' functions: loop
+    groups, native ops, row ops) or ``"glue"`` (steps and segment entries, which only
+    allocate, call and check: the compiler builds them at a lower optimization level,
+    :data:`~.compiler.GLUE_LEVEL`)."""
 
     text: str
     holds: str
@@ -110,7 +108,7 @@ class Unit:
 
 def units_of(functions, steps, entries, prelude, native) -> list[Unit]:
     """The translation units of a program: ``functions``, ``steps`` and ``entries`` are
-    :class:`Piece` lists (the group functions, the segments' steps, the entry points),
+    :class:`Piece` lists (the members' functions, the segments' steps, their entries),
     ``prelude(runtime)`` renders the prelude with or without the runtime's definitions,
     ``native`` is ``c/native.h.j2``'s text. One unit when the program fits the bounds, else as
     the module docstring says."""
@@ -121,11 +119,8 @@ def units_of(functions, steps, entries, prelude, native) -> list[Unit]:
     declarations = prelude(False)
     defined = {p.name: p for p in functions + steps if p.name}
     units = [Unit(prelude(True), "runtime")]
-    glue = [p for p in entries if not p.computes]
-    computing = [p for p in entries if p.computes]
     for holds, run in [("group functions", run) for run in _pack(functions, UNIT_LINES)] + \
-            [("glue", run) for run in _pack(steps, GLUE_LINES) + _pack(glue, GLUE_LINES)] + \
-            [("computing entries", run) for run in _pack(computing, UNIT_LINES)]:
+            [("glue", run) for run in _pack(steps, GLUE_LINES) + _pack(entries, GLUE_LINES)]:
         here = {p.name for p in run}
         needed = dict.fromkeys(name for p in run for name in p.calls if name not in here)
         head = [declarations] + [native] * any(p.native for p in run)

@@ -406,13 +406,20 @@ class Generator:
         helpers = [_helper_text(helper) for _, helper in sorted(self.helpers_used().items())]
         return body, helpers
 
+    def last_uses(self, ops, reads_after) -> dict:
+        """``{value: index}``: the last op of ``ops`` (one block's) reading each value, where
+        :meth:`with_deletes` deletes it (``len(ops)`` for ``reads_after``). A generator whose
+        statements read a value where the block reads another (a view it never makes)
+        extends it."""
+        return last_uses(ops, reads_after)
+
     def with_deletes(self, ops, statements, reads_after=()) -> list:
         """``statements`` (the lines of each of ``ops``, one block's) with ``del`` after the
         last use of each variable the block defines (never a fetch, a literal or one of
         ``reads_after``); a planned buffer is deleted after its last occupant."""
         fetched = set(self.fetches)
         end = len(ops)
-        last = last_uses(ops, reads_after)
+        last = self.last_uses(ops, reads_after)
         dying: dict = {}
         slot_last: dict = {}
         for index, op in enumerate(ops):
