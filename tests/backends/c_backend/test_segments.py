@@ -69,10 +69,12 @@ def test_an_mlp_step_of_matmuls_and_loop_groups_is_one_segment_call(batch, dtype
         _assert_matches(prog, fetches, compiled, feeds, dtype)
 
 
-def test_a_classifier_step_with_its_mean_cross_entropy_is_one_segment_call():
-    """W1's shape: the one-hot of the labels, the softmax cross-entropy and its mean (the
-    batch size hoisted before the call: ``size`` reads no data), softmax in the backward;
-    a label outside the classes is the NumPy backend's error, before anything is written."""
+def test_a_classifier_step_with_its_mean_cross_entropy_is_two_segment_calls():
+    """W1's shape: the softmax cross-entropy and its mean (the batch size hoisted before the
+    call: ``size`` reads no data), then its gradient, one row op, and the matmuls of the
+    backward. The mean's cotangent, broadcast over the rows, is a NumPy view that the
+    gradient's row function reads as a dense buffer: the one host op between two calls. A
+    label outside the classes is the NumPy backend's error, before anything is written."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 6], "float32")
@@ -81,7 +83,9 @@ def test_a_classifier_step_with_its_mean_cross_entropy_is_one_segment_call():
         loss = sg.mean(nn.softmax_cross_entropy(sg.tanh(x @ w1) @ w2, labels))
         fetches = [loss, *ir_backward.grad(loss, [w1, w2])]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _c_calls(compiled) == ["s"]
+    assert _c_calls(compiled) == ["s", "s"]
+    between = _run_source(compiled).split("_sg_s0((")[1].split("_sg_s1((")[0]
+    assert re.findall(r"= (np\.\w+)\(", between) == ["np.broadcast_to", "np.empty", "np.empty"]
     feeds = {"x": RNG.standard_normal((7, 6)).astype("float32"),
              "labels": RNG.integers(0, 3, 7),
              "w1": RNG.standard_normal((6, 5)).astype("float32"),
