@@ -17,6 +17,7 @@ the binding, and a fresh anonymous dim an op defines at run time (the one except
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 
@@ -151,13 +152,18 @@ class InterpreterExecutable:
         self.program = program
         self.fetches = list(fetches)
         self.ops = needed_ops(program, self.fetches)
-        self.source = str(program)
         self.kernels = {}
         self.stats = {"ops": len(self.ops)}
         self.numpy_module = None
         self.in_place = self.overwrites = ()
         self.symbols = {str(d): d for v in program.inputs for d in v.dims if type(d) is Symbol}
         self.checks = RunTimeChecks(program.dim_constraints)
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The program's text (printed when first asked for: the program is the compile's
+        own copy, and most callers of the oracle never read it)."""
+        return str(self.program)
 
     def run(self, feeds, buffers=None, dims=None):
         by_value = {}
