@@ -32,7 +32,7 @@ def slow_tests() -> list[str]:
 
 def test_readme_runs_the_suite_on_every_core():
     command = readme_test_command()
-    assert re.search(r"python -m pytest -q -n (auto|\d+)$", command), command
+    assert re.search(r"python -m pytest -q -n (auto|\d+) --dist worksteal$", command), command
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert any(req.startswith("pytest-xdist") for req in extras["test"])
