@@ -22,6 +22,14 @@ def labels_of(op, kind):
     return None if at is None else op.inputs[at]
 
 
+def checks_labels(op, kind) -> bool:
+    """Does row op ``op`` of kind ``kind`` check its class labels before computing (a
+    cross-entropy's or its gradient's, a strict ``one_hot``'s)? Every backend raises the NumPy
+    backend's error for a label outside the classes where this is true."""
+    return labels_of(op, kind) is not None and \
+        (kind != "one_hot" or bool(op.attrs.get("strict")))
+
+
 def _float(value) -> bool:
     return value.dtype.name in FLOATS
 

@@ -44,7 +44,8 @@ from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_grou
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_dims, native_kind, render_native_function
-from .row_ops import checks_labels, render_row_function, row_dims, row_kind
+from ..row_kinds import checks_labels
+from .row_ops import render_row_function, row_dims, row_kind
 from .segments import Member, OpMember, SegmentRenderer
 from .units import Piece, joined, units_of
 from .views import absorbed_views

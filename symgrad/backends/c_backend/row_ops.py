@@ -8,15 +8,15 @@ segment's step calls with the dims of its first input (:func:`row_dims`) and the
 its inputs and result. It loops over the rows along the class axis (``n`` elements ``inner``
 apart): the max, then the sum of ``exp(x - max)`` accumulated in double, then the row's
 results, rounded as the NumPy backend's kernels round them (``softmax_cross_entropy_grad``:
-``(softmax - one_hot) * g``, the row's cotangent ``g``, in that one pass). Integer labels outside ``[0, n)``
-are the NumPy backend's ``ValueError`` (naming the first one), found before anything is
-computed; an empty class axis is NumPy's error for the max of an empty array.
+``(softmax - one_hot) * g``, the row's cotangent ``g``, in that one pass). Integer labels
+outside ``[0, n)`` are the NumPy backend's ``ValueError`` (naming the first one), found before
+anything is computed; an empty class axis is NumPy's error for the max of an empty array.
 """
 from __future__ import annotations
 
 import hashlib
 
-from ..row_kinds import labels_of
+from ..row_kinds import checks_labels, labels_of
 from .ctype import c_type
 from .kernels import describe
 from .lowering import LOWERINGS, CRowOp
@@ -30,13 +30,6 @@ def row_kind(op, scalars) -> str | None:
     if not isinstance(rule, CRowOp) or any(v in scalars for v in op.inputs):
         return None
     return rule.kind(op)
-
-
-def checks_labels(op, kind) -> bool:
-    """Does row op ``op`` of kind ``kind`` check its class labels (a cross-entropy's or its
-    gradient's, a strict ``one_hot``'s) before computing?"""
-    return labels_of(op, kind) is not None and \
-        (kind != "one_hot" or bool(op.attrs.get("strict")))
 
 
 def row_dims(op) -> list:

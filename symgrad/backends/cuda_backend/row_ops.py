@@ -25,7 +25,7 @@ from ...ir.printer import format_op_head
 from ...ops import kernels as numpy_kernels
 from ..dim_code import shape_code
 from ..host.literals import dtype_code
-from ..row_kinds import labels_of, row_kinds
+from ..row_kinds import checks_labels, labels_of, row_kinds
 from . import ctype
 from .kernels import render as render_template
 
@@ -86,8 +86,7 @@ def launch_lines(gen, name, op, kind) -> list[str]:
         lines += [f"if {n} == 0:",
                   "    raise ValueError('zero-size array to reduction operation maximum which "
                   "has no identity')"]
-    if kind in ("cross_entropy", "cross_entropy_grad") or \
-            (kind == "one_hot" and op.attrs.get("strict")):
+    if checks_labels(op, kind):
         lines.append(f"check_class_indices({gen.expr(labels_of(op, kind))}, {n}, "
                      f"'softmax_cross_entropy')")
         gen.statement_helpers["check_class_indices"] = numpy_kernels.check_class_indices

@@ -66,7 +66,7 @@ from ....ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from ....ops.fused import is_fusion
 from ....ops.state import split_state_fetches
 from ...plan import plan_group
-from ...row_kinds import labels_of
+from ...row_kinds import checks_labels, labels_of
 from ..ctype import c_comment, c_type, literal, supported
 from ..kernels import group_heading, lowerable, pointer_inputs, render_group
 from ..lowering import LOWERINGS, CNativeOp
@@ -456,7 +456,7 @@ def row_rule(gen, op) -> bool:
     gen.rows.append(gen.environment.get_template("c/library/row_op.c.j2").render(
         number=number, note=group_heading_of(op), kind=kind, name=c_string(op.name),
         labels=c_string(labels.name or f"%{labels.id}") if labels is not None else "",
-        strict=bool(op.attrs.get("strict")), T=c_type(first.dtype), O=c_type(result.dtype),
+        check_labels=checks_labels(op, kind), T=c_type(first.dtype), O=c_type(result.dtype),
         L=c_type(labels.dtype) if labels is not None else ""))
     # the second and third inputs (labels, a gradient's cotangent), NULL where there are none
     second, third = [gen.read(v) for v in op.inputs[1:]] + ["NULL"] * (3 - len(op.inputs))
