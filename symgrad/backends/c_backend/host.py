@@ -37,14 +37,14 @@ from ..common import comment, library_version, template_environment
 from ..dim_code import shape_code
 from ..host.generator import DIMS, Generator, helpers_of, uses_extension_dtypes
 from ..host.literals import dtype_code
-from ..host.state_buffers import BUFFERS, may_alias, may_raise
+from ..host.state_buffers import BUFFERS, data_reads, may_alias, may_raise
 from ..plan import plan_group
 from ..plan import structure as group_structure
+from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .native_ops import native_dims, native_kind, render_native_function
-from ..row_kinds import checks_labels
 from .row_ops import render_row_function, row_dims, row_kind
 from .segments import Member, OpMember, SegmentRenderer
 from .units import Piece, joined, units_of
@@ -182,8 +182,7 @@ class CHostGenerator(Generator):
             return False
         if not self.overwritten:
             return True
-        reads = op.inputs[:1] if op.opdef is assign_p else op.inputs
-        return not may_raise(op) and not any(v in unsafe for v in reads)
+        return not may_raise(op) and not any(v in unsafe for v in data_reads(op))
 
     def state_views(self, ops) -> set:
         """The values of ``ops`` (one block's) that may be, or view, a parameter that a
@@ -193,9 +192,8 @@ class CHostGenerator(Generator):
         if not unsafe:
             return unsafe
         for op in ops:
-            is_assign = op.opdef is assign_p
-            reads = op.inputs[:1] if is_assign else op.inputs
-            if (is_assign or may_alias(op)) and any(v in unsafe for v in reads):
+            if (op.opdef is assign_p or may_alias(op)) and \
+                    any(v in unsafe for v in data_reads(op)):
                 unsafe.update(op.results)
         return unsafe
 
@@ -320,11 +318,10 @@ class CHostGenerator(Generator):
         summary = comment(f"{len(self.program.ops)} top-level ops, {len(self.segments)} C "
                           f"segments, {len(self.c_functions)} C functions, "
                           f"{len(self.fetches)} outputs")
-        entries = self.segments
         native = environment().get_template("c/native.h.j2").render(blas_symbols=SYMBOLS,
                                                                   thread_symbols=THREAD_SYMBOLS)
         units = units_of(list(self.c_functions.values()), list(self.c_steps.values()),
-                         entries, render_prelude, native)
+                         self.segments, render_prelude, native)
         header = environment().get_template("c/program.c.j2").render(
             symgrad_version=library_version(), summary=summary)
         unit = hashlib.sha256(joined(units, header).encode()).hexdigest()[:16]

@@ -116,20 +116,25 @@ def _last_reads(ops, writers, fetched) -> tuple:
     last, position = {}, {}
     for index, op in enumerate(ops):
         position[op] = index
-        is_assign = op.opdef is assign_p
         reached = set()
-        for operand in (op.inputs[:1] if is_assign else op.inputs):
+        for operand in data_reads(op):
             for target in aliasing.get(operand, ()):
                 reached.add(target)
                 if not (writers[target] is op and operand is target):
                     last[target] = index
-        if reached and (is_assign or may_alias(op)):
+        if reached and (op.opdef is assign_p or may_alias(op)):
             for result in op.results:
                 aliasing[result] = tuple(reached)
     for value in fetched:
         for target in aliasing.get(value, ()):
             last[target] = float("inf")
     return last, position
+
+
+def data_reads(op) -> list:
+    """The operands whose data ``op`` reads: an ``assign``'s value, not its target, which it
+    writes."""
+    return op.inputs[:1] if op.opdef is assign_p else op.inputs
 
 
 def may_alias(op) -> bool:
