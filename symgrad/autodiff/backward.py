@@ -19,6 +19,7 @@ from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
 from .context import calling_vjp
+from .reach import differentiated, stand_in, standing_for
 
 
 def producer(value):
@@ -98,12 +99,14 @@ class Backward:
 
     def accumulate(self, value, contribution):
         """Add ``contribution`` to the cotangent of ``value``."""
+        value = standing_for(value)
         current = self.cotangent.get(value)
-        if current is None:
-            self.cotangent[value] = contribution
-            return
-        with self.program.backward_of(producer(value)):
-            self.cotangent[value] = add(current, contribution)
+        self.cotangent[value] = contribution if current is None else \
+            self._sum(value, current, contribution)
+
+    def get(self, value):
+        """The cotangent summed for ``value`` (on its stand-in's Value, if it has one)."""
+        return self.cotangent.get(standing_for(value))
 
     def seed(self, outputs, seeds, loss_scale):
         """Seed every live output with the sum of its seeds (``None``: ones; a number: that
@@ -129,20 +132,42 @@ class Backward:
             self.accumulate(y, seed)
 
     def run(self, ops):
-        """Differentiate ``ops`` (live ops in program order), last to first."""
-        through = self.policy.through_block
+        """Differentiate ``ops`` (live ops in program order), last to first. An op with a
+        stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) and its stand-in are
+        differentiated once, by the stand-in's VJP, where the sweep meets the first of the
+        two: the cotangents of the op's results were summed on the stand-in's
+        (:meth:`accumulate`), in the order they came, as if the stand-in's results were read
+        in their place."""
+        stood_for = {}                  # a stand-in -> the op it stands in for
+        for op in ops:
+            if stand_in(op) is not None:
+                stood_for[differentiated(op)] = op
+        done = set()
         for op in reversed(ops):
-            cotangents = [self.cotangent.get(r) if through(r) is None else None
-                          for r in op.results]
+            if op in done:
+                continue
+            stood = stood_for.get(op, op if stand_in(op) is not None else None)
+            if stood is not None:
+                op = differentiated(stood)
+                done.update((stood, op))
+            cotangents = self._cotangents(op.results)
             if all(c is None for c in cotangents):
                 continue
             wanted = [u in self.live for u in op.inputs]
             grads, continued = self._call_vjp(op, cotangents, wanted)
             for index in continued:     # sums the VJP continued: first, the others add to them
-                self.cotangent[op.inputs[index]] = grads[index]
+                self.cotangent[standing_for(op.inputs[index])] = grads[index]
             for index, (u, g, w) in enumerate(zip(op.inputs, grads, wanted)):
                 if w and g is not None and index not in continued:
                     self.accumulate(u, g)
+
+    def _cotangents(self, results) -> list:
+        through = self.policy.through_block
+        return [self.cotangent.get(r) if through(r) is None else None for r in results]
+
+    def _sum(self, value, a, b):
+        with self.program.backward_of(producer(value)):
+            return add(a, b)
 
     def _call_vjp(self, op, cotangents, wanted):
         """The VJP's gradients, checked against the types of the inputs that need one, and
@@ -151,7 +176,7 @@ class Backward:
         for the final :func:`sweep_unused`."""
         # only region ops' VJPs read which inputs are wanted and their sums (autodiff.context)
         if op.blocks:
-            known = calling_vjp(wanted, [self.cotangent.get(u) if w else None
+            known = calling_vjp(wanted, [self.get(u) if w else None
                                          for u, w in zip(op.inputs, wanted)])
         else:
             known = contextlib.nullcontext(frozenset())

@@ -20,6 +20,7 @@ import dataclasses
 @dataclasses.dataclass
 class GradCall:
     policy: object
+    create_graph: bool = False      # the gradients will be differentiated again
     wanted: list | None = None      # per input of the VJP being called
     running: list | None = None     # per input: its cotangent summed so far, or None
     continued: set | None = None    # positions whose gradient includes ``running``
@@ -28,15 +29,21 @@ class GradCall:
     copies: dict = dataclasses.field(default_factory=dict)
     # an op of a block that a new forward op copied -> its copy (dim constraints follow it)
     clones: dict = dataclasses.field(default_factory=dict)
+    # Values the call built that nothing reads but a later grad call differentiates (a
+    # loop's store-all twin backward, :mod:`symgrad.autodiff.regions`): kept by the sweep
+    kept: list = dataclasses.field(default_factory=list)
+    # a loop's initial carry -> the reverse scan's result holding it again (its shifted carry
+    # after the last step, :mod:`symgrad.autodiff.regions`)
+    restored: dict = dataclasses.field(default_factory=dict)
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("symgrad_grad_call", default=None)
 
 
 @contextlib.contextmanager
-def grad_call(policy):
+def grad_call(policy, create_graph=False):
     """Make a :class:`GradCall` with ``policy`` current inside the ``with`` block."""
-    call = GradCall(policy)
+    call = GradCall(policy, create_graph)
     token = _current.set(call)
     try:
         yield call

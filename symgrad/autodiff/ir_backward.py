@@ -74,7 +74,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     block = current_block(program)    # inside a branch or body function: that block
     first_op, first_id = len(block.ops), program._next_id
     with gc_paused(), program.transaction(), program_guard(program), \
-            grad_call(policy), merge_session() as session:
+            grad_call(policy, create_graph) as call, merge_session() as session:
         cone, cone_ops = search(outputs, policy)
         leaves = [] if only_inputs else [
             v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]
@@ -91,7 +91,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             stored = [(v, fresh(g, v)) for v, g in stored]
         merge()     # the new forward ops of loops that now record residuals, in place
         sweep_unused(block, first_op, first_id,
-                     [g for g in results if g is not None] + [g for _, g in stored], session)
+                     [g for g in results if g is not None] + [g for _, g in stored] +
+                     call.kept, session)
     # Success: only now touch attributes.
     if not create_graph:
         for g in list(results) + [g for _, g in stored]:
@@ -110,7 +111,7 @@ def _results(backward, outputs, inputs, offsets, policy, allow_unused, unused):
     zeros: dict = {}
     results = []
     for index, (x, offset) in enumerate(zip(inputs, offsets)):
-        g = backward.cotangent.get(x)
+        g = backward.get(x)
         if g is None and offset is None:
             if not allow_unused:
                 raise GradError(

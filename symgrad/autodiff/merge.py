@@ -25,7 +25,7 @@ import dataclasses
 
 from .context import current
 
-__all__ = ["emit", "merge", "merge_session"]
+__all__ = ["emit", "merge", "merge_session", "pending"]
 
 _session: contextvars.ContextVar = contextvars.ContextVar("symgrad_merged_ops", default=None)
 
@@ -60,10 +60,19 @@ def merge_session():
 def emit(op, new, clones) -> None:
     """Record that ``new`` (a forward op in no block yet, whose results start with ``op``'s
     result Values) is to take ``op``'s place; ``clones`` maps the ops of ``op``'s blocks to
-    their copies in ``new``'s."""
+    their copies in ``new``'s. ``op`` may itself be a new op still waiting (:func:`pending`):
+    ``new`` then takes the place of the op that one was to replace."""
     call = current()
-    call.copies.setdefault(op.block, {})[op] = new
+    pairs = call.copies.setdefault(op.block, {})
+    old = next((key for key, waiting in pairs.items() if waiting is op), op)
+    pairs[old] = new
     call.clones.update(clones)
+
+
+def pending(op):
+    """The new forward op recorded (:func:`emit`) to take ``op``'s place in this call, or
+    ``op`` itself: a second VJP of the same loop (a store-all twin) grows that one."""
+    return current().copies.get(op.block, {}).get(op, op)
 
 
 def merge(block=None) -> None:

@@ -43,6 +43,57 @@ class IdentityWeakSet:
         return len(self._refs)
 
 
+# op -> the results of its *stand-in*: an op computing the same Values bit for bit that reverse
+# mode differentiates in its place (held weakly; :func:`stand_in`)
+_STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def set_stand_in(pairs) -> None:
+    """Differentiate the op of the first Values of ``pairs`` (``(result, Value of the same type
+    computing the same numbers bit for bit)``, all the results that may get a cotangent) as
+    the op of the second ones, its *stand-in*: the cotangents of those results go to their
+    pairs and the stand-in's VJP runs in the op's place. The stand-in is read through its
+    result Values, so it follows them when a new forward op takes its place
+    (:mod:`symgrad.autodiff.merge`). A loop's checkpointed backward differentiates as the
+    store-all one (:mod:`symgrad.autodiff.regions`), so its derivatives are the same bit for
+    bit."""
+    pairs = list(pairs)
+    _STAND_INS[pairs[0][0].op] = pairs
+
+
+def follow_stand_ins(op_map, value_map) -> None:
+    """The copies in ``op_map`` (old op -> copy) of ops with a stand-in get the copy of it
+    (``value_map``: old Value -> copy, or the Value itself outside what was copied)."""
+    for old, new in op_map.items():
+        pairs = _STAND_INS.get(old)
+        if pairs is not None:
+            _STAND_INS[new] = [(value_map.get(a, a), value_map.get(b, b)) for a, b in pairs]
+
+
+def stand_in(op):
+    """The ``(result of op, Value of its stand-in)`` pairs of :func:`set_stand_in`, or
+    None."""
+    return _STAND_INS.get(op)
+
+
+def standing_for(value):
+    """The Value of a stand-in paired with ``value`` (a result of an op with a stand-in,
+    :func:`set_stand_in`), which receives its cotangent; else ``value`` itself."""
+    op = value.op
+    pairs = _STAND_INS.get(op) if op is not None else None
+    if pairs is not None:
+        for result, twin in pairs:
+            if result is value:
+                return twin
+    return value
+
+
+def differentiated(op):
+    """The op whose VJP differentiates ``op``: its stand-in, or ``op`` itself."""
+    pairs = _STAND_INS.get(op)
+    return op if pairs is None else pairs[0][1].op
+
+
 # Gradients returned by ``grad(..., create_graph=False)``: they carry ``stop_gradient=True``,
 # and an error message tells the user when a path needed them.
 FROZEN_GRADIENTS = IdentityWeakSet()
@@ -122,7 +173,7 @@ def search(outputs, policy, relaxed=frozenset(), within=None):
         if op in ops or (within is not None and op.block is not within):
             continue
         ops.add(op)
-        stack.extend((u, value) for u in op.inputs if u not in parent)
+        stack.extend((u, value) for u in differentiated(op).inputs if u not in parent)
     return parent, ops
 
 
@@ -134,7 +185,7 @@ def live_ops(targets, cone, cone_ops, policy):
     order = sorted(cone_ops, key=lambda op: op.results[0].id)  # ids follow program order
     ops = []
     for op in order:
-        if not any(u in live for u in op.inputs):
+        if not any(u in live for u in differentiated(op).inputs):
             continue
         ops.append(op)
         for r in op.results:

@@ -49,8 +49,8 @@ from ..ops.reverse_loop import reverse_loop_counts, reverse_loop_p, trip_input
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
-from .merge import emit, merge
-from .reach import live_ops, search
+from .merge import emit, merge, pending
+from .reach import follow_stand_ins, live_ops, search, set_stand_in
 from .registry import register_vjp
 
 __all__ = ["differentiate_block"]
@@ -73,7 +73,7 @@ def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
     backward.run(ops)
     merge(block)
-    return {target: backward.cotangent.get(target) for target in targets}
+    return {target: backward.get(target) for target in targets}
 
 
 def _first_positions(values) -> dict:
@@ -182,13 +182,14 @@ class _Loop:
     forward op that gives them (partial evaluation: the op itself is never changed), which
     takes the op's place when the sweep over its block ends (:mod:`symgrad.autodiff.merge`)."""
 
-    def __init__(self, op, policy):
+    def __init__(self, op, policy, store_all=False):
         self.op = op
         layout = self.layout = loop_layout(op)
         copies, clones = IdentityMap(), {}
         twin = copy_op(op, op.inputs, op.attrs, op.block, copies, clones)
         del clones[op]
         policy.follow(copies)
+        follow_stand_ins(clones, copies)
         self.clones = clones
         self.blocks = twin.blocks
         for block in self.blocks:    # op's, until the new op takes them (provenance)
@@ -199,8 +200,8 @@ class _Loop:
         self.xs = layout.xs
         self.length = layout.length
         self.reverse = layout.reverse
-        self.remat = layout.remat
-        self.plan = layout.plan
+        self.remat = layout.remat and not store_all
+        self.plan = None if store_all else layout.plan
         self.num_explicit = layout.num_explicit
         self.carry_args = body.args[:count]
         self.x_args = body.args[count:]
@@ -268,9 +269,29 @@ class _Loop:
 
 
 def _loop_vjp(op, cotangents):
+    """The VJP of a loop (``scan``, ``while_loop``). A loop with a run-time checkpoint
+    schedule (attr ``plan``) differentiated with ``create_graph=True`` also gets its
+    *store-all* backward, the reverse scan it would have without checkpoint, built on the
+    same cotangents and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its
+    ``reverse_loop``: a later grad call differentiates that reverse scan, which records its
+    residuals in the loop, so the higher derivatives are those of ``checkpoint=None`` bit for
+    bit, while the first derivative's program stores nothing of the steps (nothing reads the
+    twin: compiling it prunes the twin and the loop's extra stacks away)."""
     call = current()
+    grads, results = _loop_backward(op, cotangents, call)
+    if results and call.create_graph and loop_layout(op).remat:
+        _, twin = _loop_backward(pending(op), cotangents, call, store_all=True)
+        set_stand_in(zip(results, twin))
+        call.kept.extend(twin)
+    return grads
+
+
+def _loop_backward(op, cotangents, call, store_all=False):
+    """``(gradients of op's inputs, the results of the backward op)`` (the cotangents and sums
+    of the carries and captures, then the stacked ``xs`` cotangents); ``store_all``: the
+    reverse scan reading recorded residuals even if the loop is checkpointed."""
     policy, wanted = call.policy, call.wanted or [True] * len(op.inputs)
-    loop = _Loop(op, policy)
+    loop = _Loop(op, policy, store_all)
     program = op.block.program
     count, body = loop.num_carry, loop.body
     diff = [k for k in range(count) if _wants_gradient(loop.carry_args[k], policy)]
@@ -284,7 +305,7 @@ def _loop_vjp(op, cotangents):
                 and _wants_gradient(value, policy)]
     if loop.length == 0:
         return _zero_trip_vjp(loop, cotangents, diff, [stacked[j] for j, _ in stacked_cts],
-                              x_wanted, captured, policy)
+                              x_wanted, captured, policy), []
     grads = [None] * len(op.inputs)
 
     backward = Block(program, outer=current_block(program))
@@ -342,7 +363,7 @@ def _loop_vjp(op, cotangents):
                 call.continued.add(position)
     for index, (i, _) in enumerate(x_cts):
         grads[count + i] = results[len(inits) + index]
-    return grads
+    return grads, results
 
 
 def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y_ct_stacks,
@@ -358,7 +379,8 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
     # slices the reverse scan reads, and their stacks (a Value, or the index of a per-step
     # output of the loop, known once it is finished)
     residual_args, residual_inputs = [], []
-    shift_args, shift_inits, shift_yields = [], [], []
+    shift_args, shift_inits, shift_yields, shifted = [], [], [], []
+    restored = current().restored
     history: dict = {}                         # carry index -> slice of its incoming values
 
     def slice_of(stack, like):
@@ -395,8 +417,11 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
         if k is not None:                       # outgoing carry = next step's incoming one
             arg = new_arg(value)
             shift_args.append(arg)
-            shift_inits.append(loop.finals[k])
-            shift_yields.append(incoming(k))
+            shifted.append(k)
+            shift_inits.append(_held_in(restored, loop.finals[k], current_block(program),
+                                        lambda k=k: loop.finals[k]))
+            shift_yields.append(_held_in(restored, loop.carry_args[k], backward,
+                                         lambda k=k: incoming(k)))
             mapping[value] = arg
             continue
         mapping[value] = slice_of(loop.stack(value), value)
@@ -420,7 +445,24 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
     if scan_length_input(attrs):
         operands.append(loop.trip_count())
     results = bind_region(scan_p, operands, attrs, [backward], program).results
-    return results[:len(inits) - len(shift_inits)] + results[len(inits):]
+    first = len(inits) - len(shift_inits)
+    for k, result in zip(shifted, results[first:len(inits)]):
+        restored[loop.inits[k]] = result
+    return results[:first] + results[len(inits):]
+
+
+def _held_in(restored, value, block, otherwise):
+    """The Value of ``block`` that a reverse scan built there gives back holding the numbers
+    of ``value`` (a loop's initial carry, :func:`_reverse_scan`), else ``otherwise()``.
+
+    A reverse scan's shifted carry ends, after its last step, at the loop's initial carry: an
+    enclosing loop's reverse scan (``value`` a carry of its body) and the reverse scan of the
+    loop before (``value`` that loop's final carry) read it there rather than the initial
+    carry itself, so the cotangent of that carry is summed in one place, the order the steps
+    of one loop without nesting or splitting sum it (second derivatives through segments
+    are then those of the unsplit loop bit for bit)."""
+    held = restored.get(value)
+    return held if held is not None and held.block is block else otherwise()
 
 
 def _planned_reverse(loop, backward, new_arg, inits, yields, carried_args, y_ct_stacks,

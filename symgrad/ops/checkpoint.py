@@ -6,12 +6,11 @@ plans, and the copy of a region op that a checkpointed scan's last, shorter segm
 segments of ``k`` steps and, when ``k`` does not divide ``T``, one last segment of ``T % k``
 steps. :func:`segment_length` picks ``k``; :func:`~symgrad.ops.control_flow.scan` builds the
 segments as ordinary region ops (an outer scan over the segments whose body is an inner scan
-of ``k`` steps, the outer one marked ``remat``), so every backend runs them unchanged. A
-``while_loop``, whose trip count is known only when it ends, takes an int ``k``: an outer
-``remat`` while loop whose body is a while loop of at most ``k`` steps.
+of ``k`` steps, the outer one marked ``remat``), so every backend runs them unchanged.
 
 The other policies are *run-time schedules* (:func:`run_time_plan`): ``("binomial", s)`` on
-any loop, and ``k`` or ``"sqrt"`` on a loop whose trip count is known only at run time. The
+any loop, and ``k`` or ``"sqrt"`` on a loop whose trip count is known only at run time (a
+``while_loop``'s, which it learns only when it ends, among them). The
 loop is built as it is without checkpoint, marked with attr ``plan`` (``("binomial", s)``,
 ``("every", k)`` or ``("sqrt", 0)``); reverse mode stores nothing of it but its initial
 carries (and, for a ``while_loop``, its trip count) and builds one
@@ -41,18 +40,16 @@ from .core import bind_region
 __all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost", "plan_slots"]
 
 
-def segment_length(op_name, policy, length, open_ended=False) -> int | None:
+def segment_length(op_name, policy, length) -> int | None:
     """The steps per segment that ``checkpoint=policy`` asks of a loop of ``length`` steps
     (known at build time, else None), or None when the loop stores every step (no policy, or
     segments as long as the loop). Refuses, naming ``op_name``, a policy that is not None, an
-    int >= 1 or ``"sqrt"``, and ``"sqrt"`` for a loop whose trip count is known only at run
-    time (an int policy too, unless the loop is ``open_ended``: a while loop)."""
+    int >= 1 or ``"sqrt"``, and any policy for a loop whose trip count is known only at run
+    time (:func:`run_time_plan` plans those)."""
     steps = _steps(op_name, policy)
     if policy is None:
         return None
     if length is None:
-        if steps is not None and open_ended:
-            return steps
         raise ValueError(f"{op_name}: checkpoint={policy!r} needs the trip count at build time "
                          f"(static xs leading dim, length= or int fori_loop bounds; a "
                          f"while_loop takes an int); this loop's is known only at run time")
@@ -82,15 +79,15 @@ def _steps(op_name, policy) -> int | None:
                      f"('binomial', s) with s >= 1, got {policy!r}")
 
 
-def run_time_plan(op_name, policy, length, open_ended=False) -> tuple | None:
+def run_time_plan(op_name, policy, length) -> tuple | None:
     """The ``plan`` attr of a loop whose reverse mode follows a schedule computed at run time
     (:func:`_sg_reverse_plan`), or None when ``checkpoint=policy`` is built as segments
     (:func:`segment_length`) or stores everything. ``length``: the trip count known at build
-    time, else None; ``open_ended``: a while loop, whose int policy is built as segments."""
+    time, else None (a while loop's)."""
     if _is_binomial(policy):
         return ("binomial", int(policy[1]))
     steps = _steps(op_name, policy)
-    if policy is None or length is not None or (steps is not None and open_ended):
+    if policy is None or length is not None:
         return None
     return ("every", steps) if steps is not None else ("sqrt", 0)
 

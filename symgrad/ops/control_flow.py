@@ -55,7 +55,7 @@ from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
 from .checkpoint import copied_region, run_time_plan, segment_length
-from .elementwise import cast, logical_and
+from .elementwise import cast
 from .shape import concatenate, reshape
 from .source import as_value
 from .trees import LEAF, flatten, unflatten
@@ -448,36 +448,23 @@ def while_loop(cond_fn, body_fn, loop_vars, checkpoint=None):
     the same length, shapes and dtypes. Returns the final vars as a list. Both functions may
     read any Value of the enclosing program. Differentiable in reverse mode: the backward runs
     the recorded trip count in reverse. ``checkpoint``: None stores every step's residuals for
-    it; an int ``k`` >= 1 the vars every ``k`` steps, the backward recomputing each segment of
-    at most ``k`` steps from them; ``"sqrt"`` and ``("binomial", s)`` count the steps and
-    store nothing, the backward following that schedule for the count
-    (:mod:`symgrad.ops.checkpoint`). Results and gradients are the same."""
+    it; an int ``k`` >= 1, ``"sqrt"`` and ``("binomial", s)`` count the steps and store
+    nothing, the backward following that schedule for the count (``k``: the vars every ``k``
+    steps, then each segment recomputed storing its vars; :mod:`symgrad.ops.checkpoint`).
+    Results and gradients are the same, to every order."""
     if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
         raise TypeError(f"while_loop: loop_vars must be a non-empty list/tuple of Values, got "
                         f"{loop_vars!r}")
-    plan = run_time_plan("while_loop", checkpoint, None, open_ended=True)
-    steps = None if plan else segment_length("while_loop", checkpoint, None, open_ended=True)
+    plan = run_time_plan("while_loop", checkpoint, None)
     program = program_of([v for v in loop_vars if isinstance(v, Value)], "while_loop")
     with program.transaction():
         init = _as_values("while_loop", "loop_vars", list(loop_vars), program)
-        if steps is None:
-            return list(_while_op(cond_fn, body_fn, init, program, plan=plan).results)
-
-        def segment(*vars):      # at most `steps` steps of the loop
-            def more(j, *vars):
-                return logical_and(j < np.int64(steps), cond_fn(*vars))
-
-            def step(j, *vars):
-                new = body_fn(*vars)
-                return [j + np.int64(1)] + ([new] if isinstance(new, Value) else list(new))
-            return while_loop(more, step, [as_value(np.int64(0), program=program)] +
-                              list(vars))[1:]
-        return list(_while_op(cond_fn, segment, init, program, remat=True).results)
+        return list(_while_op(cond_fn, body_fn, init, program, plan=plan).results)
 
 
-def _while_op(cond_fn, body_fn, init, program, remat=False, plan=None):
+def _while_op(cond_fn, body_fn, init, program, plan=None):
     """Build the while_loop op of ``cond_fn`` and ``body_fn`` over the Values ``init``
-    (``remat`` and ``plan`` as :func:`_remat_attrs` takes them)."""
+    (``plan`` as :func:`_remat_attrs` takes it)."""
     var_types = _types(init)
     cond_block, cond_leaves, cond_structure = _run_in_block(
         program, _arg_types(init), cond_fn, "while_loop", "cond_fn", repeats=True)
@@ -497,7 +484,7 @@ def _while_op(cond_fn, body_fn, init, program, remat=False, plan=None):
     _check_same_types("while_loop", _types(body_leaves), var_types, "body_fn", "loop_vars")
     cond_block.yields, body.yields = cond_leaves, body_leaves
     attrs = {"num_vars": len(init), "num_stacked": 0, "counted": False}
-    attrs.update(_remat_attrs(remat, plan))
+    attrs.update(_remat_attrs(False, plan))
     return bind_region(while_p, init, attrs, [cond_block, body], program)
 
 
@@ -780,7 +767,7 @@ def fori_loop(lower, upper, body_fn, init_val, checkpoint=None):
         (_, val), _ = scan(step, (start, init_val), length=max(0, int(upper) - int(lower)),
                            checkpoint=checkpoint)
         return val
-    run_time_plan("fori_loop", checkpoint, None, open_ended=True)   # refuses a bad policy now
+    run_time_plan("fori_loop", checkpoint, None)   # refuses a bad policy now
     program = _program_for(init_val, lower, upper)
     bounds = []
     for name, bound in (("lower", lower), ("upper", upper)):

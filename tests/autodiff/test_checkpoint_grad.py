@@ -1,7 +1,8 @@
 """``checkpoint=`` on scan, fori_loop and while_loop, and ``sg.checkpoint(fn)``: results and
 gradients are bit-identical to storing every step, on the interpreter and numpy backends, with
-random ops, a ``cond`` and a nested loop in the body; second derivatives agree to rounding (the
-recomputation sums their terms segment by segment); the stored residuals are per segment."""
+random ops, a ``cond`` and a nested loop in the body, to every order (a checkpointed loop's
+backward differentiates as the store-all one, ``reach.set_stand_in``); the stored residuals
+are per segment."""
 import numpy as np
 import pytest
 
@@ -42,6 +43,16 @@ def _nested_step(w, u):
     return step
 
 
+def _higher(fetches, grads, wrt, order):
+    """``grads`` (the first derivatives, built with ``create_graph=order > 1``), then the
+    derivatives of the sum of their squares, up to ``order``."""
+    for level in range(2, order + 1):
+        norm = sum(sg.sum(g * g) for g in grads)
+        grads = ir_backward.grad(norm, wrt, create_graph=level < order)
+        fetches = fetches + grads
+    return fetches
+
+
 def _program(step_of, policy, reverse=False, counted=False, order=1):
     prog = sg.Program()
     with sg.program_guard(prog):
@@ -54,28 +65,22 @@ def _program(step_of, policy, reverse=False, counted=False, order=1):
         h = carry[1] if counted else carry
         loss = sg.mean(h * h) + (sg.sum(ys * ys) if ys is not None else 0.0)
         fetches = [h, loss] + ([ys] if ys is not None else [])
-        grads = ir_backward.grad(loss, [w, u, h0, xs], create_graph=order == 2)
-        fetches += grads
-        if order == 2:
-            norm = sum(sg.sum(g * g) for g in grads)
-            fetches += ir_backward.grad(norm, [w, u, h0, xs])
+        wrt = [w, u, h0, xs]
+        grads = ir_backward.grad(loss, wrt, create_graph=order > 1)
+        fetches = _higher(fetches + grads, grads, wrt, order)
     return prog, fetches
 
 
 def _assert_identical(step_of, policy, backend, order=1, **options):
-    """Results and gradients bit for bit; second derivatives (the last four) to rounding."""
+    """Results and derivatives up to ``order``, bit for bit."""
     plain = sg.compile(*_program(step_of, None, order=order, **options),
                        backend=backend)(**FEEDS)
     got = sg.compile(*_program(step_of, policy, order=order, **options),
                      backend=backend)(**FEEDS)
     assert len(got) == len(plain)
-    exact = len(got) - (4 if order == 2 else 0)
     for index, (a, b) in enumerate(zip(got, plain)):
         assert a.shape == b.shape, (policy, index)
-        if index < exact:
-            assert np.array_equal(a, b), (policy, index)
-        else:
-            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
+        np.testing.assert_array_equal(a, b, err_msg=f"{policy}, fetch {index}")
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
@@ -86,13 +91,22 @@ def test_rnn_results_and_gradients_are_bit_identical(policy, reverse, backend):
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("policy", [3, "sqrt"])
-def test_second_derivatives_agree(policy, backend):
-    _assert_identical(_rnn_step, policy, backend, order=2)
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_second_derivatives_are_bit_identical(policy, reverse, backend):
+    """Segments (``k``, ``"sqrt"``: nested and consecutive scans) and run-time schedules
+    (``("binomial", s)``: a reverse_loop) alike."""
+    _assert_identical(_rnn_step, policy, backend, order=2, reverse=reverse)
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("policy", [3, 5, ("binomial", 2)])
+@pytest.mark.parametrize("policy", [3, ("binomial", 2)])
+def test_third_derivatives_are_bit_identical(policy, backend):
+    _assert_identical(_rnn_step, policy, backend, order=3)
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [3, 5, "sqrt", ("binomial", 2)])
 def test_random_masks_and_a_cond_in_the_body_recompute_the_same(policy, backend):
     _assert_identical(_dropout_step, policy, backend, counted=True)
     _assert_identical(_dropout_step, policy, backend, counted=True, order=2)
@@ -103,9 +117,11 @@ def test_a_nested_loop_in_the_body(backend):
     _assert_identical(_nested_step, 3, backend)
     _assert_identical(_nested_step, 4, backend, reverse=True, order=2)
     _assert_identical(_nested_step, ("binomial", 2), backend, reverse=True)
+    _assert_identical(_nested_step, ("binomial", 2), backend, order=2)
 
 
-def test_fori_loop_checkpoint_is_bit_identical():
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_fori_loop_checkpoint_is_bit_identical(backend):
     def build(policy):
         prog = sg.Program()
         with sg.program_guard(prog):
@@ -114,13 +130,14 @@ def test_fori_loop_checkpoint_is_bit_identical():
             y = sg.fori_loop(0, 7, lambda i, v: sg.sin(v * w) + sg.cast(i, "float64"), x,
                              checkpoint=policy)
             loss = sg.sum(y * y)
-            fetches = [y] + ir_backward.grad(loss, [x, w])
-        return sg.compile(prog, fetches, backend="numpy")
+            grads = ir_backward.grad(loss, [x, w], create_graph=True)
+            fetches = _higher([y] + grads, grads, [x, w], 2)
+        return sg.compile(prog, fetches, backend=backend)
     feeds = {"x": np.array([0.3, -1.2, 2.0]), "w": np.array([1.1, 0.4, -0.7])}
     plain = build(None)(**feeds)
     for policy in (2, "sqrt", 7, ("binomial", 2)):
         for a, b in zip(build(policy)(**feeds), plain):
-            assert np.array_equal(a, b)
+            np.testing.assert_array_equal(a, b, err_msg=str(policy))
 
 
 def test_the_forward_stores_one_carry_per_segment():
@@ -161,12 +178,13 @@ def test_checkpointed_function_recomputes_instead_of_storing(backend):
     plain = sg.compile(*_block_program(False), backend=backend)(**feeds)
     prog, fetches = _block_program(True)
     got = sg.compile(prog, fetches, backend=backend)(**feeds)
-    for a, b in zip(got[:3], plain[:3]):      # the loss and first derivatives: bit for bit
-        assert np.array_equal(a, b)
-    for a, b in zip(got[3:], plain[3:]):
-        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max())
-    first = [op for op in prog.ops if op.name == "scan" and op.attrs.get("remat")]
-    assert len(first) == 2 and all(len(op.results) == 2 for op in first)   # nothing stored
+    for a, b in zip(got, plain):          # the loss and the derivatives: bit for bit
+        np.testing.assert_array_equal(a, b)
+    # the first derivatives alone store nothing of the block (the store-all twin that the
+    # second derivatives differentiate is pruned away)
+    first = sg.compile(prog, fetches[:3], backend="numpy").program
+    remat = [op for op in first.ops if op.name == "scan" and op.attrs.get("remat")]
+    assert [len(op.results) for op in remat] == [2, 1]     # the second call's h is unread
 
 
 def test_checkpointed_function_inside_a_loop_body():
@@ -187,7 +205,7 @@ def test_checkpointed_function_inside_a_loop_body():
         assert np.array_equal(a, b)
 
 
-def _while_program(policy, counter=False):
+def _while_program(policy, counter=False, order=1):
     """A loop of a data-dependent trip count, with a random draw (counter carried) and a cond."""
     prog = sg.Program()
     with sg.program_guard(prog):
@@ -203,7 +221,8 @@ def _while_program(policy, counter=False):
         n, v = sg.while_loop(lambda i, v: sg.sum(v) < 40.0, body,
                              [sg.constant(np.int64(0)), x], checkpoint=policy)
         loss = sg.sum(v * v)
-        fetches = [n, v] + ir_backward.grad(loss, [x, w])
+        grads = ir_backward.grad(loss, [x, w], create_graph=order > 1)
+        fetches = _higher([n, v] + grads, grads, [x, w], order)
     return prog, fetches
 
 
@@ -218,13 +237,28 @@ def test_while_loop_checkpoint_is_bit_identical(policy, backend):
         assert np.array_equal(a, b)
 
 
-def test_while_loop_checkpoint_stores_one_carry_per_segment():
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("policy", [1, 3, "sqrt", ("binomial", 1), ("binomial", 3)])
+def test_while_loop_second_derivatives_are_bit_identical(policy, backend):
+    """Int policies (segments: nested while loops) and run-time schedules, with a cond and a
+    random draw in the body."""
+    feeds = {"x": np.array([0.1, 0.2, -0.3]), "w": np.array([0.5, -1.0, 2.0])}
+    plain = sg.compile(*_while_program(None, True, order=2), backend=backend)(**feeds)
+    got = sg.compile(*_while_program(policy, True, order=2), backend=backend)(**feeds)
+    assert len(got) == len(plain) == 6
+    for index, (a, b) in enumerate(zip(got, plain)):
+        np.testing.assert_array_equal(a, b, err_msg=f"{policy}, fetch {index}")
+
+
+def test_while_loop_checkpoint_stores_its_trip_count_only():
+    """An int policy on a while loop is the segment schedule of a reverse_loop (the trip
+    count is known when the loop ends): the forward counts its steps and stacks nothing."""
     prog, _ = _while_program(3)
-    outer = next(op for op in prog.ops if op.name == "while_loop")
-    assert outer.attrs["remat"]
-    (inner,) = [op for op in outer.blocks[1].ops if op.name == "while_loop"]
-    assert not inner.attrs.get("remat") and inner.attrs["num_stacked"] == 0
-    assert outer.attrs["num_stacked"] == 2           # the incoming vars, nothing per step
+    (loop,) = [op for op in prog.ops if op.name == "while_loop"]
+    assert loop.attrs["plan"] == ("every", 3)
+    assert loop.attrs["num_stacked"] == 0 and loop.attrs["counted"]
+    (backward,) = [op for op in prog.ops if op.name == "reverse_loop"]
+    assert any(value is loop.results[-1] for value in backward.inputs)   # the trip count
 
 
 def test_fori_loop_with_value_bounds_checkpoints_its_while_loop():

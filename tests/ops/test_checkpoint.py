@@ -20,9 +20,10 @@ def test_segment_length(policy, length, expected):
     assert segment_length("scan", policy, length) == expected
 
 
-def test_an_open_ended_loop_takes_an_int_policy():
-    assert segment_length("while_loop", 3, None, open_ended=True) == 3
-    assert segment_length("while_loop", None, None, open_ended=True) is None
+def test_segments_need_the_trip_count_at_build_time():
+    with pytest.raises(ValueError, match="while_loop: checkpoint=3 needs the trip count"):
+        segment_length("while_loop", 3, None)
+    assert segment_length("while_loop", None, None) is None
 
 
 @pytest.mark.parametrize("policy", [0, -2, True, 2.0, "log", ("binomial", 0),
@@ -32,14 +33,14 @@ def test_a_bad_policy_is_refused_naming_the_op(policy):
         run_time_plan("scan", policy, 10)
 
 
-@pytest.mark.parametrize("policy, length, open_ended, expected", [
-    (("binomial", 4), 10, False, ("binomial", 4)), (("binomial", 4), None, True,
-                                                    ("binomial", 4)),
-    ("sqrt", None, False, ("sqrt", 0)), ("sqrt", None, True, ("sqrt", 0)),
-    (3, None, False, ("every", 3)), (3, None, True, None), ("sqrt", 10, False, None),
-    (3, 10, False, None), (None, None, False, None)])
-def test_run_time_plan(policy, length, open_ended, expected):
-    assert run_time_plan("scan", policy, length, open_ended) == expected
+@pytest.mark.parametrize("policy, length, expected", [
+    (("binomial", 4), 10, ("binomial", 4)), (("binomial", 4), None, ("binomial", 4)),
+    ("sqrt", None, ("sqrt", 0)), (3, None, ("every", 3)), ("sqrt", 10, None),
+    (3, 10, None), (None, None, None)])
+def test_run_time_plan(policy, length, expected):
+    """A trip count known only at run time (a while loop's among them) gets a schedule;
+    a build-time one segments (``k``, ``"sqrt"``)."""
+    assert run_time_plan("scan", policy, length) == expected
 
 
 def _replay(steps, kind, param):
