@@ -269,18 +269,23 @@ class _Loop:
 
 
 def _loop_vjp(op, cotangents):
-    """The VJP of a loop (``scan``, ``while_loop``). A loop with a run-time checkpoint
-    schedule (attr ``plan``) differentiated with ``create_graph=True`` also gets its
-    *store-all* backward, the reverse scan it would have without checkpoint, built on the
-    same cotangents and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its
-    ``reverse_loop``: a later grad call differentiates that reverse scan, which records its
-    residuals in the loop, so the higher derivatives are those of ``checkpoint=None`` bit for
-    bit, while the first derivative's program stores nothing of the steps (nothing reads the
-    twin: compiling it prunes the twin and the loop's extra stacks away)."""
+    """The VJP of a loop (``scan``, ``while_loop``). A checkpointed loop (attr ``remat``: its
+    backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
+    ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
+    without checkpoint, built on the same cotangents (a new forward op records its residuals),
+    and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
+    a later grad call differentiates the store-all one, so the higher derivatives are those of
+    ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
+    (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
+    extra stacks away)."""
     call = current()
     grads, results = _loop_backward(op, cotangents, call)
     if results and call.create_graph and loop_layout(op).remat:
         _, twin = _loop_backward(pending(op), cotangents, call, store_all=True)
+        if len(twin) != len(results) or any(a.shape != b.shape or a.dtype != b.dtype
+                                            for a, b in zip(results, twin)):
+            raise AssertionError(f"the store-all backward of {op.name} gives other results "
+                                 f"than its checkpointed one")
         set_stand_in(zip(results, twin))
         call.kept.extend(twin)
     return grads
@@ -550,7 +555,9 @@ def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, p
 # --- reverse_loop -----------------------------------------------------------------------------
 def _reverse_loop_vjp(op, cotangents):
     """The VJP of a ``reverse_loop`` (a gradient through a loop with a run-time checkpoint
-    schedule, differentiated again: ``create_graph=True``). The op computes what two scans
+    schedule, differentiated again) that has no stand-in (:func:`_loop_vjp` gives one to
+    those it builds with ``create_graph=True``; a batched copy, say, has none): the result
+    agrees with ``checkpoint=None`` to rounding, not bit for bit. The op computes what two scans
     compute: one running its ``advance`` block over the steps and stacking the incoming
     carries, then a scan in the opposite direction running its ``reverse`` block over the
     stacked cotangents, those carries and the ``xs``. Its VJP builds those two scans (copies
