@@ -202,6 +202,8 @@ class _Loop:
         self.reverse = layout.reverse
         self.remat = layout.remat and not store_all
         self.plan = None if store_all else layout.plan
+        if not store_all and _ragged(op, layout):
+            self.plan, self.remat = NESTED_PLAN, True
         self.num_explicit = layout.num_explicit
         self.carry_args = body.args[:count]
         self.x_args = body.args[count:]
@@ -268,19 +270,44 @@ class _Loop:
             self.layout.trip_count
 
 
+# The schedule of a loop of a data-dependent trip count in a loop body: every carry stored while
+# the backward runs (one extra forward sweep of it; only the trip count and the initial carries
+# are recorded per step of the enclosing loop)
+NESTED_PLAN = ("every", 1)
+
+
+def _ragged(op, layout) -> bool:
+    """Would the residuals of loop ``op`` be stacked per step of an enclosing loop, a number
+    known only at run time each time (a while loop, or a scan with a run-time length and no
+    ``xs``, in a loop body)? Such a loop recomputes its steps (:data:`NESTED_PLAN`), recording
+    its trip count and initial carries only."""
+    if layout.plan is not None or layout.length is not None or layout.xs:
+        return False
+    block = op.block
+    while block is not None:
+        parent = block.parent_op
+        if parent is not None and loop_layout(parent) is not None:
+            return True
+        block = block.parent_block
+    return False
+
+
 def _loop_vjp(op, cotangents):
     """The VJP of a loop (``scan``, ``while_loop``). A checkpointed loop (attr ``remat``: its
-    backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
+    backward recomputes the body, by segments or by a run-time ``plan``; or a loop of a
+    data-dependent trip count in a loop body, :func:`_ragged`) differentiated with
     ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
     without checkpoint, built on the same cotangents (a new forward op records its residuals),
     and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
     a later grad call differentiates the store-all one, so the higher derivatives are those of
     ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
     (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
-    extra stacks away)."""
+    extra stacks away; for a loop in a loop body whose trip counts differ between the enclosing
+    loop's steps, only that program runs: the store-all residuals cannot be stacked)."""
     call = current()
     grads, results = _loop_backward(op, cotangents, call)
-    if results and call.create_graph and loop_layout(op).remat:
+    layout = loop_layout(op)
+    if results and call.create_graph and (layout.remat or _ragged(op, layout)):
         _, twin = _loop_backward(pending(op), cotangents, call, store_all=True)
         if len(twin) != len(results) or any(a.shape != b.shape or a.dtype != b.dtype
                                             for a, b in zip(results, twin)):
@@ -492,6 +519,7 @@ def _planned_reverse(loop, backward, new_arg, inits, yields, carried_args, y_ct_
     _replace_uses([backward], mapping)
     _set_args(backward, carried_args + step_args)
     backward.yields = [mapping.get(v, v) for v in yields + x_cts]
+    _keep_needed(backward)       # the recomputed next carries, say, that no cotangent reads
 
     advance = Block(program, outer=current_block(program))
     advance_args = [new_arg(arg) for arg in body.args]

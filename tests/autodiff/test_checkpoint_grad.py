@@ -438,3 +438,64 @@ def test_a_reverse_loop_without_a_stand_in_differentiates_its_own_scans():
     got = build(("binomial", 2), True)(**feeds)
     np.testing.assert_array_equal(got[0], plain[0])
     np.testing.assert_allclose(got[1], plain[1], rtol=1e-12)
+
+
+RAGGED_FEEDS = {"xs": np.random.default_rng(0).normal(size=(4, 3)),
+                "w": np.array([0.5, -1.0, 2.0]), "h0": np.full(3, 0.2)}
+
+
+def _ragged_program(inner_policy=None, outer="scan"):
+    """A loop whose body runs a while loop of a data-dependent trip count (a different one
+    at each step), differentiated with respect to what the inner loop reads."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [4, 3], "float64")
+        w = sg.data("w", [3], "float64")
+        h0 = sg.data("h0", [3], "float64")
+
+        def inner(v, x):
+            return sg.while_loop(lambda n, v: sg.sum(v * v) < 4.0 + sg.sum(x * x),
+                                 lambda n, v: [n + 1, v * 1.3 + sg.tanh(v * w) * 0.1],
+                                 [sg.constant(np.int64(0)), v + x], checkpoint=inner_policy)
+        if outer == "scan":
+            def step(h, x):
+                n, v = inner(h, x)
+                return sg.tanh(v) * 0.9, n
+            h, trips = sg.scan(step, h0, xs)
+        else:                                   # a while loop over the rows of xs
+            def body(i, h, trips):
+                n, v = inner(h, xs[i])
+                return [i + 1, sg.tanh(v) * 0.9, trips + n]
+            _, h, trips = sg.while_loop(lambda i, h, trips: i < 4, body,
+                                        [sg.constant(np.int64(0)), h0,
+                                         sg.constant(np.int64(0))])
+        loss = sg.sum(h * h)
+        fetches = [loss, trips] + ir_backward.grad(loss, [w, xs, h0])
+    return prog, fetches
+
+
+@pytest.mark.parametrize("outer", ["scan", "while_loop"])
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_a_while_loop_of_a_data_dependent_trip_count_in_a_loop_body(backend, outer):
+    """Its per-step residuals cannot be stacked by the enclosing loop (their count differs
+    between its steps): it records its trip count, and the enclosing loop its initial carries;
+    its backward recomputes its steps (a reverse_loop storing every carry while it runs). The
+    gradient matches finite differences, and is bit for bit the one an explicit checkpoint
+    schedule on the inner loop gives."""
+    prog, fetches = _ragged_program(outer=outer)
+    fn = sg.compile(prog, fetches, backend=backend)
+    got = fn(**RAGGED_FEEDS)
+    if outer == "scan":
+        assert len(set(got[1].tolist())) > 1            # trip counts differ between steps
+    explicit = sg.compile(*_ragged_program(("binomial", 2), outer), backend=backend)
+    for a, b in zip(got, explicit(**RAGGED_FEEDS)):
+        np.testing.assert_array_equal(a, b)
+    for name, grad in zip(["w", "xs", "h0"], got[2:]):
+        base = RAGGED_FEEDS[name]
+        numeric = np.zeros(base.shape)
+        for index in np.ndindex(base.shape):
+            d = np.zeros(base.shape)
+            d[index] = 1e-6
+            up, down = (fn(**dict(RAGGED_FEEDS, **{name: base + s * d}))[0] for s in (1, -1))
+            numeric[index] = (up - down) / 2e-6
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)

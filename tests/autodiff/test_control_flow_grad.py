@@ -236,7 +236,10 @@ def test_nested_loops_record_residuals_in_new_ops_and_run_once():
     prog.verify()
     x0, w0 = np.array([0.2, -0.1]), np.array([0.3, 0.6])
     source = sg.compile(prog, [loss, g, gg], backend="numpy").source
-    assert source.count("while ") == 1      # the inner loop runs once: its new op, not a copy
+    # the inner loop runs once: its new op, not a copy; its backward, a reverse_loop (a while
+    # loop's trip count varies between the scan's steps), recomputes its steps from the
+    # initial carries the scan records, by the schedule helper the module embeds
+    assert source.count("while True:") == 1 and "_sg_reverse_plan" in source
     (got_gg,) = _run(prog, [gg], x=x0, w=w0)
     numeric = np.zeros(2)
     for i in range(2):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from tests.autodiff.test_checkpoint_grad import FEEDS, _program, _rnn_step, _while_program
+from tests.autodiff.test_checkpoint_grad import (FEEDS, RAGGED_FEEDS, _program, _ragged_program,
+                                                 _rnn_step, _while_program)
 from tests.backends.cuda_emulation import library as emulation
 from tests.backends.cuda_emulation.device import EmulatedDevice
 
@@ -13,7 +14,9 @@ CASES = [(_program(_rnn_step, "sqrt"), FEEDS), (_program(_rnn_step, 4, reverse=T
          (_while_program(3, True), WHILE_FEEDS), (_program(_rnn_step, ("binomial", 3)), FEEDS),
          (_program(_rnn_step, ("binomial", 2), reverse=True), FEEDS),
          (_while_program(("binomial", 2), True), WHILE_FEEDS),
-         (_while_program("sqrt", True), WHILE_FEEDS)]
+         (_while_program("sqrt", True), WHILE_FEEDS),
+         (_ragged_program(), RAGGED_FEEDS)]     # a while loop of data-dependent trip counts
+                                                # in a scan body: recomputed by a reverse_loop
 
 
 def _check(got, prog, fetches, feeds):
