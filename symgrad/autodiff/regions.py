@@ -24,9 +24,19 @@ stack, not two. A loop marked ``remat`` (the outer scan of ``checkpoint=``,
 first recomputes the forward body from them. The accumulator of a captured Value starts from
 the cotangent the sweep has summed for it so far (``GradCall.running``), and each step adds to
 it, so the gradient is one running sum in the order the steps are differentiated, the same bit
-for bit however the steps are split into nested or consecutive loops. ``while_loop`` also
+for bit however the steps are split into nested or consecutive loops. A shifted carry ends, after
+the reverse scan's last step, at the loop's initial carry (``GradCall.restored``): the reverse
+scans of an enclosing loop and of the loop before read it there, so second derivatives sum the
+cotangent of a carry at a segment boundary as the unsplit loop does. ``while_loop`` also
 records its trip count, which the reverse scan runs for
-(reverse mode through a while loop, which JAX refuses). A loop known at build time to run no
+(reverse mode through a while loop, which JAX refuses). A loop whose trip count is known only
+at run time and not from ``xs`` (a while loop) in the body of another loop would have its
+residuals stacked with a different count at each step of that loop: it recomputes its steps
+instead, by a ``reverse_loop`` (:data:`NESTED_PLAN`).
+
+Higher derivatives: a checkpointed loop differentiated with ``create_graph=True`` also builds
+its store-all backward and makes it the stand-in of its checkpointed one
+(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program. A loop known at build time to run no
 step is the identity on its carries, and gives zeros to what its body reads. Building the
 reverse scan is linear in the size of the body.
 

@@ -369,13 +369,6 @@ def test_checkpointed_loops_nested_that_read_xs_also_as_a_capture(policy, revers
             assert np.array_equal(a, b), policies
 
 
-@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("policy", [("binomial", 1), ("binomial", 3)])
-def test_binomial_second_derivatives_agree(policy, reverse, backend):
-    _assert_identical(_rnn_step, policy, backend, order=2, reverse=reverse)
-
-
 def _binomial_while(policy, create_graph=True):
     prog = sg.Program()
     with sg.program_guard(prog):
