@@ -44,8 +44,9 @@ def _sweep(ops, needed, plans) -> tuple[list, set, int]:
             dropped += block_dropped
             needed.update(v for v in captures if v in block_needed)
         needed.update(op.inputs[:op.opdef.explicit_inputs(op.attrs)])
-        if narrowing is not None or _shrinks(inner_live, op):
-            plans[op] = (narrowing, inner_live)
+        if narrowing is not None or _shrinks(inner_live, op) or any(
+                inner in plans for ops in inner_live for inner in ops if inner.blocks):
+            plans[op] = (narrowing, inner_live)    # (a region inside it shrinks: rebuild it)
     live.reverse()
     return live, needed, dropped
 

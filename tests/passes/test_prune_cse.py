@@ -1,6 +1,7 @@
 import numpy as np
 
 import symgrad as sg
+from symgrad.ir.graph import walk_ops
 from tests.passes.helpers import apply, op_names, run_both
 
 
@@ -23,6 +24,25 @@ def test_prune_drops_ops_the_fetches_do_not_need():
     assert str(prog) == before                   # the input program is untouched
     assert report.stats["pruned_ops"] == 1
     run_both(prog, [y], ["prune"], {"x": np.ones((3, 4))})
+
+
+def test_prune_drops_dead_ops_of_a_region_nested_in_a_loop_body():
+    """A region whose own ops all live is rebuilt when a region inside it loses ops."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [3], "float64")
+
+        def step(c, _):
+            def branch(a):
+                sg.exp(a)                      # dead: the branch yields only a * 2
+                return a * 2.0
+            return sg.cond(sg.sum(c) > 0.0, branch, lambda a: a - 1.0, c), None
+        y, _ = sg.scan(step, x, length=3)
+    new, _, report = apply(prog, [y], ["prune"])
+    assert "exp" in [op.name for op in walk_ops(prog.ops)]
+    assert "exp" not in [op.name for op in walk_ops(new.ops)]
+    assert report.stats["pruned_ops"] == 1
+    run_both(prog, [y], ["prune"], {"x": np.array([0.5, -0.2, 1.0])})
 
 
 def test_cse_merges_equal_ops_and_equal_small_constants():
