@@ -23,6 +23,7 @@ def _report(done) -> str:
     return f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
+@pytest.mark.slow
 def test_every_program_is_memory_safe(cache_dir):
     cases = memory_cases()
     emulation.Library([c.source for c in cases], cache_dir=cache_dir, sanitize=True)
