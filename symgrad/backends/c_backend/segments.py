@@ -20,7 +20,8 @@ A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``), 
 family and ``one_hot``, from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike:
 ``fn(sg_d, pointers...)`` with the sizes it reads in ``sg_d``. A view the segments absorb (a
 reshape, a matrix transpose read by matmuls: :mod:`.views`) is no member: its readers get its
-operand's buffer. So a training step whose ops C computes (W1, W7, W8 of
+operand's buffer; a broadcast they read is a loop group of its own
+(:func:`~.kernels.broadcast_plan`). So a training step whose ops C computes (W1, W7, W8 of
 ``benchmarks/cpu.py``) is one call, where each matmul and row op used to return to Python.
 Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``,
 ``RuntimeError`` without a BLAS) raised from the host's call.

@@ -1,4 +1,5 @@
-"""The views that segments absorb: data movement that needs no copy in C.
+"""The data movement that segments absorb: views that need no copy in C, and broadcasts
+that a segment computes.
 
 A segment's arrays are C-contiguous (its arguments are acquired so, its temporaries are
 allocated so), so a reshape of one (``reshape``, ``reshape_like``, ``expand_dims``,
@@ -9,9 +10,17 @@ them so: the host makes no view for them, and their readers, in whichever segmen
 operand's buffer (:class:`~.segments.SegmentRenderer` resolves a chain of them). The host then
 counts a read of such a view as a read of its operand when it deletes values
 (:meth:`~.host.CHostGenerator.last_uses`).
+
+A broadcast (``broadcast_to``, ``broadcast_like``) is a view on the host, which the
+segments' members, reading dense buffers, cannot take: :func:`computed_broadcasts` picks those
+whose every reader is a member, which become members themselves, loops writing the broadcast
+into a temporary of the segment (:func:`~.kernels.broadcast_plan`). The mean's cotangent of a
+classifier's loss, broadcast over the batch for the cross-entropy gradient's row op, no longer
+ends the segment: a training step (W1, W7, W8 of ``benchmarks/cpu.py``) is one call.
 """
 from __future__ import annotations
 
+from .kernels import broadcast_plan
 from .native_ops import transposable
 
 RESHAPES = ("reshape", "reshape_like", "expand_dims", "squeeze")
@@ -51,3 +60,25 @@ def absorbed_views(ops, members, kinds, readers, read_after, scalars) -> dict:
         if fits:
             absorbed[op] = transposed
     return absorbed
+
+
+def computed_broadcasts(ops, members, readers, read_after) -> dict:
+    """``{k: plan}`` for the broadcasts among ``ops`` (one block's) that become members of a
+    segment (see the module docstring), ``plan`` their :func:`~.kernels.broadcast_plan`:
+    those that C computes, that nothing reads after the block (the host keeps its view
+    there), and whose every reader is a member (``members[k]``: op ``k`` is one) or such a
+    broadcast. One pass from the last op back: a broadcast's readers are decided before
+    it."""
+    position = {op: k for k, op in enumerate(ops)}
+    plans = {}
+    for index in range(len(ops) - 1, -1, -1):
+        op = ops[index]
+        plan = broadcast_plan(op)
+        if plan is None or members[index]:
+            continue
+        reads = readers.get(op.results[0], ())
+        if op.results[0] in read_after or not reads:
+            continue
+        if all(members[position[r]] or position[r] in plans for r in reads):
+            plans[index] = plan
+    return plans
