@@ -140,6 +140,28 @@ def test_a_convolution_step_with_pooling_and_a_dense_layer_is_one_segment_call(b
         _assert_matches(prog, fetches, compiled, feeds, "float64")
 
 
+@pytest.mark.parametrize("batch", [2, None], ids=["static", "dynamic"])
+def test_attention_with_transposed_stacks_is_one_segment_call(batch):
+    """``q @ k^T`` over a batch of sequences, and the backward's transposes of stacks (each
+    matrix of a stack transposed, read by a product of two stacks) are read by the GEMMs with
+    their transpose flags: one call, no ``np.transpose`` on the host."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [batch, 4, 6], "float64")
+        wq, wk, wv = (sg.data(name, [6, 6], "float64") for name in ("wq", "wk", "wv"))
+        q, k, v = x @ wq, x @ wk, x @ wv
+        scores = nn.softmax(q @ sg.transpose(k, (0, 2, 1)) * 0.5, axis=-1)
+        loss = sg.sum(sg.tanh(scores @ v))
+        fetches = [loss, *ir_backward.grad(loss, [x, wq, wk, wv])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"]
+    assert not re.search(r"np\.(transpose|matmul)\(", _run_source(compiled))
+    for rows in ([2] if batch else [2, 1, 3]):
+        feeds = {"x": RNG.standard_normal((rows, 4, 6)),
+                 **{name: RNG.standard_normal((6, 6)) for name in ("wq", "wk", "wv")}}
+        _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
 def _with_concatenate(read_by_member):
     prog = sg.Program()
     with sg.program_guard(prog):
