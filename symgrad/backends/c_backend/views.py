@@ -3,13 +3,13 @@ that a segment computes.
 
 A segment's arrays are C-contiguous (its arguments are acquired so, its temporaries are
 allocated so), so a reshape of one (``reshape``, ``reshape_like``, ``expand_dims``,
-``squeeze``) is the same buffer read with other dims, and the transpose of a matrix (or of each matrix of a
-stack) is the same buffer read by a GEMM with its transpose flag. :func:`absorbed_views` picks those of one
-block whose every reader is a member of a segment (a loop group or a native op) that reads
-them so: the host makes no view for them, and their readers, in whichever segment, get their
-operand's buffer (:class:`~.segments.SegmentRenderer` resolves a chain of them). The host then
-counts a read of such a view as a read of its operand when it deletes values
-(:meth:`~.host.CHostGenerator.last_uses`).
+``squeeze``) is the same buffer read with other dims, and the transpose of a matrix (or of each
+matrix of a stack) is the same buffer read by a GEMM with its transpose flag.
+:func:`absorbed_views` picks those of one block whose every reader is a member of a segment (a
+loop group or a native op) that reads them so: the host makes no view for them, and their
+readers, in whichever segment, get their operand's buffer (:class:`~.segments.SegmentRenderer`
+resolves a chain of them). The host then counts a read of such a view as a read of its operand
+when it deletes values (:meth:`~.host.CHostGenerator.last_uses`).
 
 A broadcast (``broadcast_to``, ``broadcast_like``) is a view on the host, which the
 segments' members, reading dense buffers, cannot take: :func:`computed_broadcasts` picks those
