@@ -1,9 +1,11 @@
 """Segments of loop groups, native ops and row ops (backends/c_backend/segments.py, host.py,
 views.py): programs mixing matmuls, convolutions, pooling, softmax cross-entropy and
 elementwise groups, with a static or a dynamic batch, agree with the interpreter and make one
-segment call (the generated host read back); a host op runs after a segment when no later
-member reads it, and ends it otherwise; a view read by the host stays a view; a label outside
-the classes and a process without the GEMM are errors raised from the segment."""
+segment call (the generated host read back); a broadcast members read is computed in the
+segment, and a transposed matrix or stack is read by the GEMM in place; a host op runs after a
+segment when no later member reads it, and ends it otherwise; a view read by the host stays a
+view; a label outside the classes and a process without the GEMM are errors raised from the
+segment."""
 from __future__ import annotations
 
 import re
@@ -15,6 +17,7 @@ import symgrad as sg
 from symgrad import ir_backward, nn
 from symgrad.backends.c_backend import blas
 from symgrad.backends.c_backend import host as c_host
+from symgrad.ops.nn_ops import one_hot
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
 
@@ -138,6 +141,21 @@ def test_a_convolution_step_with_pooling_and_a_dense_layer_is_one_segment_call(b
         feeds = {"x": RNG.standard_normal((rows, 2, 6, 6)),
                  "w": RNG.standard_normal((3, 2, 3, 3)), "dense": RNG.standard_normal((27, 4))}
         _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+def test_a_broadcast_of_integer_labels_read_by_one_hot_is_computed_in_the_segment():
+    """Labels broadcast over rows (int64, stride 0 along them), one-hot encoded by the row op
+    and flattened (an absorbed reshape) for a matmul: one call."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        labels = sg.data("labels", [3], "int64")
+        w = sg.data("w", [5, 2], "float64")
+        encoded = one_hot(sg.broadcast_to(labels, [4, 3]), 5, "float64")
+        fetches = [sg.sum(sg.tanh(sg.reshape(encoded, [12, 5]) @ w))]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"] and "np.broadcast_to(" not in _run_source(compiled)
+    _assert_matches(prog, fetches, compiled, {"labels": np.array([0, 4, 2]),
+                                              "w": RNG.standard_normal((5, 2))}, "float64")
 
 
 @pytest.mark.parametrize("batch", [2, None], ids=["static", "dynamic"])
