@@ -16,8 +16,9 @@ change: each run of a block's loop groups that C can compute (see
 ``one_hot``: :mod:`.row_ops`) becomes one call of a C entry point (a *segment*,
 :mod:`.segments`); values used only inside a segment never reach Python. A run goes on past
 a source or an op reading only shapes (hoisted before the call), a view its members read
-(:mod:`.views`: no statement at all) and a host op whose result no later member reads (run
-after the call: :meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
+(:mod:`.views`: no statement at all), a broadcast they read (:mod:`.views`: a member of its
+own) and a host op whose result no later member reads (run after the call:
+:meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
 dtypes C does not compute, native ops of other types) runs as the NumPy backend writes it.
 """
 from __future__ import annotations
@@ -48,7 +49,7 @@ from .native_ops import native_dims, native_kind, render_native_function
 from .row_ops import render_row_function, row_dims, row_kind
 from .segments import Member, OpMember, SegmentRenderer
 from .units import Piece, joined, units_of
-from .views import absorbed_views
+from .views import absorbed_views, computed_broadcasts
 
 # math functions of the prelude: (name, arity, glibc version (2XX) whose libmvec has it, 0: none)
 MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("pow", 2, 222),
@@ -111,13 +112,13 @@ class CHostGenerator(Generator):
         return plan if plan is not None and lowerable(plan) else None
 
     def lower_ops(self, ops, reads_after=()) -> list:
-        """As the NumPy generator, with each run of members (C loop groups, native ops and
-        row ops) of the block lowered as one segment call, in place of its first member.
-        Between its members, a source, or an op reading only its inputs' shapes, is hoisted
-        before the call, a view the segments absorb (:func:`.views.absorbed_views`) makes no
-        statement, and another op that :meth:`defers` runs after the call, unless a later
-        member reads what it computes (the segment then ends before that member); any other
-        op ends the segment."""
+        """As the NumPy generator, with each run of members (C loop groups, native ops and row
+        ops) of the block lowered as one segment call, in place of its first member. Between
+        its members, a source, or an op reading only its inputs' shapes, is hoisted before the
+        call, a view the segments absorb (:func:`.views.absorbed_views`) makes no statement, a
+        broadcast read by members only is a member (:func:`.views.computed_broadcasts`), and
+        another op that :meth:`defers` runs after the call, unless a later member reads what it
+        computes (the segment then ends before that member); any other op ends the segment."""
         plans = [self.c_plan(op) for op in ops]
         kinds = [native_kind(op, self.scalars) if plan is None else None
                  for op, plan in zip(ops, plans)]
@@ -129,6 +130,8 @@ class CHostGenerator(Generator):
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
         members = [any(x is not None for x in member) for member in zip(plans, kinds, rows)]
+        for index, plan in computed_broadcasts(ops, members, readers, read_after).items():
+            plans[index], members[index] = plan, True
         absorbed = absorbed_views(ops, members, kinds, readers, read_after, self.scalars)
         for op, transposed in absorbed.items():   # its readers read its operand
             self.views[op.results[0]] = op.inputs[0]

@@ -35,6 +35,7 @@ import numpy as np
 from ...ir.printer import counted, format_op_head
 from ...ops.fused import is_fusion
 from ...ops.core import ELEMENTWISE
+from ..plan import plan_parts
 from .ctype import c_comment, c_type, literal, supported
 from .lowering import LOWERINGS, CLowering
 from .units import Piece, guarded
@@ -56,8 +57,16 @@ def compute_type(op) -> str:
     return c_type(result)
 
 
+# a broadcast (``broadcast_to``, ``broadcast_like``: ``Algebra.broadcast``) run as a loop of its
+# own (:func:`broadcast_plan`) copies its first operand, which the loop reads broadcast
+COPY = CLowering("{0}")
+
+
 def rule_for(op):
-    """The C lowering of elementwise ``op`` when it applies to its types, else None."""
+    """The C lowering of elementwise ``op`` when it applies to its types (of a broadcast op:
+    :data:`COPY`), else None."""
+    if op.opdef.algebra.broadcast:
+        return COPY
     rule = LOWERINGS.rule(op.opdef)
     if not isinstance(rule, CLowering) or (
             rule.floats_only and compute_type(op) not in ("float", "double")):
@@ -77,6 +86,20 @@ def lowerable(plan) -> bool:
     values = [v for o in plan.loop_ops + plan.epilogue for v in list(o.inputs) + o.results]
     return all(supported(v.dtype) for v in values) and (
         plan.accumulator is None or supported(plan.accumulator))
+
+
+def broadcast_plan(op):
+    """The plan of broadcast op ``op`` (``Algebra.broadcast``: ``broadcast_to``,
+    ``broadcast_like``) run as a loop group of its own, which writes its result densely: one
+    map op over the result's shape, reading its first operand with stride 0 along the axes it
+    is broadcast over (``out0[i0] = in0[0];`` for a scalar's). Its operands read only for their
+    shape (``broadcast_like``'s reference) are no captures: the loop takes the result's dims
+    from ``d``. None for another op or a dtype C does not compute."""
+    if not op.opdef.algebra.broadcast or op.blocks or len(op.results) != 1 or \
+            not all(supported(v.dtype) for v in (op.inputs[0], op.results[0])):
+        return None
+    plan = plan_parts(op, ([op], None, []))
+    return dataclasses.replace(plan, captures=[op.inputs[0]])
 
 
 def pointer_inputs(plan, scalars) -> list:
@@ -187,7 +210,9 @@ class GroupRenderer:
         lines = []
         for op in ops:
             T = compute_type(op)
-            args = [self.read(v, op, local) for v in op.inputs]
+            shape_only = op.opdef.algebra.shape_only   # no data read: no text
+            args = ["" if k in shape_only else self.read(v, op, local)
+                    for k, v in enumerate(op.inputs)]
             attrs = {k: _attr_text(v) for k, v in op.attrs.items() if not k.startswith("_")}
             constants = {k: self.scalars[v][()] for k, v in enumerate(op.inputs)
                          if v in self.scalars}

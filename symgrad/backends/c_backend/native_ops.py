@@ -11,9 +11,10 @@ reads (:func:`native_dims`) and the buffers of its inputs and result, the segmen
 or temporaries. It runs without the GIL and computes:
 
 - ``matmul``: one GEMM for matrices or a stack of them times a matrix (the stack folded into
-  the rows), one GEMM per matrix for two stacks of equal batch dims; a 2-D operand whose
-  buffer holds its transpose (a ``transpose`` the segments absorb: :mod:`.views`)
-  is read with the GEMM's transpose flag, as NumPy's ``matmul`` reads a transposed view;
+  the rows), one GEMM per matrix for two stacks of equal batch dims; an operand whose
+  buffer holds its transpose (a ``transpose`` the segments absorb: :mod:`.views`, of a
+  matrix or of each matrix of a stack) is read with the GEMM's transpose flag, as NumPy's
+  ``matmul`` reads a transposed view (a stack read so, times a matrix: one GEMM per matrix);
 - ``conv2d``: per sample and group, ``W_g @ im2col(x)`` (the input itself for a 1x1 kernel of
   stride 1 without padding); ``conv2d_input_grad``: ``col2im(W_g^T @ g)``;
   ``conv2d_weight_grad``: the sum over samples of ``im2col(x) @ g^T`` accumulated by the GEMM,
@@ -143,12 +144,6 @@ def native_dims(op, kind) -> list:
     if kind == "matmul":
         return [*op.inputs[0].dims, op.inputs[1].dims[-1]]
     return [op.inputs[0].dims[0]]
-
-
-def transposable(op, kind, position) -> bool:
-    """Whether input ``position`` of ``op`` may be read from a buffer holding its transpose:
-    a 2-D operand of a matmul whose second operand is a matrix."""
-    return kind == "matmul" and op.inputs[1].ndim == 2 and op.inputs[position].ndim == 2
 
 
 def render_native_function(op, kind, transposed, environment, threads=0) -> Piece:

@@ -15,13 +15,14 @@ the entry holds), call the members' functions in order and free each temporary a
 reader.
 
 A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``), a native op
-(:class:`OpMember`: matmul, a convolution, pooling, their gradients, from
-``c/native_op.c.j2``, see :mod:`.native_ops`) or a row op (:class:`OpMember`: the softmax
-family and ``one_hot``, from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike:
-``fn(sg_d, pointers...)`` with the sizes it reads in ``sg_d``. A view the segments absorb (a
-reshape, a matrix transpose read by matmuls: :mod:`.views`) is no member: its readers get its
-operand's buffer. So a training step whose ops C computes (W1, W7, W8 of
-``benchmarks/cpu.py``) is one call, where each matmul and row op used to return to Python.
+(:class:`OpMember`: matmul, a convolution, pooling, their gradients, from ``c/native_op.c.j2``,
+see :mod:`.native_ops`) or a row op (:class:`OpMember`: the softmax family and ``one_hot``,
+from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike: ``fn(sg_d, pointers...)`` with the
+sizes it reads in ``sg_d``. A view the segments absorb (a reshape, a transpose of a matrix or a
+stack read by matmuls: :mod:`.views`) is no member: its readers get its operand's buffer; a
+broadcast they read is a loop group of its own (:func:`~.kernels.broadcast_plan`). So a
+training step whose ops C computes (W1, W7, W8 of ``benchmarks/cpu.py``) is one call, where
+each matmul and row op used to return to Python.
 Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``,
 ``RuntimeError`` without a BLAS) raised from the host's call.
 """

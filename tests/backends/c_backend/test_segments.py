@@ -1,9 +1,11 @@
 """Segments of loop groups, native ops and row ops (backends/c_backend/segments.py, host.py,
 views.py): programs mixing matmuls, convolutions, pooling, softmax cross-entropy and
 elementwise groups, with a static or a dynamic batch, agree with the interpreter and make one
-segment call (the generated host read back); a host op runs after a segment when no later
-member reads it, and ends it otherwise; a view read by the host stays a view; a label outside
-the classes and a process without the GEMM are errors raised from the segment."""
+segment call (the generated host read back); a broadcast members read is computed in the
+segment, and a transposed matrix or stack is read by the GEMM in place; a host op runs after a
+segment when no later member reads it, and ends it otherwise; a view read by the host stays a
+view; a label outside the classes and a process without the GEMM are errors raised from the
+segment."""
 from __future__ import annotations
 
 import re
@@ -15,6 +17,7 @@ import symgrad as sg
 from symgrad import ir_backward, nn
 from symgrad.backends.c_backend import blas
 from symgrad.backends.c_backend import host as c_host
+from symgrad.ops.nn_ops import one_hot
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
 
@@ -69,30 +72,54 @@ def test_an_mlp_step_of_matmuls_and_loop_groups_is_one_segment_call(batch, dtype
         _assert_matches(prog, fetches, compiled, feeds, dtype)
 
 
-def test_a_classifier_step_with_its_mean_cross_entropy_is_two_segment_calls():
-    """W1's shape: the softmax cross-entropy and its mean (the batch size hoisted before the
-    call: ``size`` reads no data), then its gradient, one row op, and the matmuls of the
-    backward. The mean's cotangent, broadcast over the rows, is a NumPy view that the
-    gradient's row function reads as a dense buffer: the one host op between two calls. A
-    label outside the classes is the NumPy backend's error, before anything is written."""
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+@pytest.mark.parametrize("batch", [7, None], ids=["static", "dynamic"])
+def test_a_classifier_step_with_its_mean_cross_entropy_is_one_segment_call(batch, reduce):
+    """W1's shape: the softmax cross-entropy and its mean or sum (the batch size hoisted
+    before the call: ``size`` reads no data), then its gradient, one row op, and the matmuls
+    of the backward. With a dynamic batch, the loss's cotangent broadcast over the rows
+    (``broadcast_like``) is computed in the segment for the gradient's row function: the host
+    makes no view and the step is one call (with a static batch, it is a constant). A label
+    outside the classes is the NumPy backend's error, before anything is written."""
     prog = sg.Program()
     with sg.program_guard(prog):
-        x = sg.data("x", [None, 6], "float32")
-        labels = sg.data("labels", [None], "int64")
+        x = sg.data("x", [batch, 6], "float32")
+        labels = sg.data("labels", [batch], "int64")
         w1, w2 = sg.data("w1", [6, 5], "float32"), sg.data("w2", [5, 3], "float32")
-        loss = sg.mean(nn.softmax_cross_entropy(sg.tanh(x @ w1) @ w2, labels))
+        loss = getattr(sg, reduce)(nn.softmax_cross_entropy(sg.tanh(x @ w1) @ w2, labels))
         fetches = [loss, *ir_backward.grad(loss, [w1, w2])]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _c_calls(compiled) == ["s", "s"]
-    between = _run_source(compiled).split("_sg_s0((")[1].split("_sg_s1((")[0]
-    assert re.findall(r"= (np\.\w+)\(", between) == ["np.broadcast_to", "np.empty", "np.empty"]
-    feeds = {"x": RNG.standard_normal((7, 6)).astype("float32"),
-             "labels": RNG.integers(0, 3, 7),
-             "w1": RNG.standard_normal((6, 5)).astype("float32"),
-             "w2": RNG.standard_normal((5, 3)).astype("float32")}
-    _assert_matches(prog, fetches, compiled, feeds, "float32")
+    assert _c_calls(compiled) == ["s"]
+    heading = _run_source(compiled).split("# C segment 0:")[1].split("\n")[0]
+    assert ("broadcast_like" in heading) == (batch is None)
+    assert not re.search(r"np\.broadcast_to\(", _run_source(compiled))
+    for rows in ([7] if batch else [7, 1, 4]):
+        feeds = {"x": RNG.standard_normal((rows, 6)).astype("float32"),
+                 "labels": RNG.integers(0, 3, rows),
+                 "w1": RNG.standard_normal((6, 5)).astype("float32"),
+                 "w2": RNG.standard_normal((5, 3)).astype("float32")}
+        _assert_matches(prog, fetches, compiled, feeds, "float32")
     with pytest.raises(ValueError, match=r"class index 3 is outside \[0, 3\)"):
-        compiled(**dict(feeds, labels=np.array([0, 1, 3, 2, 1, 0, 9])))
+        compiled(**dict(feeds, labels=np.array([0, 1, 3, 2, 1, 0, 9])[:len(feeds["x"])]))
+
+
+@pytest.mark.parametrize("fetched", [False, True], ids=["member", "fetched"])
+def test_a_broadcast_read_by_members_is_computed_in_the_segment(fetched):
+    """A bias row broadcast over a matrix's rows (stride 0 along them), read by a row op and
+    by a matmul, is a member of the segment; fetched too, it stays the host's view, which the
+    segment reads as an input (copied: it is not C-contiguous)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        b = sg.data("b", [3], "float64")
+        w = sg.data("w", [3, 2], "float64")
+        wide = sg.broadcast_to(b, [4, 3])
+        fetches = [sg.sum(nn.softmax(wide) @ w + wide @ w)] + ([wide] if fetched else [])
+    compiled = sg.compile(prog, fetches, backend="c")
+    source = _run_source(compiled)
+    assert _c_calls(compiled) == ["s"]
+    assert ("np.broadcast_to(" in source) == fetched
+    _assert_matches(prog, fetches, compiled, {"b": RNG.standard_normal(3),
+                                              "w": RNG.standard_normal((3, 2))}, "float64")
 
 
 @pytest.mark.parametrize("batch", [3, None], ids=["static", "dynamic"])
@@ -113,6 +140,43 @@ def test_a_convolution_step_with_pooling_and_a_dense_layer_is_one_segment_call(b
     for rows in ([3] if batch else [3, 1, 5]):
         feeds = {"x": RNG.standard_normal((rows, 2, 6, 6)),
                  "w": RNG.standard_normal((3, 2, 3, 3)), "dense": RNG.standard_normal((27, 4))}
+        _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+def test_a_broadcast_of_integer_labels_read_by_one_hot_is_computed_in_the_segment():
+    """Labels broadcast over rows (int64, stride 0 along them), one-hot encoded by the row op
+    and flattened (an absorbed reshape) for a matmul: one call."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        labels = sg.data("labels", [3], "int64")
+        w = sg.data("w", [5, 2], "float64")
+        encoded = one_hot(sg.broadcast_to(labels, [4, 3]), 5, "float64")
+        fetches = [sg.sum(sg.tanh(sg.reshape(encoded, [12, 5]) @ w))]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"] and "np.broadcast_to(" not in _run_source(compiled)
+    _assert_matches(prog, fetches, compiled, {"labels": np.array([0, 4, 2]),
+                                              "w": RNG.standard_normal((5, 2))}, "float64")
+
+
+@pytest.mark.parametrize("batch", [2, None], ids=["static", "dynamic"])
+def test_attention_with_transposed_stacks_is_one_segment_call(batch):
+    """``q @ k^T`` over a batch of sequences, and the backward's transposes of stacks (each
+    matrix of a stack transposed, read by a product of two stacks) are read by the GEMMs with
+    their transpose flags: one call, no ``np.transpose`` on the host."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [batch, 4, 6], "float64")
+        wq, wk, wv = (sg.data(name, [6, 6], "float64") for name in ("wq", "wk", "wv"))
+        q, k, v = x @ wq, x @ wk, x @ wv
+        scores = nn.softmax(q @ sg.transpose(k, (0, 2, 1)) * 0.5, axis=-1)
+        loss = sg.sum(sg.tanh(scores @ v))
+        fetches = [loss, *ir_backward.grad(loss, [x, wq, wk, wv])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"]
+    assert not re.search(r"np\.(transpose|matmul)\(", _run_source(compiled))
+    for rows in ([2] if batch else [2, 1, 3]):
+        feeds = {"x": RNG.standard_normal((rows, 4, 6)),
+                 **{name: RNG.standard_normal((6, 6)) for name in ("wq", "wk", "wv")}}
         _assert_matches(prog, fetches, compiled, feeds, "float64")
 
 
