@@ -343,7 +343,7 @@ register_lowering("take_along_axis_grad",
 
 # --- convolution, pooling, softmax ------------------------------------------------------------
 _CONV = (kernels.serial_rows, kernels.pad_hw, kernels.window_view, kernels.window_scatter,
-         kernels.crop_hw, kernels.conv_columns)
+         kernels.crop_hw, kernels.conv_columns, kernels.window_counts)
 _POOL = (kernels.pad_hw, kernels.window_taps)
 _MAX = _POOL + (kernels.window_maxima, kernels.crop_hw)
 _AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)
