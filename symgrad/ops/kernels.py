@@ -180,10 +180,11 @@ def window_maxima(xp, kernel_size, stride):
     for _, _, tap in window_taps(xp, kernel_size, stride):
         top = tap.copy() if top is None else np.maximum(top, tap, out=top)
     hits = [tap == top for _, _, tap in window_taps(xp, kernel_size, stride)]
-    count = np.zeros(top.shape, np.int32)
-    for hit in hits:
-        count += hit
-    return top, hits, 1 / np.maximum(count, 1).astype(xp.dtype)
+    shares = hits[0].astype(xp.dtype)   # the count, then its inverse, in place
+    for hit in hits[1:]:
+        np.add(shares, hit, out=shares)
+    np.maximum(shares, 1, out=shares)
+    return top, hits, np.divide(1, shares, out=shares)
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding, over_rows=None):
@@ -205,11 +206,14 @@ def max_pool2d_grad(x, g, kernel_size, stride, padding, over_rows=None):
     among its tied maxima (every position gets its share, 0 where it is not a maximum, times
     the cotangent: an infinite or NaN cotangent gives NaN there too), overlapping windows
     accumulating: one strided slice-add per tap into the range's samples of a padded array
-    (zeroed by the range). Linear in ``g``."""
+    (zeroed by the range). Where the windows tile the padded input (stride = kernel size,
+    which divides its H and W), each tap's products are written in place instead, then
+    ``+ 0.0`` gives the same zeros as a sum from +0.0. Linear in ``g``."""
     ph, pw = padding
     n, c, h, w = x.shape
     out = np.empty((n, c, h + 2 * ph, w + 2 * pw), np.result_type(x, g))
     sh, sw = stride
+    tiled = (sh, sw) == tuple(kernel_size) and out.shape[2] % sh == 0 and out.shape[3] % sw == 0
 
     def scatter(start, stop, _rows):
         xp = pad_hw(x[start:stop], padding, -np.inf)
@@ -217,9 +221,16 @@ def max_pool2d_grad(x, g, kernel_size, stride, padding, over_rows=None):
         share = shares * g[start:stop]
         ho, wo = top.shape[2:]
         target = out[start:stop]
-        target[...] = 0
+        if not tiled:
+            target[...] = 0
         for (i, j, _), hit in zip(window_taps(xp, kernel_size, stride), hits):
-            target[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += hit * share
+            view = target[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            if tiled:
+                np.multiply(hit, share, out=view)
+            else:
+                view += hit * share
+        if tiled:
+            target += 0.0
     (over_rows or serial_rows)(scatter, n, 1)
     return crop_hw(out, padding, x.shape[2:])
 
