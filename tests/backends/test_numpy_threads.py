@@ -214,3 +214,30 @@ def test_the_blas_is_single_threaded_while_a_loop_runs_on_threads(monkeypatch):
         assert seen[2:] == [2]   # one range, on the calling thread: the BLAS keeps its threads
     finally:
         set_(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_matmuls_run_on_one_blas_thread_beside_a_pool(threads, monkeypatch):
+    """With a pool of several threads a matmul is ``_sg_matmul(..., pool=_POOL)``: a product
+    under 2**22 multiply-adds runs with the BLAS single-threaded, a larger one as it is;
+    ``threads=1`` writes ``np.matmul``. Either agrees with the interpreter."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a = sg.data("a", [None, 64], "float32")
+        b = sg.data("b", [64, None], "float32")
+        fetches = [a @ b]
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=threads)
+    assert ("_sg_matmul(a, b, pool=_POOL)" in compiled.source) == (threads > 1)
+    assert ("np.matmul(a, b)" in compiled.source) == (threads == 1)
+    single = []
+    if threads > 1:
+        pool = compiled._executable.module._POOL
+        monkeypatch.setattr(pool, "single_blas",
+                            lambda: single.append(1) or row_pool.BLAS_THREADS.single())
+    rng = np.random.default_rng(9)
+    for rows, cols in ((32, 10), (1024, 128)):   # 20,480 and 8,388,608 multiply-adds
+        feed = {"a": rng.standard_normal((rows, 64)).astype("float32"),
+                "b": rng.standard_normal((64, cols)).astype("float32")}
+        expected, = sg.compile(prog, fetches, backend="interpreter")(**feed)
+        np.testing.assert_array_equal(compiled(**feed)[0], expected)
+    assert single == ([1] if threads > 1 else [])

@@ -153,6 +153,11 @@ class RowPool:
             return min(self.threads, MAX_WORKERS + 1)
         return min(usable_cpus(), MAX_DEFAULT_THREADS)
 
+    def single_blas(self):
+        """``with pool.single_blas():`` runs its block with the BLAS single-threaded when
+        this pool runs loops on several threads (:data:`BLAS_THREADS`), else as it is."""
+        return BLAS_THREADS.single() if self.thread_count() > 1 else contextlib.nullcontext()
+
     def over_rows(self, body, n, rows, *args) -> list:
         """Run ``body(start, stop, rows, *args)`` over rows 0:n; return the results in row
         order.
