@@ -14,10 +14,14 @@ back by a loop over the kernel taps, never over pixels.
 
 The convolutions and max pooling take ``over_rows``, a function with the contract of
 ``RowPool.over_rows`` (:mod:`symgrad.backends.host.row_pool`): ``over_rows(body, n, rows)``
-runs ``body(start, stop, rows)`` over ranges covering samples 0:n. Their copies and pooling
-loops run per range of samples (each range writing its own rows of one result), their GEMMs
-once over the whole batch; None (the interpreter) runs one range on the calling thread, a
-generated module passes its pool's, whose ranges run on threads.
+runs ``body(start, stop, rows)`` over ranges covering samples 0:n. All of their work on
+large arrays (padding, im2col, the GEMMs, col2im, zeroing, the pooling loops) runs per range
+of samples, each range writing its own samples of one result, so that a pool's threads share
+all of it; None (the interpreter) runs one range on the calling thread, a generated module
+passes its pool's, whose ranges run on threads (with the BLAS single-threaded meanwhile, see
+:mod:`~symgrad.backends.host.row_pool`). A range's GEMM gives each element the same sum as
+one GEMM over the whole batch, and a sum over the samples adds per-sample products in sample
+order, so the results do not depend on the ranges.
 """
 import numpy as np
 
@@ -66,81 +70,91 @@ def crop_hw(xp, padding, size):
 
 
 # --- convolution ------------------------------------------------------------------------------
-def conv_columns(windows, group, channels, over_rows=None):
-    """im2col of one group's ``channels`` input channels over the whole batch:
-    [channels * kh * kw, N * Ho * Wo] (a copy, made per range of samples) from the window
-    view [N, C, Ho, Wo, kh, kw], so that a convolution is one GEMM per group (large enough
-    for BLAS's threads)."""
+def window_counts(input_hw, kernel, stride, padding, dilation):
+    """``(Ho, Wo)``: the number of windows along H and W of an input of spatial size
+    ``input_hw`` (what :func:`window_view` gives, known before any range is padded)."""
+    return tuple((size + 2 * p - d * (k - 1) - 1) // s + 1
+                 for size, k, s, p, d in zip(input_hw, kernel, stride, padding, dilation))
+
+
+def conv_columns(windows, group, channels):
+    """im2col of one group's ``channels`` input channels: the copy
+    [channels * kh * kw, N * Ho * Wo] of the window view [N, C, Ho, Wo, kh, kw]."""
     n, _, ho, wo, kh, kw = windows.shape
     part = windows[:, group * channels:(group + 1) * channels].transpose(1, 4, 5, 0, 2, 3)
-    cols = np.empty(part.shape, windows.dtype)
-
-    def copy(start, stop, _rows):
-        cols[:, :, :, start:stop] = part[:, :, :, start:stop]
-    (over_rows or serial_rows)(copy, n, 1)
-    return cols.reshape(channels * kh * kw, n * ho * wo)
+    return np.ascontiguousarray(part).reshape(channels * kh * kw, n * ho * wo)
 
 
 def conv2d_forward(x, w, stride, padding, dilation, groups, over_rows=None):
     """y[n, o, i, j] = sum_{c, a, b} xpad[n, g*Cg + c, i*s + a*d, j*s + b*d] * w[o, c, a, b],
-    g the group of output channel o: per group one GEMM ``W_g @ im2col(x)`` over the whole
-    batch, written into a channel-major [O, N, Ho, Wo] array; the result is its [N, O, Ho, Wo]
-    transposed view."""
+    g the group of output channel o. Per range of samples (padding, im2col, then per group
+    one GEMM ``W_g @ im2col(x)`` on that range's columns), writing a channel-major
+    [O, N * Ho * Wo] array; the result is its [N, O, Ho, Wo] transposed view. Every range
+    does all of its own work (BLAS included), so a pool's threads share all of it."""
     n = x.shape[0]
     out_ch, cg, kh, kw = w.shape
     og = out_ch // groups
-    windows = window_view(pad_hw(x, padding, 0), (kh, kw), stride, dilation)
-    ho, wo = windows.shape[2:4]
-    out = np.empty((out_ch, n, ho, wo), np.result_type(x, w))
-    for g in range(groups):
-        np.matmul(w[g * og:(g + 1) * og].reshape(og, -1),
-                  conv_columns(windows, g, cg, over_rows),
-                  out=out[g * og:(g + 1) * og].reshape(og, n * ho * wo))
-    return out.transpose(1, 0, 2, 3)
+    ho, wo = window_counts(x.shape[2:], (kh, kw), stride, padding, dilation)
+    out = np.empty((out_ch, n * ho * wo), np.result_type(x, w))
+
+    def part(start, stop, _rows):
+        windows = window_view(pad_hw(x[start:stop], padding, 0), (kh, kw), stride, dilation)
+        for g in range(groups):
+            np.matmul(w[g * og:(g + 1) * og].reshape(og, -1), conv_columns(windows, g, cg),
+                      out=out[g * og:(g + 1) * og, start * ho * wo:stop * ho * wo])
+    (over_rows or serial_rows)(part, n, 1)
+    return out.reshape(out_ch, n, ho, wo).transpose(1, 0, 2, 3)
 
 
 def conv2d_input_grad(g, w, input_hw, stride, padding, dilation, groups, over_rows=None):
     """Gradient of :func:`conv2d_forward` with respect to ``x`` ([N, C, *input_hw]) for the
-    output cotangent ``g``: ``g`` copied channel-major, per group one GEMM ``W_g^T @ g_g``
-    over the whole batch, then col2im by one slice-add per kernel tap (the copy and the
-    col2im per range of samples); linear in ``g`` and in ``w``."""
+    output cotangent ``g``. Per range of samples: that range of ``g`` copied channel-major,
+    per group one GEMM ``W_g^T @ g_g``, then col2im by one slice-add per kernel tap into the
+    range's samples of a channel-major padded array (zeroed by the range); the result is the
+    cropped [N, C, H, W] view. Linear in ``g`` and in ``w``."""
     n, out_ch, ho, wo = g.shape
     _, cg, kh, kw = w.shape
     og = out_ch // groups
     ph, pw = padding
-    over_rows = over_rows or serial_rows
-    rows = np.empty((out_ch, n, ho, wo), g.dtype)
+    dtype = np.result_type(g, w)
+    padded = np.empty((groups * cg, n, input_hw[0] + 2 * ph, input_hw[1] + 2 * pw), dtype)
 
-    def copy(start, stop, _rows):
-        rows[:, start:stop] = g[start:stop].transpose(1, 0, 2, 3)
-    over_rows(copy, n, 1)
-    cols = np.empty((groups * cg, kh, kw, n, ho, wo), np.result_type(g, w))
-    for k in range(groups):
-        np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
-                  rows[k * og:(k + 1) * og].reshape(og, n * ho * wo),
-                  out=cols[k * cg:(k + 1) * cg].reshape(cg * kh * kw, n * ho * wo))
-    taps = cols.transpose(1, 2, 0, 3, 4, 5)
-    padded = np.zeros((groups * cg, n, input_hw[0] + 2 * ph, input_hw[1] + 2 * pw), cols.dtype)
-
-    def scatter(start, stop, _rows):
-        window_scatter(taps[:, :, :, start:stop], padded[:, start:stop], stride, dilation)
-    over_rows(scatter, n, 1)
+    def part(start, stop, _rows):
+        m = stop - start
+        rows = np.ascontiguousarray(g[start:stop].transpose(1, 0, 2, 3))
+        cols = np.empty((groups * cg, kh, kw, m, ho, wo), dtype)
+        for k in range(groups):
+            np.matmul(w[k * og:(k + 1) * og].reshape(og, -1).T,
+                      rows[k * og:(k + 1) * og].reshape(og, m * ho * wo),
+                      out=cols[k * cg:(k + 1) * cg].reshape(cg * kh * kw, m * ho * wo))
+        target = padded[:, start:stop]
+        target[...] = 0
+        window_scatter(cols.transpose(1, 2, 0, 3, 4, 5), target, stride, dilation)
+    (over_rows or serial_rows)(part, n, 1)
     return crop_hw(padded.transpose(1, 0, 2, 3), padding, input_hw)
 
 
 def conv2d_weight_grad(x, g, kernel_hw, stride, padding, dilation, groups, over_rows=None):
     """Gradient of :func:`conv2d_forward` with respect to ``w`` ([O, C/groups, *kernel_hw])
-    for the output cotangent ``g``: per group and sample ``g_g @ im2col(x)^T`` (a batched
-    matmul reading ``g`` in place), summed over the samples; linear in ``x`` and in ``g``."""
+    for the output cotangent ``g``: per range of samples, per group and sample
+    ``g_g @ im2col(x)^T`` (a batched matmul over the range), then the sum over all samples
+    in order (the same sums whichever ranges computed the products); linear in ``x`` and in
+    ``g``."""
     n, out_ch, ho, wo = g.shape
     og = out_ch // groups
     cg = x.shape[1] // groups
-    windows = window_view(pad_hw(x, padding, 0), kernel_hw, stride, dilation)
-    parts = [np.matmul(g[:, k * og:(k + 1) * og].reshape(n, og, ho * wo),
-                       conv_columns(windows, k, cg, over_rows).reshape(-1, n, ho * wo)
-                       .transpose(1, 2, 0)).sum(axis=0) for k in range(groups)]
-    weight = parts[0] if groups == 1 else np.concatenate(parts, axis=0)
-    return weight.reshape(out_ch, cg, *kernel_hw)
+    taps = cg * kernel_hw[0] * kernel_hw[1]
+    per_sample = np.empty((groups, n, og, taps), np.result_type(x, g))
+
+    def part(start, stop, _rows):
+        m = stop - start
+        windows = window_view(pad_hw(x[start:stop], padding, 0), kernel_hw, stride, dilation)
+        for k in range(groups):
+            np.matmul(g[start:stop, k * og:(k + 1) * og].reshape(m, og, ho * wo),
+                      conv_columns(windows, k, cg).reshape(taps, m, ho * wo).transpose(1, 2, 0),
+                      out=per_sample[k, start:stop])
+    (over_rows or serial_rows)(part, n, 1)
+    return per_sample.sum(axis=1).reshape(out_ch, cg, *kernel_hw)
 
 
 # --- pooling ----------------------------------------------------------------------------------
@@ -166,10 +180,11 @@ def window_maxima(xp, kernel_size, stride):
     for _, _, tap in window_taps(xp, kernel_size, stride):
         top = tap.copy() if top is None else np.maximum(top, tap, out=top)
     hits = [tap == top for _, _, tap in window_taps(xp, kernel_size, stride)]
-    count = np.zeros(top.shape, np.int32)
-    for hit in hits:
-        count += hit
-    return top, hits, 1 / np.maximum(count, 1).astype(xp.dtype)
+    shares = hits[0].astype(xp.dtype)   # the count, then its inverse, in place
+    for hit in hits[1:]:
+        np.add(shares, hit, out=shares)
+    np.maximum(shares, 1, out=shares)
+    return top, hits, np.divide(1, shares, out=shares)
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding, over_rows=None):
@@ -190,20 +205,33 @@ def max_pool2d_grad(x, g, kernel_size, stride, padding, over_rows=None):
     """Gradient of max pooling, per range of samples: each window's cotangent split evenly
     among its tied maxima (every position gets its share, 0 where it is not a maximum, times
     the cotangent: an infinite or NaN cotangent gives NaN there too), overlapping windows
-    accumulating: one strided slice-add per tap. Linear in ``g``."""
-    xp = pad_hw(x, padding, -np.inf)
-    out = np.zeros(xp.shape, np.result_type(x, g))
+    accumulating: one strided slice-add per tap into the range's samples of a padded array
+    (zeroed by the range). Where the windows tile the padded input (stride = kernel size,
+    which divides its H and W), each tap's products are written in place instead, then
+    ``+ 0.0`` gives the same zeros as a sum from +0.0. Linear in ``g``."""
+    ph, pw = padding
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h + 2 * ph, w + 2 * pw), np.result_type(x, g))
     sh, sw = stride
+    tiled = (sh, sw) == tuple(kernel_size) and out.shape[2] % sh == 0 and out.shape[3] % sw == 0
 
     def scatter(start, stop, _rows):
-        top, hits, shares = window_maxima(xp[start:stop], kernel_size, stride)
+        xp = pad_hw(x[start:stop], padding, -np.inf)
+        top, hits, shares = window_maxima(xp, kernel_size, stride)
         share = shares * g[start:stop]
         ho, wo = top.shape[2:]
-        taps = window_taps(xp[start:stop], kernel_size, stride)
-        for (i, j, _), hit in zip(taps, hits):
-            out[start:stop, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += \
-                hit * share
-    (over_rows or serial_rows)(scatter, x.shape[0], 1)
+        target = out[start:stop]
+        if not tiled:
+            target[...] = 0
+        for (i, j, _), hit in zip(window_taps(xp, kernel_size, stride), hits):
+            view = target[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            if tiled:
+                np.multiply(hit, share, out=view)
+            else:
+                view += hit * share
+        if tiled:
+            target += 0.0
+    (over_rows or serial_rows)(scatter, n, 1)
     return crop_hw(out, padding, x.shape[2:])
 
 

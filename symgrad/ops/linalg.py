@@ -119,6 +119,20 @@ matmul_p = register(OpDef(
     doc="Matrix product with NumPy semantics (1-D promotion, broadcast batch dims)."))
 
 
+def _sg_matmul(a, b, out=None, pool=None):
+    """``np.matmul(a, b, out=out)`` in a generated NumPy module with a thread pool (``pool``,
+    its ``RowPool``): a product of fewer than 2**22 multiply-adds runs with the BLAS
+    single-threaded (``pool.single_blas()``). OpenBLAS would split it between its threads for
+    little gain, and those would then spin for about 0.1 s after the call, beside the pool's
+    threads. A larger product keeps the BLAS's threads."""
+    m = a.shape[-2] if a.ndim > 1 else 1
+    n = b.shape[-1] if b.ndim > 1 else 1
+    if pool is None or max(a.size * n, b.size * m) >= 1 << 22:
+        return np.matmul(a, b, out=out)
+    with pool.single_blas():
+        return np.matmul(a, b, out=out)
+
+
 def matmul(a, b):
     """``a @ b`` as ``np.matmul``: operands of rank >= 1; the last dim of ``a`` must equal
     the second-to-last of ``b`` (the only dim of a 1-D ``b``); batch dims broadcast.

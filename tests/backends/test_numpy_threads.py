@@ -162,22 +162,82 @@ def test_namer_suffixes_stay_unique():
     assert len(set(names)) == len(names)
 
 
+CONVOLUTIONS = {   # (x shape, w shape, conv2d keywords)
+    "strided": ((9, 3, 8, 7), (4, 3, 3, 3), dict(stride=(1, 2), padding=1)),
+    "dilated groups": ((7, 4, 9, 8), (6, 2, 2, 3), dict(stride=2, padding=(2, 1), dilation=(2, 1),
+                                                       groups=2)),
+}
+
+
 @pytest.mark.parametrize("threads", [1, 3])
-def test_convolutions_and_pooling_run_their_samples_on_the_pool(threads, executor_uses):
+@pytest.mark.parametrize("case", sorted(CONVOLUTIONS))
+def test_convolutions_and_pooling_run_their_samples_on_the_pool(threads, case, executor_uses):
     """The conv and max-pool helpers get the module's pool (none at threads=1) and agree bit
-    for bit with the interpreter, which runs them on one thread."""
+    for bit with the interpreter, which runs them on one thread (each range of samples does
+    its own padding, im2col, GEMMs and col2im)."""
+    x_shape, w_shape, keywords = CONVOLUTIONS[case]
     prog = sg.Program()
     rng = np.random.default_rng(8)
     with sg.program_guard(prog):
-        x = sg.data("x", [None, 3, 8, 7], "float64")
-        w = sg.parameter("w", [4, 3, 3, 3], "float64", init=rng.standard_normal((4, 3, 3, 3)))
-        h = sg.nn.max_pool2d(sg.nn.conv2d(x, w, stride=(1, 2), padding=1), 2, 2, 1)
+        x = sg.data("x", [None, *x_shape[1:]], "float64")
+        w = sg.parameter("w", w_shape, "float64", init=rng.standard_normal(w_shape))
+        h = sg.nn.max_pool2d(sg.nn.conv2d(x, w, **keywords), 2, 2, 1)
         loss = sg.sum(h * h)
         fetches = [loss, h] + list(ir_backward.grad(loss, [x, w]))
-    feed = {"x": rng.standard_normal((9, 3, 8, 7))}
-    expected = sg.compile(prog, fetches, backend="interpreter")(**feed)
+    expected = sg.compile(prog, fetches, backend="interpreter")
     compiled = sg.compile(prog, fetches, backend="numpy", threads=threads)
-    for e, g in zip(expected, compiled(**feed)):
-        np.testing.assert_array_equal(g, e)
+    for batch in (x_shape[0], 1, 0):   # a dynamic batch: several ranges, one, none
+        feed = {"x": rng.standard_normal((batch, *x_shape[1:]))}
+        for e, g in zip(expected(**feed), compiled(**feed)):
+            np.testing.assert_array_equal(g, e)
     assert ("over_rows=_POOL.over_rows" in compiled.source) == (threads > 1)
     assert bool(executor_uses) == (threads > 1)
+
+
+@pytest.mark.skipif(row_pool.loaded_openblas() is None, reason="NumPy's BLAS is no OpenBLAS")
+def test_the_blas_is_single_threaded_while_a_loop_runs_on_threads(monkeypatch):
+    """Ranges running on threads each call a single-threaded BLAS; the count is restored
+    after the loop (and after nested blocks, only by the outermost)."""
+    get, set_ = row_pool.loaded_openblas()
+    before = get()
+    set_(2)
+    try:
+        seen = []
+        row_pool.RowPool(threads=2).over_rows(lambda *_: seen.append(get()), 8, 1)
+        assert seen == [1, 1] and get() == 2
+        with row_pool.BLAS_THREADS.single():
+            with row_pool.BLAS_THREADS.single():
+                assert get() == 1
+            assert get() == 1
+        assert get() == 2
+        row_pool.RowPool(threads=2).over_rows(lambda *_: seen.append(get()), 2, 1)
+        assert seen[2:] == [2]   # one range, on the calling thread: the BLAS keeps its threads
+    finally:
+        set_(before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_matmuls_run_on_one_blas_thread_beside_a_pool(threads, monkeypatch):
+    """With a pool of several threads a matmul is ``_sg_matmul(..., pool=_POOL)``: a product
+    under 2**22 multiply-adds runs with the BLAS single-threaded, a larger one as it is;
+    ``threads=1`` writes ``np.matmul``. Either agrees with the interpreter."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        a = sg.data("a", [None, 64], "float32")
+        b = sg.data("b", [64, None], "float32")
+        fetches = [a @ b]
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=threads)
+    assert ("_sg_matmul(a, b, pool=_POOL)" in compiled.source) == (threads > 1)
+    assert ("np.matmul(a, b)" in compiled.source) == (threads == 1)
+    single = []
+    if threads > 1:
+        pool = compiled._executable.module._POOL
+        monkeypatch.setattr(pool, "single_blas",
+                            lambda: single.append(1) or row_pool.BLAS_THREADS.single())
+    rng = np.random.default_rng(9)
+    for rows, cols in ((32, 10), (1024, 128)):   # 20,480 and 8,388,608 multiply-adds
+        feed = {"a": rng.standard_normal((rows, 64)).astype("float32"),
+                "b": rng.standard_normal((64, cols)).astype("float32")}
+        expected, = sg.compile(prog, fetches, backend="interpreter")(**feed)
+        np.testing.assert_array_equal(compiled(**feed)[0], expected)
+    assert single == ([1] if threads > 1 else [])

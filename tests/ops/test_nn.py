@@ -302,6 +302,24 @@ def test_pool_gradients_match_naive_loops_with_ties(k, s, p):
     np.testing.assert_allclose(kernels.avg_pool2d_grad(ones, x.shape[2:], k, s, p), avg_ref)
 
 
+@pytest.mark.parametrize("padding", [(0, 0), (1, 1)])
+def test_max_pool_gradient_of_tiling_windows_matches_the_general_path(padding):
+    """Windows that tile the padded input (stride = kernel size) get each tap's products
+    written in place; the general path (here: one more column, in no window) sums them from
+    +0.0: the same bits, ties, signed zeros, NaN inputs and cotangents included. The extra
+    column is -inf, so where padding puts it in a window it acts as the padding does."""
+    x = RNG.integers(0, 3, (2, 3, 6, 8)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    g = RNG.standard_normal(kernels.max_pool2d_forward(x, (2, 2), (2, 2), padding).shape)
+    g = g.astype(np.float32)
+    g[0, 1, 0, 0], g[1, 0, 1, 1], g[1, 2, 2, 3] = np.inf, np.nan, -0.0
+    wider = np.concatenate([x, np.full_like(x[..., :1], -np.inf)], axis=3)
+    with np.errstate(invalid="ignore"):   # 0 * inf
+        tiled = kernels.max_pool2d_grad(x, g, (2, 2), (2, 2), padding)
+        general = kernels.max_pool2d_grad(wider, g, (2, 2), (2, 2), padding)[..., :8]
+    np.testing.assert_array_equal(tiled.view(np.uint32), general.view(np.uint32))
+
+
 @pytest.mark.parametrize("k, s, p", POOL_CASES)
 def test_pool_gradient_kernels_are_adjoint(k, s, p):
     x = RNG.integers(0, 3, (2, 2, 6, 5)).astype(np.float64)

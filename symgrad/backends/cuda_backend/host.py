@@ -53,6 +53,7 @@ class HostGenerator(Generator):
 
     writes_state_in_place = False   # new parameter values are new device arrays
     over_rows = None                # helpers run their serial default (no thread pool here)
+    pool = None
 
     def __init__(self, program, fetches, options):
         super().__init__(program, fetches, options)

@@ -131,6 +131,8 @@ class Generator:
     writes_state_in_place = True   # new parameter values go into the caller's buffers
     # what helpers taking over_rows (convs, max pooling) get when options.threads is not 1
     over_rows = "_POOL.over_rows"
+    # what emitters with pool_helpers (matmul) get then: the module's RowPool
+    pool = "_POOL"
 
     def __init__(self, program, fetches, options):
         self.program = program
@@ -152,7 +154,7 @@ class Generator:
         self.namer.used.add(BUFFERS)
         self.functions = FunctionTable()   # the module-level group functions
         self.text = OpText()               # comments naming ops
-        self.uses_threads = False      # does a group call the module's _POOL.over_rows?
+        self.uses_threads = False      # does a statement use the module's _POOL?
         self.hidden: set = set()       # Values the module never names (a subclass keeps them)
         self.region_depth = 0          # regions around the statements being generated
         self.dim_names = DimNames()    # symbolic dim -> the local holding its size
@@ -267,10 +269,15 @@ class Generator:
     def simple(self, op, local=None, name_of=None) -> list[str]:
         """Lines computing a non-fused op with its emitter (a planned buffer via ``out=``);
         ``local`` maps values to the names the op reads them by, ``name_of`` names results."""
-        over_rows = self.over_rows if self.options.threads != 1 else None
-        emitter = numpy_emitter(op, self.dim_code, over_rows)
-        if over_rows and getattr(rule_of(op).emit, "wants_rows", False):
+        threaded = self.options.threads != 1
+        over_rows, pool = (self.over_rows, self.pool) if threaded else (None, None)
+        emitter = numpy_emitter(op, self.dim_code, over_rows, pool)
+        emit = rule_of(op).emit
+        if over_rows and getattr(emit, "wants_rows", False):
             self.uses_threads = True
+        if pool and hasattr(emit, "pool_helpers"):
+            self.uses_threads = True
+            self.statement_helpers.update((h.__name__, h) for h in emit.pool_helpers)
         attrs = visible_attrs(op)
         args = self.args(op, local)
         names = [(name_of or self.namer.value)(v) for v in op.results]

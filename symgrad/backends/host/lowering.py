@@ -30,6 +30,7 @@ from ...ops.cumulative import _sg_cumsum, _sg_linear_recurrence
 from ...ops.elementwise import _sg_where, sigmoid_ref
 from ...ops.indexing import (_sg_check_indices, _sg_take, _sg_take_along_axis,
                              _sg_take_along_axis_grad, _sg_take_grad)
+from ...ops.linalg import _sg_matmul
 from ...ops.nn_ops import CONV_ATTRS, POOL_ATTRS
 from ...ops.random import ATTRS as RANDOM_ATTRS
 from ...ops.random import NUMPY_HELPERS as RANDOM_HELPERS
@@ -134,6 +135,18 @@ def call(function_name: str, attr_names=(), site: bool = False, result_shape=Non
 
 
 _SHAPED_ARGS = 2   # the operands of a helper given its result's shape: (gradient, indices)
+
+
+def _emit_matmul(args, attrs, out=None, pool=None):
+    """``np.matmul(a, b)``; in a module with a thread pool (``pool``: its source, ``_POOL``)
+    ``_sg_matmul(a, b, pool=_POOL)``, which runs a small product on a single-threaded BLAS
+    (:func:`~symgrad.ops.linalg._sg_matmul`; the generator adds that helper then)."""
+    head = "np.matmul(" if pool is None else "_sg_matmul("
+    tail = "" if pool is None else f", pool={pool}"
+    return f"{head}{args[0]}, {args[1]}{tail}" + ("" if out is None else f", out={out}") + ")"
+
+
+_emit_matmul.pool_helpers = (_sg_matmul,)
 
 
 class _Code(str):
@@ -251,7 +264,7 @@ register_lowering("argmin", _reduction_emitter("np.argmin", ("axis", "keepdims")
 register_lowering("logsumexp", _reduction_emitter("_sg_logsumexp", out_kw=False),
                   (_sg_logsumexp,))
 register_lowering("size", _emit_size)
-register_lowering("matmul", expr("np.matmul({0}, {1})", out_kw=True))
+register_lowering("matmul", _emit_matmul)
 register_lowering("assign", expr("{0}"))
 register_lowering("einsum", call("_sg_einsum", ("subscripts",)), (_sg_einsum,))
 register_lowering("cumsum", call("_sg_cumsum", ("axis", "reverse", "dtype")), (_sg_cumsum,))
@@ -343,7 +356,7 @@ register_lowering("take_along_axis_grad",
 
 # --- convolution, pooling, softmax ------------------------------------------------------------
 _CONV = (kernels.serial_rows, kernels.pad_hw, kernels.window_view, kernels.window_scatter,
-         kernels.crop_hw, kernels.conv_columns)
+         kernels.crop_hw, kernels.conv_columns, kernels.window_counts)
 _POOL = (kernels.pad_hw, kernels.window_taps)
 _MAX = _POOL + (kernels.window_maxima, kernels.crop_hw)
 _AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)

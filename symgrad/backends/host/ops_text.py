@@ -13,7 +13,7 @@ def visible_attrs(op) -> dict:
     return {k: v for k, v in op.attrs.items() if not k.startswith("_")}
 
 
-def numpy_emitter(op, dim_code=None, over_rows=None):
+def numpy_emitter(op, dim_code=None, over_rows=None, pool=None):
     """The emitter of ``op``'s NumPy lowering (see :mod:`.lowering`); one that declares
     ``wants_types`` also gets the op's result types as ``types=[(shape, dtype), ...]`` (a
     custom op checks its forward's results), one that declares ``wants_site`` the op's name
@@ -21,7 +21,8 @@ def numpy_emitter(op, dim_code=None, over_rows=None):
     that declares ``wants_shapes`` the source of every dim of its inputs and results as
     ``shapes=([[dim source, ...] per input], [... per result])``, rendered by ``dim_code``
     from the binding (:mod:`symgrad.backends.dim_code`), one that declares ``wants_rows`` the
-    ``over_rows`` source given here (None: the helper's own serial default)."""
+    ``over_rows`` source given here (None: the helper's own serial default), one that has
+    ``pool_helpers`` the module's pool source ``pool`` given here (None: no pool)."""
     emitter = rule_of(op).emit
     extra = {}
     if getattr(emitter, "wants_shapes", False):
@@ -33,6 +34,8 @@ def numpy_emitter(op, dim_code=None, over_rows=None):
         extra["site"] = op_site(op)
     if over_rows is not None and getattr(emitter, "wants_rows", False):
         extra["over_rows"] = over_rows
+    if pool is not None and hasattr(emitter, "pool_helpers"):
+        extra["pool"] = pool
     return functools.partial(emitter, **extra) if extra else emitter
 
 

@@ -8,10 +8,17 @@ runner loads the same way. Every module that imports one copy of this file share
 worker threads, made on first use; its threads start only as loops need them. A forked child
 has none of its parent's threads: it forgets the parent's pool (and the lock guarding it, which
 another thread may have held at the fork) and makes its own on first use.
+
+While a loop runs on several threads, the BLAS runs single-threaded (:class:`BlasThreads`):
+the loop's threads already fill the CPUs, and a GEMM in a range (a convolution's) would
+otherwise split between the BLAS's own threads, which then also spin for a while after each
+call, taking the CPUs from the loop's other ranges.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import ctypes
 import os
 import threading
 
@@ -27,6 +34,90 @@ def _forget_pool_after_fork() -> None:
     wait forever), and its lock may be held by a thread that is not here."""
     global _executor, _executor_lock
     _executor, _executor_lock = None, threading.Lock()
+    BLAS_THREADS.forget_after_fork()
+
+
+# (get, set) of an OpenBLAS's thread count, in order of preference: NumPy's wheels bundle
+# scipy_openblas (64-bit integers, then 32-bit ones); a system OpenBLAS has the plain names
+OPENBLAS_THREAD_CALLS = (
+    ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+    ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+    ("openblas_get_num_threads", "openblas_set_num_threads"))
+
+
+def loaded_openblas():
+    """``(get, set)``: the thread-count calls of an OpenBLAS that this process has loaded
+    (NumPy's, found among the shared objects in ``/proc/self/maps``), or None (not Linux, or
+    no OpenBLAS: another BLAS keeps its own threads)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split(None, 5)[5].strip() for line in maps
+                            if line.count(" ") >= 5 and "openblas" in line.lower()})
+    except OSError:
+        return None
+    for path in paths:
+        if "openblas" not in os.path.basename(path).lower():
+            continue
+        try:
+            library = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get, set_ in OPENBLAS_THREAD_CALLS:
+            if hasattr(library, get) and hasattr(library, set_):
+                getter, setter = getattr(library, get), getattr(library, set_)
+                getter.restype, getter.argtypes = ctypes.c_int, []
+                setter.restype, setter.argtypes = None, [ctypes.c_int]
+                return getter, setter
+    return None
+
+
+class BlasThreads:
+    """``with BLAS_THREADS.single():`` runs its block with the BLAS single-threaded (an
+    OpenBLAS that :func:`loaded_openblas` finds; nothing to do for another BLAS), restoring
+    the thread count when the last of the blocks running at once (on any thread) ends."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls = None       # loaded_openblas(), looked up on first use
+        self._looked_up = False
+        self._depth = 0          # blocks running now
+        self._before = 0         # the thread count to restore (0: nothing to restore)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: no block of the parent runs here. If one ran at the fork, the
+        BLAS stays single-threaded until the child's first block ends (it restores the
+        parent's count); the child calls nothing in the BLAS here."""
+        self._lock, self._depth = threading.Lock(), 0
+
+    @contextlib.contextmanager
+    def single(self):
+        self._enter()
+        try:
+            yield
+        finally:
+            self._exit()
+
+    def _enter(self) -> None:
+        with self._lock:
+            if not self._looked_up:
+                self._calls, self._looked_up = loaded_openblas(), True
+            if self._depth == 0 and self._calls is not None:
+                get, set_ = self._calls
+                count = get()
+                if count > 1:
+                    set_(1)
+                    self._before = count
+            self._depth += 1
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._before > 1:
+                self._calls[1](self._before)
+                self._before = 0
+
+
+BLAS_THREADS = BlasThreads()
 
 
 if hasattr(os, "register_at_fork"):   # not on Windows, which has no fork
@@ -62,24 +153,30 @@ class RowPool:
             return min(self.threads, MAX_WORKERS + 1)
         return min(usable_cpus(), MAX_DEFAULT_THREADS)
 
+    def single_blas(self):
+        """``with pool.single_blas():`` runs its block with the BLAS single-threaded when
+        this pool runs loops on several threads (:data:`BLAS_THREADS`), else as it is."""
+        return BLAS_THREADS.single() if self.thread_count() > 1 else contextlib.nullcontext()
+
     def over_rows(self, body, n, rows, *args) -> list:
         """Run ``body(start, stop, rows, *args)`` over rows 0:n; return the results in row
         order.
 
         Rows go in chunks of ``rows``: with ``min_chunks`` chunks or more, each thread takes
         a contiguous range of whole chunks (the calling thread the first), else the calling
-        thread takes all. NumPy releases the GIL inside ufuncs, so the ranges run in
-        parallel."""
+        thread takes all. NumPy releases the GIL inside ufuncs, copies and BLAS calls, so the
+        ranges run in parallel, the BLAS single-threaded meanwhile (:data:`BLAS_THREADS`)."""
         chunks = -(-n // rows)
         workers = min(self.thread_count(), chunks) if chunks >= self.min_chunks else 1
         if workers < 2:
             return [body(0, n, rows, *args)]
         bounds = [min(n, k * chunks // workers * rows) for k in range(workers + 1)]
         executor = shared_executor()
-        futures = [executor.submit(body, bounds[k], bounds[k + 1], rows, *args)
-                   for k in range(1, workers)]
-        try:
-            first = body(0, bounds[1], rows, *args)
-        finally:
-            concurrent.futures.wait(futures)
+        with BLAS_THREADS.single():
+            futures = [executor.submit(body, bounds[k], bounds[k + 1], rows, *args)
+                       for k in range(1, workers)]
+            try:
+                first = body(0, bounds[1], rows, *args)
+            finally:
+                concurrent.futures.wait(futures)
         return [first] + [future.result() for future in futures]
