@@ -288,10 +288,17 @@ NESTED_PLAN = ("every", 1)
 
 def _ragged(op, layout) -> bool:
     """Would the residuals of loop ``op`` be stacked per step of an enclosing loop, a number
-    known only at run time each time (a while loop, or a scan with a run-time length and no
-    ``xs``, in a loop body)? Such a loop recomputes its steps (:data:`NESTED_PLAN`), recording
-    its trip count and initial carries only."""
-    if layout.plan is not None or layout.length is not None or layout.xs:
+    known only at run time each time (:func:`_counted_per_step`) and no schedule of its own?
+    Such a loop recomputes its steps (:data:`NESTED_PLAN`), recording its trip count and
+    initial carries only."""
+    return layout.plan is None and _counted_per_step(op, layout)
+
+
+def _counted_per_step(op, layout) -> bool:
+    """Is ``op`` a loop whose trip count is known only at run time and not from ``xs`` (a
+    while loop, a scan with a run-time length and no ``xs``) in the body of another loop, so
+    that it may run a different number of steps at each step of that loop?"""
+    if layout.length is not None or layout.xs:
         return False
     block = op.block
     while block is not None:
@@ -317,7 +324,7 @@ def _loop_vjp(op, cotangents):
     call = current()
     grads, results = _loop_backward(op, cotangents, call)
     layout = loop_layout(op)
-    if results and call.create_graph and (layout.remat or _ragged(op, layout)):
+    if results and call.create_graph and layout.remat and not _counted_per_step(op, layout):
         _, twin = _loop_backward(pending(op), cotangents, call, store_all=True)
         if len(twin) != len(results) or any(a.shape != b.shape or a.dtype != b.dtype
                                             for a, b in zip(results, twin)):

@@ -15,8 +15,9 @@ CASES = [(_program(_rnn_step, "sqrt"), FEEDS), (_program(_rnn_step, 4, reverse=T
          (_program(_rnn_step, ("binomial", 2), reverse=True), FEEDS),
          (_while_program(("binomial", 2), True), WHILE_FEEDS),
          (_while_program("sqrt", True), WHILE_FEEDS),
-         (_ragged_program(), RAGGED_FEEDS)]     # a while loop of data-dependent trip counts
+         (_ragged_program(), RAGGED_FEEDS),     # a while loop of data-dependent trip counts
                                                 # in a scan body: recomputed by a reverse_loop
+         (_ragged_program(order=2), RAGGED_FEEDS)]   # ... differentiated twice
 
 
 def _check(got, prog, fetches, feeds):
