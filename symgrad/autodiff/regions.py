@@ -36,7 +36,10 @@ instead, by a ``reverse_loop`` (:data:`NESTED_PLAN`).
 
 Higher derivatives: a checkpointed loop differentiated with ``create_graph=True`` also builds
 its store-all backward and makes it the stand-in of its checkpointed one
-(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program. A loop known at build time to run no
+(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
+not a loop of a run-time trip count in a loop body (:func:`_counted_per_step`), whose second
+derivative differentiates its ``reverse_loop`` (:func:`_reverse_loop_vjp`, recomputing its
+steps within the enclosing backward's step). A loop known at build time to run no
 step is the identity on its carries, and gives zeros to what its body reads. Building the
 reverse scan is linear in the size of the body.
 
@@ -311,16 +314,20 @@ def _counted_per_step(op, layout) -> bool:
 
 def _loop_vjp(op, cotangents):
     """The VJP of a loop (``scan``, ``while_loop``). A checkpointed loop (attr ``remat``: its
-    backward recomputes the body, by segments or by a run-time ``plan``; or a loop of a
-    data-dependent trip count in a loop body, :func:`_ragged`) differentiated with
+    backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
     ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
     without checkpoint, built on the same cotangents (a new forward op records its residuals),
     and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
     a later grad call differentiates the store-all one, so the higher derivatives are those of
     ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
     (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
-    extra stacks away; for a loop in a loop body whose trip counts differ between the enclosing
-    loop's steps, only that program runs: the store-all residuals cannot be stacked)."""
+    extra stacks away). A loop whose trip count may differ between the steps of an enclosing
+    loop (:func:`_counted_per_step`) gets no twin: its store-all residuals, stacked per step of
+    that loop, would be ragged; a later grad call differentiates its ``reverse_loop``
+    (:func:`_reverse_loop_vjp`), whose recomputation stays inside one step of the enclosing
+    loop's backward (second derivatives; a third would stack that recomputation's residuals,
+    which the run-time check of a stack's rows reports,
+    :func:`~symgrad.ops.control_flow.ragged_stack_message`)."""
     call = current()
     grads, results = _loop_backward(op, cotangents, call)
     layout = loop_layout(op)

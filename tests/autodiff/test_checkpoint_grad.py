@@ -439,8 +439,8 @@ RAGGED_FEEDS = {"xs": np.random.default_rng(0).normal(size=(4, 3)),
 
 def _ragged_program(inner_policy=None, outer="scan", order=1):
     """A loop whose body runs a while loop of a data-dependent trip count (a different one
-    at each step), differentiated with respect to what the inner loop reads; ``order=2``
-    also fetches the sum of the squared gradients and its gradient."""
+    at each step), differentiated with respect to what the inner loop reads; each further
+    ``order`` also fetches the sum of the squared gradients and its gradient."""
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [4, 3], "float64")
@@ -466,9 +466,10 @@ def _ragged_program(inner_policy=None, outer="scan", order=1):
         loss = sg.sum(h * h)
         grads = ir_backward.grad(loss, [w, xs, h0], create_graph=order > 1)
         fetches = [loss, trips] + grads
-        if order > 1:
+        for level in range(2, order + 1):
             norm = sum(sg.sum(g * g) for g in grads)
-            fetches += [norm] + ir_backward.grad(norm, [w, xs, h0])
+            grads = ir_backward.grad(norm, [w, xs, h0], create_graph=level < order)
+            fetches += [norm] + grads
     return prog, fetches
 
 
@@ -521,3 +522,23 @@ def test_second_derivatives_through_a_while_loop_of_data_dependent_trip_counts(b
         for a, b in zip(got, explicit(**RAGGED_FEEDS)):
             np.testing.assert_array_equal(a, b, err_msg=str(policy))
     _assert_gradients_match_differences(fn, 5, got[6:])
+
+
+# the error of a third derivative through the while loop of _ragged_program (trip counts 3, 2,
+# 1, 6): the second-order backward of the scan stacks a residual of the inner loop's
+# recomputation, whose rows are its trip count
+RAGGED_STACK_ERROR = (r"scan \(backward of scan, built at .*test_checkpoint_grad.py:\d+\) stacks "
+                      r"its per-step output %\d+ \(made by .*built at .*test_checkpoint_grad.py"
+                      r":\d+\)\) over its steps, but it has shape \(\d, 3\) at step \d and "
+                      r"\(\d, 3\) at the step run before it")
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_third_derivatives_through_a_while_loop_of_data_dependent_trip_counts_fail_clearly(
+        backend):
+    """They would stack the inner loop's residuals per step of the enclosing loop (its
+    recomputation's, in the second-order backward), of as many rows as its trip count: the
+    run-time check of a stack's rows names the loops, the user's lines and the shapes."""
+    fn = sg.compile(*_ragged_program(order=3), backend=backend)
+    with pytest.raises(sg.errors.FeedError, match=RAGGED_STACK_ERROR):
+        fn(**RAGGED_FEEDS)
