@@ -73,7 +73,7 @@ def _shape_check(gen, op, value, stack, step, keyword="if") -> list:
     a ``FeedError``), for a stack whose shape was taken from the first step::
 
         elif t11.shape[1:] != np.shape(t7):
-            raise FeedError('scan (...) stacks its per-step output %7 ...' % (np.shape(t7),
+            raise FeedError('scan (...) stacks its per-step output %%7 ...' % (np.shape(t7),
                             _t, t11.shape[1:]))
     """
     gen.statement_helpers[FeedError.__name__] = standin(FeedError)
