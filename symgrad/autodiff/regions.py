@@ -36,7 +36,10 @@ instead, by a ``reverse_loop`` (:data:`NESTED_PLAN`).
 
 Higher derivatives: a checkpointed loop differentiated with ``create_graph=True`` also builds
 its store-all backward and makes it the stand-in of its checkpointed one
-(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program. A loop known at build time to run no
+(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
+not a loop of a run-time trip count in a loop body (:func:`_counted_per_step`), whose second
+derivative differentiates its ``reverse_loop`` (:func:`_reverse_loop_vjp`, recomputing its
+steps within the enclosing backward's step). A loop known at build time to run no
 step is the identity on its carries, and gives zeros to what its body reads. Building the
 reverse scan is linear in the size of the body.
 
@@ -288,10 +291,17 @@ NESTED_PLAN = ("every", 1)
 
 def _ragged(op, layout) -> bool:
     """Would the residuals of loop ``op`` be stacked per step of an enclosing loop, a number
-    known only at run time each time (a while loop, or a scan with a run-time length and no
-    ``xs``, in a loop body)? Such a loop recomputes its steps (:data:`NESTED_PLAN`), recording
-    its trip count and initial carries only."""
-    if layout.plan is not None or layout.length is not None or layout.xs:
+    known only at run time each time (:func:`_counted_per_step`) and no schedule of its own?
+    Such a loop recomputes its steps (:data:`NESTED_PLAN`), recording its trip count and
+    initial carries only."""
+    return layout.plan is None and _counted_per_step(op, layout)
+
+
+def _counted_per_step(op, layout) -> bool:
+    """Is ``op`` a loop whose trip count is known only at run time and not from ``xs`` (a
+    while loop, a scan with a run-time length and no ``xs``) in the body of another loop, so
+    that it may run a different number of steps at each step of that loop?"""
+    if layout.length is not None or layout.xs:
         return False
     block = op.block
     while block is not None:
@@ -304,20 +314,24 @@ def _ragged(op, layout) -> bool:
 
 def _loop_vjp(op, cotangents):
     """The VJP of a loop (``scan``, ``while_loop``). A checkpointed loop (attr ``remat``: its
-    backward recomputes the body, by segments or by a run-time ``plan``; or a loop of a
-    data-dependent trip count in a loop body, :func:`_ragged`) differentiated with
+    backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
     ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
     without checkpoint, built on the same cotangents (a new forward op records its residuals),
     and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
     a later grad call differentiates the store-all one, so the higher derivatives are those of
     ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
     (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
-    extra stacks away; for a loop in a loop body whose trip counts differ between the enclosing
-    loop's steps, only that program runs: the store-all residuals cannot be stacked)."""
+    extra stacks away). A loop whose trip count may differ between the steps of an enclosing
+    loop (:func:`_counted_per_step`) gets no twin: its store-all residuals, stacked per step of
+    that loop, would be ragged; a later grad call differentiates its ``reverse_loop``
+    (:func:`_reverse_loop_vjp`), whose recomputation stays inside one step of the enclosing
+    loop's backward (second derivatives; a third would stack that recomputation's residuals,
+    which the run-time check of a stack's rows reports,
+    :func:`~symgrad.ops.control_flow.ragged_stack_message`)."""
     call = current()
     grads, results = _loop_backward(op, cotangents, call)
     layout = loop_layout(op)
-    if results and call.create_graph and (layout.remat or _ragged(op, layout)):
+    if results and call.create_graph and layout.remat and not _counted_per_step(op, layout):
         _, twin = _loop_backward(pending(op), cotangents, call, store_all=True)
         if len(twin) != len(results) or any(a.shape != b.shape or a.dtype != b.dtype
                                             for a, b in zip(results, twin)):

@@ -48,8 +48,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DTypeError, ProgramMismatchError, ShapeError
+from ..errors import DTypeError, FeedError, ProgramMismatchError, ShapeError
 from ..ir.dims import Symbol, broadcast_dims, dim_text, is_symbolic, symbols_of, unify
+from ..ir.location import op_site
 from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
@@ -377,6 +378,38 @@ def _while_rule(types, attrs, blocks):
     return out
 
 
+def ragged_stack_message(op, value) -> str:
+    """The error of loop ``op`` when its per-step output ``value`` (a Value of its body whose
+    dims are known only once a step ran) has another shape at a step than at the step run
+    before it, with ``%s`` for the shape, ``%d`` for the step, ``%s`` for the earlier shape.
+    The interpreter and the host lowering (:mod:`symgrad.backends.host.regions`) raise it as
+    :class:`~symgrad.errors.FeedError`, as the other run-time checks of shapes, before
+    writing the step's output; a loop in the body whose trip count differs between the steps
+    makes such outputs (its residuals, which a third derivative through a while loop of
+    data-dependent trip counts in a loop body would stack)."""
+    made = f"made by {op_site(value.op)}" if value.op is not None else "an argument of the body"
+    site = op_site(op).replace("%", "%%")
+    made = made.replace("%", "%%")
+    return (f"{site} stacks its per-step output %%{value.id} ({made}) over its steps, but it "
+            f"has shape %s at step %d and %s at the step run before it: its dims differ between "
+            f"the steps (a trip count of a loop in the body that differs between the steps "
+            f"gives such residuals; they cannot be stacked, so derivatives that would stack "
+            f"them, a third derivative through a while loop of data-dependent trip counts in "
+            f"a loop body, are not supported)")
+
+
+def _check_stacked(op, body, first, shapes, outputs, step) -> None:
+    """Raise :func:`ragged_stack_message` when a per-step output of ``outputs`` (those of
+    ``body`` from index ``first`` on, at ``step``) has another shape than in ``shapes`` (the
+    last step's, updated)."""
+    for j, item in enumerate(outputs):
+        shape = np.shape(item)
+        if shapes[j] is not None and shapes[j] != shape:
+            message = ragged_stack_message(op, body.yields[first + j])
+            raise FeedError(message % (shape, step, shapes[j]))
+        shapes[j] = shape
+
+
 def _stack(items, like):
     """``items`` (arrays shaped like Value ``like``) stacked along a new axis 0; an empty
     stack has unknown dims of size 0."""
@@ -390,10 +423,12 @@ def _run_while(op, args, run_block):
     cond_block, body = op.blocks
     loop_vars = list(args[:count])
     stacks = [[] for _ in body.yields[count:]]
+    shapes = [None] * len(stacks)
     trips = 0
     while bool(run_block(cond_block, loop_vars)[0]):
         out = run_block(body, loop_vars)
         loop_vars = out[:count]
+        _check_stacked(op, body, count, shapes, out[count:], trips)
         for stack, item in zip(stacks, out[count:]):
             stack.append(item)
         trips += 1
@@ -533,10 +568,12 @@ def _run_scan(op, args, run_block):
     carry = list(args[:carries])
     xs = args[carries:carries + count]
     stacks = [[None] * length for _ in body.yields[carries:]]
+    shapes = [None] * len(stacks)
     steps = range(length - 1, -1, -1) if op.attrs["reverse"] else range(length)
     for t in steps:
         out = run_block(body, carry + [x[t] for x in xs])
         carry = out[:carries]
+        _check_stacked(op, body, carries, shapes, out[carries:], t)
         for stack, item in zip(stacks, out[carries:]):
             stack[t] = item
     return carry + [_stack(s, v) for s, v in zip(stacks, body.yields[carries:])]

@@ -437,9 +437,10 @@ RAGGED_FEEDS = {"xs": np.random.default_rng(0).normal(size=(4, 3)),
                 "w": np.array([0.5, -1.0, 2.0]), "h0": np.full(3, 0.2)}
 
 
-def _ragged_program(inner_policy=None, outer="scan"):
+def _ragged_program(inner_policy=None, outer="scan", order=1):
     """A loop whose body runs a while loop of a data-dependent trip count (a different one
-    at each step), differentiated with respect to what the inner loop reads."""
+    at each step), differentiated with respect to what the inner loop reads; each further
+    ``order`` also fetches the sum of the squared gradients and its gradient."""
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [4, 3], "float64")
@@ -463,8 +464,26 @@ def _ragged_program(inner_policy=None, outer="scan"):
                                         [sg.constant(np.int64(0)), h0,
                                          sg.constant(np.int64(0))])
         loss = sg.sum(h * h)
-        fetches = [loss, trips] + ir_backward.grad(loss, [w, xs, h0])
+        grads = ir_backward.grad(loss, [w, xs, h0], create_graph=order > 1)
+        fetches = [loss, trips] + grads
+        for level in range(2, order + 1):
+            norm = sum(sg.sum(g * g) for g in grads)
+            grads = ir_backward.grad(norm, [w, xs, h0], create_graph=level < order)
+            fetches += [norm] + grads
     return prog, fetches
+
+
+def _assert_gradients_match_differences(fn, of, grads):
+    """``grads`` (arrays for w, xs, h0) are the central differences of fetch ``of``."""
+    for name, grad in zip(["w", "xs", "h0"], grads):
+        base = RAGGED_FEEDS[name]
+        numeric = np.zeros(base.shape)
+        for index in np.ndindex(base.shape):
+            d = np.zeros(base.shape)
+            d[index] = 1e-6
+            up, down = (fn(**dict(RAGGED_FEEDS, **{name: base + s * d}))[of] for s in (1, -1))
+            numeric[index] = (up - down) / 2e-6
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("outer", ["scan", "while_loop"])
@@ -483,12 +502,43 @@ def test_a_while_loop_of_a_data_dependent_trip_count_in_a_loop_body(backend, out
     explicit = sg.compile(*_ragged_program(("binomial", 2), outer), backend=backend)
     for a, b in zip(got, explicit(**RAGGED_FEEDS)):
         np.testing.assert_array_equal(a, b)
-    for name, grad in zip(["w", "xs", "h0"], got[2:]):
-        base = RAGGED_FEEDS[name]
-        numeric = np.zeros(base.shape)
-        for index in np.ndindex(base.shape):
-            d = np.zeros(base.shape)
-            d[index] = 1e-6
-            up, down = (fn(**dict(RAGGED_FEEDS, **{name: base + s * d}))[0] for s in (1, -1))
-            numeric[index] = (up - down) / 2e-6
-        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-7)
+    _assert_gradients_match_differences(fn, 0, got[2:])
+
+
+@pytest.mark.parametrize("outer", ["scan", "while_loop"])
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_second_derivatives_through_a_while_loop_of_data_dependent_trip_counts(backend, outer):
+    """The inner loop gets no store-all stand-in (its residuals could not be stacked when its
+    trip counts differ between the enclosing loop's steps): the second derivative
+    differentiates its reverse_loop, which recomputes its steps inside the step of the
+    enclosing loop's backward. It matches finite differences of the first derivative, and an
+    explicit schedule on the inner loop gives the same bits."""
+    fn = sg.compile(*_ragged_program(outer=outer, order=2), backend=backend)
+    got = fn(**RAGGED_FEEDS)
+    if outer == "scan":
+        assert len(set(got[1].tolist())) > 1            # trip counts differ between steps
+    for policy in [2, ("binomial", 2)]:
+        explicit = sg.compile(*_ragged_program(policy, outer, order=2), backend=backend)
+        for a, b in zip(got, explicit(**RAGGED_FEEDS)):
+            np.testing.assert_array_equal(a, b, err_msg=str(policy))
+    _assert_gradients_match_differences(fn, 5, got[6:])
+
+
+# the error of a third derivative through the while loop of _ragged_program (trip counts 3, 2,
+# 1, 6): the second-order backward of the scan stacks a residual of the inner loop's
+# recomputation, whose rows are its trip count
+RAGGED_STACK_ERROR = (r"scan \(backward of scan, built at .*test_checkpoint_grad.py:\d+\) stacks "
+                      r"its per-step output %\d+ \(made by .*built at .*test_checkpoint_grad.py"
+                      r":\d+\)\) over its steps, but it has shape \(\d, 3\) at step \d and "
+                      r"\(\d, 3\) at the step run before it")
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+def test_third_derivatives_through_a_while_loop_of_data_dependent_trip_counts_fail_clearly(
+        backend):
+    """They would stack the inner loop's residuals per step of the enclosing loop (its
+    recomputation's, in the second-order backward), of as many rows as its trip count: the
+    run-time check of a stack's rows names the loops, the user's lines and the shapes."""
+    fn = sg.compile(*_ragged_program(order=3), backend=backend)
+    with pytest.raises(sg.errors.FeedError, match=RAGGED_STACK_ERROR):
+        fn(**RAGGED_FEEDS)

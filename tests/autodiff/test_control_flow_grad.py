@@ -230,7 +230,7 @@ def test_nested_loops_record_residuals_in_new_ops_and_run_once():
     assert str(forward) == body and forward not in prog.ops
     (scan_op,) = [op for op in prog.ops if op.name == "scan" and not op.is_backward]
     (inner,) = [op for op in scan_op.blocks[0].ops if op.name == "while_loop"]
-    assert inner.attrs["num_stacked"] >= 1     # its new op, in the new outer body
+    assert inner.attrs["counted"]              # its new op, in the new outer body
     ids = [v.id for v in walk_defined(prog.ops)]
     assert len(set(ids)) == len(ids) == prog._next_id                  # dense, no duplicates
     prog.verify()

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import symgrad as sg
-from tests.autodiff.test_checkpoint_grad import (FEEDS, RAGGED_FEEDS, _program, _ragged_program,
-                                                 _rnn_step, _while_program)
+from tests.autodiff.test_checkpoint_grad import (FEEDS, RAGGED_FEEDS, RAGGED_STACK_ERROR, _program,
+                                                 _ragged_program, _rnn_step, _while_program)
 from tests.backends.cuda_emulation import library as emulation
 from tests.backends.cuda_emulation.device import EmulatedDevice
 
@@ -15,8 +15,9 @@ CASES = [(_program(_rnn_step, "sqrt"), FEEDS), (_program(_rnn_step, 4, reverse=T
          (_program(_rnn_step, ("binomial", 2), reverse=True), FEEDS),
          (_while_program(("binomial", 2), True), WHILE_FEEDS),
          (_while_program("sqrt", True), WHILE_FEEDS),
-         (_ragged_program(), RAGGED_FEEDS)]     # a while loop of data-dependent trip counts
+         (_ragged_program(), RAGGED_FEEDS),     # a while loop of data-dependent trip counts
                                                 # in a scan body: recomputed by a reverse_loop
+         (_ragged_program(order=2), RAGGED_FEEDS)]   # ... differentiated twice
 
 
 def _check(got, prog, fetches, feeds):
@@ -39,6 +40,14 @@ def test_checkpointed_loops_run_on_the_emulated_cuda_backend(case, tmp_path):
     device = EmulatedDevice(emulation.Library([compiled._executable.cuda_source],
                                               cache_dir=tmp_path))
     _check(device.run(compiled, feeds), prog, fetches, feeds)
+
+
+def test_a_ragged_stack_fails_clearly_on_the_c_backend():
+    """A third derivative through a while loop of data-dependent trip counts in a loop body
+    (``test_checkpoint_grad``): the host code the C backend shares checks a stack's rows."""
+    fn = sg.compile(*_ragged_program(order=3), backend="c")
+    with pytest.raises(sg.errors.FeedError, match=RAGGED_STACK_ERROR):
+        fn(**RAGGED_FEEDS)
 
 
 def test_no_step_reversed_gives_stacks_of_the_run_time_dims():

@@ -28,12 +28,13 @@ a module-level function taking the Values the region op reads and returning its 
 from __future__ import annotations
 
 from ...ops.checkpoint import _sg_reverse_plan
-from ...ops.control_flow import cond_p, loop_layout, scan_p, while_p
+from ...errors import FeedError
+from ...ops.control_flow import cond_p, loop_layout, ragged_stack_message, scan_p, while_p
 from ...ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from .functions import indented
 from ..dim_code import shape_code
 from .literals import dtype_code
-from .lowering import register_lowering
+from .lowering import register_lowering, standin
 
 INITIAL_CAPACITY = 16    # rows first allocated for a while loop's stacked values
 # Regions nested in one generated function at most: a region nested deeper is written as a
@@ -64,6 +65,22 @@ def _stack_shape(gen, length, value) -> str | None:
     if not all(gen.dim_names.known(d) for d in value.dims):
         return None
     return shape_code([length] + gen.shape_of(value))
+
+
+def _shape_check(gen, op, value, stack, step, keyword="if") -> list:
+    """``keyword`` (``if``/``elif``) and the raise of a step's output ``value`` whose shape
+    is not that of the rows of ``stack`` (:func:`~symgrad.ops.control_flow.ragged_stack_message`,
+    a ``FeedError``), for a stack whose shape was taken from the first step::
+
+        elif t11.shape[1:] != np.shape(t7):
+            raise FeedError('scan (...) stacks its per-step output %%7 ...' % (np.shape(t7),
+                            _t, t11.shape[1:]))
+    """
+    gen.statement_helpers[FeedError.__name__] = standin(FeedError)
+    source, rows = gen.expr(value), f"{stack}.shape[1:]"
+    message = ascii(ragged_stack_message(op, value))
+    return [f"{keyword} {rows} != np.shape({source}):",
+            f"    raise FeedError({message} % (np.shape({source}), {step}, {rows}))"]
 
 
 def _lower_cond(gen, op) -> list:
@@ -115,6 +132,8 @@ def _lower_scan(gen, op) -> list:
             lines.append(f"    if {name} is None:")
             lines.append(f"        {name} = np.empty(({length},) + np.shape({source}), "
                          f"{dtype_code(value.dtype)})")
+            lines.extend(indented(line) for line in
+                         _shape_check(gen, op, value, name, step, "elif"))
         lines.append(f"    {name}[{step}] = {source}")
     lines.extend(indented(line) for line in
                  _assign(carry_names, [gen.expr(v) for v in layout.carry_yields]))
@@ -150,8 +169,11 @@ def _lower_while(gen, op) -> list:
         source, dtype = gen.expr(value), dtype_code(value.dtype)
         lines += [f"    if {buffer} is None:",
                   f"        {buffer} = np.empty(({INITIAL_CAPACITY},) + np.shape({source}), "
-                  f"{dtype})",
-                  f"    elif {counter} == len({buffer}):  # full: double it",
+                  f"{dtype})"]
+        if _stack_shape(gen, "0", value) is None:    # dims known once a step ran
+            lines.extend(indented(line) for line in
+                         _shape_check(gen, op, value, buffer, counter, "elif"))
+        lines += [f"    elif {counter} == len({buffer}):  # full: double it",
                   f"        {buffer} = np.concatenate([{buffer}, np.empty_like({buffer})])",
                   f"    {buffer}[{counter}] = {source}"]
     lines.extend(indented(line) for line in
