@@ -15,6 +15,7 @@ from ..ir.graph import walk_defined, walk_ops
 from ..ir.printer import format_op_head
 from ..ir.value import Value
 from ..ops.core import evaluate_vjp
+from ..ops.checkpoint import parts_of
 from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
@@ -89,17 +90,32 @@ def filled_like(value, fill):
 
 
 class Backward:
-    """Cotangents of one grad call. ``live`` is the set of Values that receive one."""
+    """Cotangents of one grad call. ``live`` is the set of Values that receive one;
+    ``targets`` those whose own cotangents are wanted. A Value with *parts* (the ``y``s of a
+    scan cut into segments, laid out from the segment loops' stacks,
+    :func:`~symgrad.ops.checkpoint.set_parts`) that is not a target has its cotangents summed
+    on its parts, in the order they come: the loops' backward also reads those stacks (as
+    residuals), so each number's cotangent is one sum, as without segments, and the
+    derivatives of every order are those of ``checkpoint=None`` bit for bit."""
 
-    def __init__(self, program, policy, live):
+    def __init__(self, program, policy, live, targets=()):
         self.program = program
         self.policy = policy
         self.live = live
+        self.targets = set(targets)
         self.cotangent: dict = {}
 
     def accumulate(self, value, contribution):
-        """Add ``contribution`` to the cotangent of ``value``."""
+        """Add ``contribution`` to the cotangent of ``value`` (to those of its parts, cut
+        into their pieces, if it has some and is not a target)."""
         value = standing_for(value)
+        parts = parts_of(value) if value not in self.targets else None
+        if parts is not None:
+            with self.program.backward_of(producer(value)):
+                pieces = [(part, take(contribution)) for part, take in parts]
+            for part, piece in pieces:
+                self.accumulate(part, piece)
+            return
         current = self.cotangent.get(value)
         self.cotangent[value] = contribution if current is None else \
             self._sum(value, current, contribution)

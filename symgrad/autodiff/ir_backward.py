@@ -79,7 +79,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         leaves = [] if only_inputs else [
             v for v in cone if v.op is not None and v.op.opdef.feedable and not v.stop_gradient]
         ops, live = live_ops(inputs + leaves, cone, cone_ops, policy)
-        backward = Backward(program, policy, live)
+        backward = Backward(program, policy, live, inputs + leaves)
         backward.seed(outputs, seeds, scale)
         backward.run(ops)
         results = _results(backward, outputs, inputs, offsets, policy, allow_unused, unused)

@@ -81,7 +81,7 @@ def differentiate_block(block, seeds, targets, policy, sums=None) -> dict:
     outputs = [value for value, _ in seeds]
     cone, cone_ops = search(outputs, policy, within=block)
     ops, live = live_ops(targets, cone, cone_ops, policy)
-    backward = Backward(block.program, policy, live)
+    backward = Backward(block.program, policy, live, targets)
     backward.cotangent.update(sums or {})
     backward.seed(outputs, [cotangent for _, cotangent in seeds], 1)
     backward.run(ops)

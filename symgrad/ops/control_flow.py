@@ -55,7 +55,7 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
-from .checkpoint import copied_region, run_time_plan, segment_length
+from .checkpoint import copied_region, run_time_plan, segment_length, set_parts
 from .elementwise import cast
 from .shape import concatenate, reshape
 from .source import as_value
@@ -738,10 +738,16 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
     def part(x, bounds):
         return x[bounds[0]:bounds[1]] if rest else x
 
+    def chunked(x):
+        return reshape(part(x, whole), [count, steps] + list(x.shape[1:]))
+
+    def last(x):
+        return part(x, short)
+
     # the last segment's slices come first: the backward then adds their gradients to the
     # running sum of each xs after the loops' (bit for bit the order without checkpoint)
-    short_xs = [part(x, short) for x in xs_leaves] if rest else []
-    chunks = [reshape(part(x, whole), [count, steps] + list(x.shape[1:])) for x in xs_leaves]
+    short_xs = [last(x) for x in xs_leaves] if rest else []
+    chunks = [chunked(x) for x in xs_leaves]
     inner = []
 
     def segment(carry, chunk):
@@ -752,13 +758,21 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
     outer, y_structure = _scan_op(segment, init, (chunks, xs_structure), count, reverse,
                                   remat=True)
     carry = outer.results[:len(init_leaves)]
-    ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in outer.results[len(carry):]]
+    stacks = outer.results[len(carry):]
+    ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in stacks]
+    parts = [[(stack, chunked)] for stack in stacks]
     if rest:
         (op,) = inner
         tail = copied_region(op, carry + short_xs, dict(op.attrs, length=rest)).results
         carry = tail[:len(carry)]
         ys = [concatenate([y, t] if not reverse else [t, y])
               for y, t in zip(ys, tail[len(carry):])]
+        for stack_parts, t in zip(parts, tail[len(carry):]):
+            stack_parts.append((t, last))
+    # reverse mode sums the cotangents of the ys on the stacks, which the backward of the
+    # loops also reads (as residuals): one sum per number, as without segments
+    for y, stack_parts in zip(ys, parts):
+        set_parts(y, stack_parts)
     return carry, unflatten(y_structure, ys)
 
 

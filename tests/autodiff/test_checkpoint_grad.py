@@ -53,7 +53,7 @@ def _higher(fetches, grads, wrt, order):
     return fetches
 
 
-def _program(step_of, policy, reverse=False, counted=False, order=1, xs_grad=True):
+def _program(step_of, policy, reverse=False, counted=False, order=1):
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [T, 4, 3], "float64")
@@ -65,7 +65,7 @@ def _program(step_of, policy, reverse=False, counted=False, order=1, xs_grad=Tru
         h = carry[1] if counted else carry
         loss = sg.mean(h * h) + (sg.sum(ys * ys) if ys is not None else 0.0)
         fetches = [h, loss] + ([ys] if ys is not None else [])
-        wrt = [w, u, h0] + ([xs] if xs_grad else [])
+        wrt = [w, u, h0, xs]
         grads = ir_backward.grad(loss, wrt, create_graph=order > 1)
         fetches = _higher(fetches + grads, grads, wrt, order)
     return prog, fetches
@@ -100,14 +100,39 @@ def test_second_derivatives_are_bit_identical(policy, reverse, backend):
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
-@pytest.mark.parametrize("policy", [3, ("binomial", 2)])
+@pytest.mark.parametrize("policy", [3, 5, "sqrt", ("binomial", 2)])
 def test_third_derivatives_are_bit_identical(policy, backend):
-    """A run-time schedule (a flat loop) to every order; segments too, but for the
-    derivatives of ``xs``: the first derivative of ``xs`` is then a reshape of the segment
-    loops' stacked cotangents, a Value apart from the stack that the second-order backward
-    reads as a residual, so the third derivative adds up their cotangents in another order
-    (docs/control-flow.md, "Higher derivatives")."""
-    _assert_identical(_rnn_step, policy, backend, order=3, xs_grad=not isinstance(policy, int))
+    """Run-time schedules (a flat loop) and segments (3 and "sqrt" leave a shorter last
+    segment, 5 does not), with respect to everything the loop reads, ``xs`` included."""
+    _assert_identical(_rnn_step, policy, backend, order=3)
+
+
+def _exp_step(w, u):
+    """A step whose per-step output the backward reads (exp's VJP reads its result)."""
+    def step(h, x):
+        return sg.tanh(h @ w) * sg.exp(x @ u), sg.exp(x)
+    return step
+
+
+def _carry_out_step(w, u):
+    """A step whose per-step output is its incoming carry."""
+    def step(h, x):
+        return sg.tanh(h @ w) * sg.exp(x @ u), h
+    return step
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("policy", [3, 5])
+def test_ys_that_the_backward_reads_keep_higher_derivatives_bit_identical(policy, reverse,
+                                                                          backend):
+    """Segments give the ``ys`` as a reshape (and concatenation) of the segment loops' stacks,
+    which their backward reads as residuals: the cotangents of the ``ys`` are summed on the
+    stacks (``ops.checkpoint.set_parts``), one sum per number as without segments (else the
+    second derivatives of the carry-out step and the third ones of xs differ in the last
+    bits)."""
+    _assert_identical(_carry_out_step, policy, backend, order=2, reverse=reverse)
+    _assert_identical(_exp_step, policy, backend, order=3, reverse=reverse)
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
