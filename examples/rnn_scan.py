@@ -20,7 +20,6 @@ import time
 import numpy as np
 
 import symgrad as sg
-from symgrad import ir_backward
 
 QUICK = os.environ.get("SYMGRAD_EXAMPLE_QUICK") == "1"
 STEPS = 150 if QUICK else 600

@@ -113,9 +113,9 @@ def chunk_step(artifact, feeds, name, chunk, chunks) -> np.ndarray:
     else:
         state = getattr(standalone_module(artifact), "state", None)
         if state is None:
-            raise RuntimeError(f"the artifact's standalone module has no state(): save the "
-                               f"artifact again with this symgrad to run its random ops with "
-                               f"map_reduce")
+            raise RuntimeError("the artifact's standalone module has no state(): save the "
+                               "artifact again with this symgrad to run its random ops with "
+                               "map_reduce")
         step = state()[name]
     return np.asarray(int(step) * chunks + chunk, dtype=np.int64)
 

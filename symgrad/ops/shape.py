@@ -30,7 +30,7 @@ from ..ir.location import user_location
 from ..ir.value import Value, format_shape
 from .batching import all_batched, axis_batch, batch_size, with_rank
 from .core import (INJECTIVE, Algebra, OpDef, bind, code_int, dtypes_shape, normalize_axis,
-                   raise_with_context, register, same_dims)
+                   raise_with_context, register)
 from .elementwise import zeros_like
 from .source import as_value, as_values, full_p
 
