@@ -162,11 +162,17 @@ def test_a_forward_only_compile_after_grad_records_no_residuals():
     assert len(scan_op.results) == 1 and "np.empty((5" not in forward.source
 
 
-def test_a_failed_grad_leaves_the_forward_loop_as_it_was():
+def _failing_op(name):
+    """A custom op (the identity) whose backward raises ``RuntimeError("no gradient
+    today")``."""
     def backward(inputs, outputs, grads):
         raise RuntimeError("no gradient today")
 
-    boom = sg.custom_op("boom_in_loop", lambda a: a * 1.0, lambda t: t, backward)
+    return sg.custom_op(name, lambda a: a * 1.0, lambda t: t, backward)
+
+
+def test_a_failed_grad_leaves_the_forward_loop_as_it_was():
+    boom = _failing_op("boom_in_loop")
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [2], "float64")
@@ -183,10 +189,7 @@ def test_a_failed_grad_leaves_the_forward_loop_as_it_was():
 
 def _nested_loops():
     """A scan whose body runs a while loop, then a custom op that fails to differentiate."""
-    def backward(inputs, outputs, grads):
-        raise RuntimeError("no gradient today")
-
-    boom = sg.custom_op("boom_after_loops", lambda a: a * 1.0, lambda t: t, backward)
+    boom = _failing_op("boom_after_loops")
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [2], "float64")
