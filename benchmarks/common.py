@@ -20,13 +20,20 @@ def median_time(fn, repeats=7, warmup=1) -> float:
     return statistics.median(times)
 
 
-def paired_median_times(fns, repeats=7, warmup=1, number=1) -> list:
+def paired_median_times(fns, repeats=7, warmup=1, number=1, settle=0.0) -> list:
     """Median wall time (seconds per call) of each of ``fns``, timed in alternation: every
     round calls each function ``number`` times in a row (the order rotating from round to
     round), so a slow spell of a noisy machine lands on all of them instead of on whichever
     ran then. Ratios of these medians are what the tables report. Calls of microseconds take
     ``number`` > 1, as ``timeit`` does: one such call timed alone measures the caches the
-    other contenders left cold, not the call."""
+    other contenders left cold, not the call.
+
+    ``settle`` > 0: at each turn a function first runs untimed for that many seconds (after
+    the garbage collection that precedes every turn), so it is timed in its steady state
+    rather than in what the one before, or the collection, left behind. Multithreaded
+    contenders need it: after a call, OpenBLAS's threads spin for about 0.1 s (2**28 cycles)
+    and take a CPU from the next contender's threads (measured on W8: PyTorch eager's step
+    2.6x slower, symgrad numpy's 1.4x, right after a hand-written step)."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -34,8 +41,11 @@ def paired_median_times(fns, repeats=7, warmup=1, number=1) -> list:
     for round_ in range(repeats):
         for k in range(len(fns)):
             index = (k + round_) % len(fns)
-            gc.collect()
             fn = fns[index]
+            gc.collect()
+            settled = time.perf_counter() + settle
+            while time.perf_counter() < settled:
+                fn()
             start = time.perf_counter()
             for _ in range(number):
                 fn()

@@ -1020,7 +1020,7 @@ def w7_torch(repeats):
         _check_w7(losses, [t.detach().numpy() for t in tensors],
                   [hand(x, labels) for _ in range(3)], hand_params, label)
         seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
-                                                    repeats * 5)
+                                                    repeats * 5, settle=W8_SETTLE)
         rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
                      "seconds": seconds, "hand": hand_seconds})
     return rows
@@ -1032,6 +1032,8 @@ W8_CONTENDERS = ("symgrad", "PyTorch", "JAX")   # each in a process of its own p
 # the mean parameter difference allowed after three steps: a convolution's sums round in another
 # order on each contender, and the few weights whose gradient is about 0 then move by +-lr
 W8_MEAN = 1e-4
+# seconds each W8 contender runs untimed at its turn (common.paired_median_times: steady state)
+W8_SETTLE = 0.2
 
 
 def w8_by_hand(init):
@@ -1051,7 +1053,7 @@ def w8_by_hand(init):
 def w8(repeats):
     """Each contender of :data:`W8_CONTENDERS` at each of :data:`W8_THREADS` in a process of
     its own (its CPUs and thread pools limited to that many), timed in alternation with the
-    hand-written step there; the table gives each time and its speedup over the hand-written
+    hand-written step there, each in its steady state (:data:`W8_SETTLE`); the table gives each time and its speedup over the hand-written
     step divided by PyTorch eager's at the same thread count (each process times its own
     hand-written step: compare through speedups)."""
     rows = []
@@ -1093,7 +1095,8 @@ def _w8_symgrad(init, x, labels, repeats):
         steps.append(lambda fn=fn: fn(x=x, labels=labels))
         notes.append(f"; grad+compile {format_seconds(seconds)}")
     hand, _ = w8_by_hand(init)
-    times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5)
+    times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5,
+                                settle=W8_SETTLE)
     for backend, seconds, note in zip(BACKENDS, times[1:], notes):
         rows.append({"label": f"symgrad {backend}", "version": f"symgrad {sg.__version__}",
                      "seconds": seconds, "hand": times[0], "note": note})
@@ -1133,7 +1136,7 @@ def _w8_torch(init, x, labels, repeats):
                   [hand(x, labels) for _ in range(3)], hand_params, label,
                   mean=W8_MEAN)
         seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
-                                                    repeats * 5)
+                                                    repeats * 5, settle=W8_SETTLE)
         rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
                      "seconds": seconds, "hand": hand_seconds})
     return rows
@@ -1188,7 +1191,8 @@ def _w8_jax(init, x, labels, repeats):
     _check_w7(losses, [np.asarray(state[0][0][k]) for k in names],
               [hand(x, labels) for _ in range(3)], hand_params, "JAX",
               mean=W8_MEAN)
-    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5)
+    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5,
+                                                settle=W8_SETTLE)
     return [{"label": "JAX jit", "version": f"JAX {jax.__version__}", "seconds": seconds,
              "hand": hand_seconds}]
 

@@ -33,11 +33,20 @@ def serial_rows(body, n, rows, *args):
 
 
 def pad_hw(x, padding, value):
-    """``x`` [N, C, H, W] padded by ``padding`` on both sides of H and W with ``value``."""
+    """``x`` [N, C, H, W] padded by ``padding`` on both sides of H and W with ``value``: the
+    four borders filled, then ``x`` copied in (what ``np.pad`` gives, at half its cost on
+    the small per-range arrays of a pool's loops)."""
     ph, pw = padding
     if ph == 0 and pw == 0:
         return x
-    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h + 2 * ph, w + 2 * pw), x.dtype)
+    out[:, :, :ph] = value
+    out[:, :, h + ph:] = value
+    out[:, :, ph:h + ph, :pw] = value
+    out[:, :, ph:h + ph, w + pw:] = value
+    out[:, :, ph:h + ph, pw:w + pw] = x
+    return out
 
 
 def window_view(xp, kernel, stride, dilation):

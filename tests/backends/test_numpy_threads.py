@@ -7,6 +7,7 @@ import pytest
 import symgrad as sg
 from symgrad import ir_backward
 from symgrad.backends.common import Namer
+from symgrad.backends.options import MIN_PARALLEL_CHUNKS, NUMPY_GROUP_MIN_PARALLEL_CHUNKS
 from symgrad.backends.host import row_pool
 
 from .forking import run_forked
@@ -118,6 +119,22 @@ def test_small_arrays_stay_on_the_calling_thread(executor_uses):
     rng = np.random.default_rng(7)
     compiled(x=rng.standard_normal((5, 6)), b=rng.standard_normal(6))   # 3 chunks of 2 rows
     assert not executor_uses
+
+
+def test_group_loops_need_more_chunks_than_kernels_to_take_the_pool(executor_uses):
+    """A fused group's loop hands NumPy's GIL between its threads at every ufunc call, so it
+    takes the pool only from NUMPY_GROUP_MIN_PARALLEL_CHUNKS chunks on (the kernels'
+    per-sample ranges, GEMMs in them, from the pool's own min_chunks)."""
+    least = NUMPY_GROUP_MIN_PARALLEL_CHUNKS
+    assert least > MIN_PARALLEL_CHUNKS
+    prog, fetches = _program(REDUCTIONS["sum0"])
+    compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
+    assert f"min_chunks={least})" in compiled.source
+    rng = np.random.default_rng(7)
+    compiled(x=rng.standard_normal((2 * (least - 1), 6)), b=rng.standard_normal(6))
+    assert not executor_uses                # least - 1 chunks of 2 rows
+    compiled(x=rng.standard_normal((2 * least, 6)), b=rng.standard_normal(6))
+    assert executor_uses
 
 
 def test_every_loaded_module_shares_one_pool(executor_uses):

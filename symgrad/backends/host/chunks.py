@@ -36,6 +36,7 @@ from ...ir.printer import counted, value_label
 from ...ops.core import code_int
 from ...ops.fused import FUSION
 from ..common import Namer, comment
+from ..options import NUMPY_GROUP_MIN_PARALLEL_CHUNKS
 from ..dim_code import shape_code
 from ..plan import plan_group, structure
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
@@ -404,16 +405,17 @@ class _Lowering:
                                        lambda: "\n".join(wrap_doc(doc)), body, self.names.names))
 
         call_args = ", ".join([n, rows] + worker_params)
+        pool_args = f"{call_args}, min_chunks={NUMPY_GROUP_MIN_PARALLEL_CHUNKS}"
         threaded = gen.options.threads != 1
         if returns is not None:
             ufunc = self.reduction_parts()[0]
             if threaded:
-                lines.append(f"_partial = _POOL.over_rows({worker}, {call_args})")
+                lines.append(f"_partial = _POOL.over_rows({worker}, {pool_args})")
                 lines.append(f"{returns} = {ufunc}.reduce(_partial, axis=0)")
             else:
                 lines.append(f"{returns} = {worker}(0, {call_args})")
         else:
-            lines.append(f"_POOL.over_rows({worker}, {call_args})" if threaded
+            lines.append(f"_POOL.over_rows({worker}, {pool_args})" if threaded
                          else f"{worker}(0, {call_args})")
         if threaded:
             gen.uses_threads = True

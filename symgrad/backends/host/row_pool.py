@@ -158,16 +158,18 @@ class RowPool:
         this pool runs loops on several threads (:data:`BLAS_THREADS`), else as it is."""
         return BLAS_THREADS.single() if self.thread_count() > 1 else contextlib.nullcontext()
 
-    def over_rows(self, body, n, rows, *args) -> list:
+    def over_rows(self, body, n, rows, *args, min_chunks=None) -> list:
         """Run ``body(start, stop, rows, *args)`` over rows 0:n; return the results in row
         order.
 
-        Rows go in chunks of ``rows``: with ``min_chunks`` chunks or more, each thread takes
+        Rows go in chunks of ``rows``: with ``min_chunks`` chunks or more (the argument, else
+        the pool's), each thread takes
         a contiguous range of whole chunks (the calling thread the first), else the calling
         thread takes all. NumPy releases the GIL inside ufuncs, copies and BLAS calls, so the
         ranges run in parallel, the BLAS single-threaded meanwhile (:data:`BLAS_THREADS`)."""
         chunks = -(-n // rows)
-        workers = min(self.thread_count(), chunks) if chunks >= self.min_chunks else 1
+        least = self.min_chunks if min_chunks is None else min_chunks
+        workers = min(self.thread_count(), chunks) if chunks >= least else 1
         if workers < 2:
             return [body(0, n, rows, *args)]
         bounds = [min(n, k * chunks // workers * rows) for k in range(workers + 1)]
