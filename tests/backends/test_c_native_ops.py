@@ -394,6 +394,33 @@ def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
         put(before)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_matmuls_run_in_blocks_on_the_pool_and_give_the_bytes_of_one_thread(dtype):
+    """A product too large for one thread runs as blocks of its rows or of its columns
+    (whichever dim is longer; either operand read transposed, a stack folded into the rows) on
+    symgrad's pool, the BLAS on one thread meanwhile: the blocks depend on the shape only, so
+    ``threads=2`` gives the bytes of ``threads=1``, and the BLAS's thread count is put back."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 96], dtype)
+        w = sg.data("w", [96, 300], dtype)
+        s = sg.data("s", [3, 70, 96], dtype)
+        fetches = [x @ w, sg.transpose(w) @ sg.transpose(x), s @ w, sg.transpose(x) @ x]
+    feeds = {"x": RNG.standard_normal((260, 96)).astype(dtype),
+             "w": RNG.standard_normal((96, 300)).astype(dtype),
+             "s": RNG.standard_normal((3, 70, 96)).astype(dtype)}
+    one = sg.compile(prog, fetches, backend="c", threads=1)
+    two = sg.compile(prog, fetches, backend="c", threads=2)
+    assert _native_calls(two) == len(fetches)
+    calls = _blas_thread_calls()
+    before = calls[0]() if calls else None
+    for g, e in zip(two(**feeds), one(**feeds)):
+        np.testing.assert_array_equal(g, e)
+    if calls:
+        assert calls[0]() == before
+    _assert_matches(prog, fetches, two, feeds, dtype)
+
+
 @pytest.mark.parametrize("kernel, taps", [((5, 6), False), ((3, 2), True)])
 def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
     """The input gradient of a kernel of at most native_ops.UNROLLED_TAPS taps gets col2im
