@@ -35,8 +35,8 @@ residuals stacked with a different count at each step of that loop: it recompute
 instead, by a ``reverse_loop`` (:data:`NESTED_PLAN`).
 
 Higher derivatives: a checkpointed loop differentiated with ``create_graph=True`` also builds
-its store-all backward and makes it the stand-in of its checkpointed one
-(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
+its store-all backward and makes it the twin of its checkpointed one (``Operation.twin_of``,
+:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
 not a loop of a run-time trip count in a loop body (:func:`_counted_per_step`), whose second
 derivative differentiates its ``reverse_loop`` (:func:`_reverse_loop_vjp`, recomputing its
 steps within the enclosing backward's step). A loop known at build time to run no
@@ -63,7 +63,7 @@ from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
 from .merge import emit, merge, pending
-from .reach import follow_stand_ins, live_ops, search, set_stand_in
+from .reach import live_ops, search
 from .registry import register_vjp
 
 __all__ = ["differentiate_block"]
@@ -202,7 +202,6 @@ class _Loop:
         twin = copy_op(op, op.inputs, op.attrs, op.block, copies, clones)
         del clones[op]
         policy.follow(copies)
-        follow_stand_ins(clones, copies)
         self.clones = clones
         self.blocks = twin.blocks
         for block in self.blocks:    # op's, until the new op takes them (provenance)
@@ -271,6 +270,9 @@ class _Loop:
         program._next_id = first + len(made)
         new.results = op.results[:kept] + made[:stacked] + (
             made[stacked:] if counted else op.results[kept:])
+        if op.twin_of is not None:          # a twin recording more stands in as before
+            twin = dict(zip(op.results, op.twin_of))
+            new.twin_of = tuple([twin.get(value) for value in new.results])
         self.new = new
         emit(op, new, self.clones)
 
@@ -317,8 +319,8 @@ def _loop_vjp(op, cotangents):
     backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
     ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
     without checkpoint, built on the same cotangents (a new forward op records its residuals),
-    and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
-    a later grad call differentiates the store-all one, so the higher derivatives are those of
+    as the *twin* of its checkpointed backward (``Operation.twin_of``,
+    :class:`~symgrad.autodiff.reach.Twins`): a later grad call differentiates the store-all one, so the higher derivatives are those of
     ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
     (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
     extra stacks away). A loop whose trip count may differ between the steps of an enclosing
@@ -337,7 +339,9 @@ def _loop_vjp(op, cotangents):
                                             for a, b in zip(results, twin)):
             raise AssertionError(f"the store-all backward of {op.name} gives other results "
                                  f"than its checkpointed one")
-        set_stand_in(zip(results, twin))
+        twin_op = twin[0].op
+        stands_for = dict(zip(twin, results))
+        twin_op.twin_of = tuple([stands_for.get(value) for value in twin_op.results])
         call.kept.extend(twin)
     return grads
 
@@ -607,8 +611,9 @@ def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, p
 # --- reverse_loop -----------------------------------------------------------------------------
 def _reverse_loop_vjp(op, cotangents):
     """The VJP of a ``reverse_loop`` (a gradient through a loop with a run-time checkpoint
-    schedule, differentiated again) that has no stand-in (:func:`_loop_vjp` gives one to
-    those it builds with ``create_graph=True``; a batched copy, say, has none): the result
+    schedule, differentiated again) that has no twin (:func:`_loop_vjp` gives one to those it
+    builds with ``create_graph=True``; one that ``vmap`` could not pair with its twin's
+    batched copy has none): the result
     agrees with ``checkpoint=None`` to rounding, not bit for bit. The op computes what two scans
     compute: one running its ``advance`` block over the steps and stacking the incoming
     carries, then a scan in the opposite direction running its ``reverse`` block over the

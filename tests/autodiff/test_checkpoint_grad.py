@@ -1,7 +1,7 @@
 """``checkpoint=`` on scan, fori_loop and while_loop, and ``sg.checkpoint(fn)``: results and
 gradients are bit-identical to storing every step, on the interpreter and numpy backends, with
 random ops, a ``cond`` and a nested loop in the body, to every order (a checkpointed loop's
-backward differentiates as the store-all one, ``reach.set_stand_in``); the stored residuals
+backward differentiates as the store-all one, its twin: ``Operation.twin_of``); the stored residuals
 are per segment."""
 import numpy as np
 import pytest
@@ -128,7 +128,7 @@ def test_ys_that_the_backward_reads_keep_higher_derivatives_bit_identical(policy
                                                                           backend):
     """Segments give the ``ys`` as a reshape (and concatenation) of the segment loops' stacks,
     which their backward reads as residuals: the cotangents of the ``ys`` are summed on the
-    stacks (``ops.checkpoint.set_parts``), one sum per number as without segments (else the
+    stacks (``Operation.passes_cotangents``), one sum per number as without segments (else the
     second derivatives of the carry-out step and the third ones of xs differ in the last
     bits)."""
     _assert_identical(_carry_out_step, policy, backend, order=2, reverse=reverse)
@@ -431,12 +431,10 @@ def test_create_graph_through_a_binomial_loop_keeps_its_schedule():
     np.testing.assert_allclose(got, numeric, rtol=1e-6)
 
 
-def test_a_reverse_loop_without_a_stand_in_differentiates_its_own_scans():
-    """A reverse_loop with no store-all stand-in (one that vmap batched, say) is
-    differentiated through the two scans it computes: the second derivative agrees with
-    ``checkpoint=None``'s to rounding."""
-    from symgrad.autodiff import reach
-
+def test_a_reverse_loop_without_a_twin_differentiates_its_own_scans():
+    """A reverse_loop with no store-all twin (``Operation.twin_of`` cleared here; one that
+    vmap could not pair with its twin's batched copy, say) is differentiated through the two
+    scans it computes: the second derivative agrees with ``checkpoint=None``'s to rounding."""
     def build(policy, drop):
         prog = sg.Program()
         with sg.program_guard(prog):
@@ -447,8 +445,9 @@ def test_a_reverse_loop_without_a_stand_in_differentiates_its_own_scans():
                                  [sg.constant(np.int64(0)), x], checkpoint=policy)
             (g,) = ir_backward.grad(sg.sum(h * h), [w], create_graph=True)
             if drop:
-                (backward,) = [op for op in prog.ops if op.name == "reverse_loop"]
-                reach._STAND_INS.pop(backward)
+                (twin,) = [op for op in prog.ops if op.twin_of is not None]
+                assert twin.twin_of[0].op.name == "reverse_loop"
+                twin.twin_of = None
             (gg,) = ir_backward.grad(sg.sum(g * g), [w])
         return sg.compile(prog, [g, gg], backend="numpy")
     feeds = {"x": np.array([0.1, -0.4, 0.7]), "w": np.array([0.9, 1.1, -0.8])}
@@ -533,7 +532,7 @@ def test_a_while_loop_of_a_data_dependent_trip_count_in_a_loop_body(backend, out
 @pytest.mark.parametrize("outer", ["scan", "while_loop"])
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
 def test_second_derivatives_through_a_while_loop_of_data_dependent_trip_counts(backend, outer):
-    """The inner loop gets no store-all stand-in (its residuals could not be stacked when its
+    """The inner loop gets no store-all twin (its residuals could not be stacked when its
     trip counts differ between the enclosing loop's steps): the second derivative
     differentiates its reverse_loop, which recomputes its steps inside the step of the
     enclosing loop's backward. It matches finite differences of the first derivative, and an
