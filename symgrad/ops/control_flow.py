@@ -723,7 +723,8 @@ def _remat_attrs(remat, plan) -> dict:
 
 def _laid_out(y):
     """``y`` (a reshape or concatenation of segment loops' stacks), its op marked
-    ``passes_cotangents`` (:mod:`symgrad.ir.operation`)."""
+    ``passes_cotangents`` (:mod:`symgrad.ir.operation`): reverse mode sums its cotangents on
+    the stacks, as they come, as the unsplit scan does on its own stacks."""
     y.op.passes_cotangents = True
     return y
 

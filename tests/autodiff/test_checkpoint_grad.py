@@ -150,6 +150,53 @@ def test_a_nested_loop_in_the_body(backend):
     _assert_identical(_nested_step, ("binomial", 2), backend, order=2)
 
 
+def _segmented_in_a_body(step_of, inner, outer, reverse, order, backend):
+    """A scan (``outer``'s checkpoint) whose body runs a scan over its slice of xs
+    (``inner``'s checkpoint) and yields that scan's ys; derivatives up to ``order``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [2, 7, 3], "float64")
+        w = sg.data("w", [3, 3], "float64")
+        h0 = sg.data("h0", [3], "float64")
+
+        def body(h, x):
+            return sg.scan(step_of(w), h, x, reverse=reverse, checkpoint=inner)
+        h, ys = sg.scan(body, h0, xs, checkpoint=outer)
+        loss = sg.sum(h * h) + sg.sum(ys * ys)
+        wrt = [w, h0, xs]
+        grads = ir_backward.grad(loss, wrt, create_graph=order > 1)
+        fetches = _higher([loss] + grads, grads, wrt, order)
+    feeds = {"xs": RNG.normal(size=(2, 7, 3)), "w": RNG.normal(size=(3, 3)) * 0.5,
+             "h0": RNG.normal(size=3)}
+    return sg.compile(prog, fetches, backend=backend)(**feeds)
+
+
+INNER_STEPS = {
+    "carry_out": lambda w: lambda h, x: (sg.tanh(h @ w) * sg.exp(x), h),
+    "exp_of_carry_and_x": lambda w: lambda h, x: (sg.tanh(h @ w + x), sg.exp(x * h)),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("step", list(INNER_STEPS))
+@pytest.mark.parametrize("inner, outer, reverse", [(3, None, False), (4, 2, True),
+                                                   (("binomial", 2), None, False)])
+def test_a_segmented_scan_in_a_loop_body_is_bit_identical_to_the_third_order(
+        step, inner, outer, reverse, backend):
+    """The ys of a segmented scan in a loop body are the enclosing loop's stacked outputs:
+    its backward reads the segments' stacks out of them (through the inverse of their
+    layout, ``regions._cut_part``) and its xs segments from the enclosing loop's xs slices
+    (``regions._recut``), so each number's cotangent is summed on one stack, as without
+    segments. A carry yielded as a y, and a y that the backward reads and that depends on
+    the carry and the xs (``exp(x * h)``)."""
+    state = RNG.bit_generator.state
+    plain = _segmented_in_a_body(INNER_STEPS[step], None, None, reverse, 3, backend)
+    RNG.bit_generator.state = state
+    got = _segmented_in_a_body(INNER_STEPS[step], inner, outer, reverse, 3, backend)
+    for index, (a, b) in enumerate(zip(got, plain)):
+        np.testing.assert_array_equal(a, b, err_msg=f"fetch {index}")
+
+
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
 def test_fori_loop_checkpoint_is_bit_identical(backend):
     def build(policy):
