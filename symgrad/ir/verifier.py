@@ -61,7 +61,7 @@ def _verify_block(program, block, visible, prefix):
             raise VerificationError(
                 f"{where()}: result types {actual} differ from the shape rule's {expected}")
         if op.twin_of is not None:
-            _verify_twin(op, defined, where)
+            _verify_twin(op, block, visible, where)
         for index, value in enumerate(op.results):
             if value.op is not op or value.index != index or value.program is not program:
                 raise VerificationError(f"{where()}: result {index} is not owned by the op")
@@ -77,16 +77,17 @@ def _verify_block(program, block, visible, prefix):
         visible.difference_update(defined)
 
 
-def _verify_twin(op, defined, where) -> None:
+def _verify_twin(op, block, visible, where) -> None:
+    """``op.twin_of``: one entry per result, each None or a Value of the result's type that
+    ``block`` defines before ``op`` (in ``visible``, the Values seen so far)."""
     twin = op.twin_of
     if len(twin) != len(op.results):
         raise VerificationError(f"{where()}: twin_of has {len(twin)} entries for "
                                 f"{len(op.results)} results")
-    earlier = set(defined)
     for value, result in zip(twin, op.results):
         if value is None:
             continue
-        if value not in earlier:
+        if value.block is not block or value not in visible:
             raise VerificationError(f"{where()}: twin_of names %{value.id}, which is not "
                                     f"defined earlier in the op's block")
         if value.shape != result.shape or value.dtype != result.dtype:
