@@ -15,12 +15,10 @@ from ..ir.graph import walk_defined, walk_ops
 from ..ir.printer import format_op_head
 from ..ir.value import Value
 from ..ops.core import evaluate_vjp
-from ..ops.checkpoint import parts_of
 from ..ops.elementwise import add, multiply, ones_like
 from ..ops.shape import zeros_for
 from ..ops.source import full
 from .context import calling_vjp
-from .reach import differentiated, stand_in, standing_for
 
 
 def producer(value):
@@ -91,38 +89,45 @@ def filled_like(value, fill):
 
 class Backward:
     """Cotangents of one grad call. ``live`` is the set of Values that receive one;
-    ``targets`` those whose own cotangents are wanted. A Value with *parts* (the ``y``s of a
-    scan cut into segments, laid out from the segment loops' stacks,
-    :func:`~symgrad.ops.checkpoint.set_parts`) that is not a target has its cotangents summed
-    on its parts, in the order they come: the loops' backward also reads those stacks (as
-    residuals), so each number's cotangent is one sum, as without segments, and the
-    derivatives of every order are those of ``checkpoint=None`` bit for bit."""
+    ``targets`` those whose own cotangents are wanted. A result of an op marked
+    ``passes_cotangents`` (the reshape, and concatenation, laying out the ``y``s of a scan cut
+    into segments from the segment loops' stacks, :func:`~symgrad.ops.control_flow.scan`) that
+    is not a target passes each cotangent on through the op's VJP as it comes, to be summed on
+    the op's inputs: the loops' backward also reads those stacks (as residuals), so each
+    number's cotangent is one sum, as without segments, and the derivatives of every order
+    are those of ``checkpoint=None`` bit for bit. The cotangents of an op's results go to its
+    twin's (``policy.twins``, :class:`~symgrad.autodiff.reach.Twins`)."""
 
     def __init__(self, program, policy, live, targets=()):
         self.program = program
         self.policy = policy
+        self.twins = policy.twins
         self.live = live
         self.targets = set(targets)
         self.cotangent: dict = {}
 
     def accumulate(self, value, contribution):
-        """Add ``contribution`` to the cotangent of ``value`` (to those of its parts, cut
-        into their pieces, if it has some and is not a target)."""
-        value = standing_for(value)
-        parts = parts_of(value) if value not in self.targets else None
-        if parts is not None:
-            with self.program.backward_of(producer(value)):
-                pieces = [(part, take(contribution)) for part, take in parts]
-            for part, piece in pieces:
-                self.accumulate(part, piece)
+        """Add ``contribution`` to the cotangent of ``value`` (of its twin's Value, if it has
+        one), or pass it on to its op's inputs if that op is marked ``passes_cotangents`` and
+        ``value`` is not a target."""
+        value = self.twins.value(value)
+        op = value.op
+        if op is not None and op.passes_cotangents and value not in self.targets:
+            cotangents = [None] * len(op.results)
+            cotangents[value.index] = contribution
+            wanted = [u in self.live for u in op.inputs]
+            grads, _ = self._call_vjp(op, cotangents, wanted)
+            for u, g, w in zip(op.inputs, grads, wanted):
+                if w and g is not None:
+                    self.accumulate(u, g)
             return
         current = self.cotangent.get(value)
         self.cotangent[value] = contribution if current is None else \
             self._sum(value, current, contribution)
 
     def get(self, value):
-        """The cotangent summed for ``value`` (on its stand-in's Value, if it has one)."""
-        return self.cotangent.get(standing_for(value))
+        """The cotangent summed for ``value`` (on its twin's Value, if it has one)."""
+        return self.cotangent.get(self.twins.value(value))
 
     def seed(self, outputs, seeds, loss_scale):
         """Seed every live output with the sum of its seeds (``None``: ones; a number: that
@@ -148,31 +153,18 @@ class Backward:
             self.accumulate(y, seed)
 
     def run(self, ops):
-        """Differentiate ``ops`` (live ops in program order), last to first. An op with a
-        stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) and its stand-in are
-        differentiated once, by the stand-in's VJP, where the sweep meets the first of the
-        two: the cotangents of the op's results were summed on the stand-in's
-        (:meth:`accumulate`), in the order they came, as if the stand-in's results were read
-        in their place."""
-        stood_for = {}                  # a stand-in -> the op it stands in for
-        for op in ops:
-            if stand_in(op) is not None:
-                stood_for[differentiated(op)] = op
-        done = set()
+        """Differentiate ``ops`` (live ops in program order, an op's twin in its place,
+        :func:`~symgrad.autodiff.reach.search`), last to first: the cotangents of the results
+        of an op with a twin were summed on the twin's (:meth:`accumulate`), in the order they
+        came, as if the twin's results were read in their place."""
         for op in reversed(ops):
-            if op in done:
-                continue
-            stood = stood_for.get(op, op if stand_in(op) is not None else None)
-            if stood is not None:
-                op = differentiated(stood)
-                done.update((stood, op))
             cotangents = self._cotangents(op.results)
             if all(c is None for c in cotangents):
                 continue
             wanted = [u in self.live for u in op.inputs]
             grads, continued = self._call_vjp(op, cotangents, wanted)
             for index in continued:     # sums the VJP continued: first, the others add to them
-                self.cotangent[standing_for(op.inputs[index])] = grads[index]
+                self.cotangent[self.twins.value(op.inputs[index])] = grads[index]
             for index, (u, g, w) in enumerate(zip(op.inputs, grads, wanted)):
                 if w and g is not None and index not in continued:
                     self.accumulate(u, g)

@@ -43,55 +43,42 @@ class IdentityWeakSet:
         return len(self._refs)
 
 
-# op -> the results of its *stand-in*: an op computing the same Values bit for bit that reverse
-# mode differentiates in its place (held weakly; :func:`stand_in`)
-_STAND_INS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+class Twins:
+    """Which op reverse mode differentiates in place of which, in one grad call: an op whose
+    results are named by another op's ``twin_of`` (:mod:`symgrad.ir.operation`: a
+    checkpointed loop's backward and its store-all twin, :mod:`symgrad.autodiff.regions`) is
+    differentiated as that *twin*: the cotangents of its results go to the twin's, and the
+    twin's VJP runs in its place. A twin is in the block of the op it stands in for and reads
+    nothing of it; each block is indexed once, when an op of it is first asked about."""
 
+    def __init__(self):
+        self._indexed: set = set()
+        self._ops: dict = {}        # op -> its twin
+        self._values: dict = {}     # result of such an op -> the twin's result
 
-def set_stand_in(pairs) -> None:
-    """Differentiate the op of the first Values of ``pairs`` (``(result, Value of the same type
-    computing the same numbers bit for bit)``, all the results that may get a cotangent) as
-    the op of the second ones, its *stand-in*: the cotangents of those results go to their
-    pairs and the stand-in's VJP runs in the op's place. The stand-in is read through its
-    result Values, so it follows them when a new forward op takes its place
-    (:mod:`symgrad.autodiff.merge`). A loop's checkpointed backward differentiates as the
-    store-all one (:mod:`symgrad.autodiff.regions`), so its derivatives are the same bit for
-    bit."""
-    pairs = list(pairs)
-    _STAND_INS[pairs[0][0].op] = pairs
+    def _index(self, block) -> None:
+        self._indexed.add(block)
+        for op in block.ops:
+            if op.twin_of is not None:
+                for mine, theirs in zip(op.results, op.twin_of):
+                    if theirs is not None:
+                        self._values[theirs] = mine
+                        self._ops[theirs.op] = op
 
+    def twin(self, op):
+        """The op whose VJP differentiates ``op``: its twin, or ``op`` itself."""
+        if op.block not in self._indexed:
+            self._index(op.block)
+        return self._ops.get(op, op)
 
-def follow_stand_ins(op_map, value_map) -> None:
-    """The copies in ``op_map`` (old op -> copy) of ops with a stand-in get the copy of it
-    (``value_map``: old Value -> copy, or the Value itself outside what was copied)."""
-    for old, new in op_map.items():
-        pairs = _STAND_INS.get(old)
-        if pairs is not None:
-            _STAND_INS[new] = [(value_map.get(a, a), value_map.get(b, b)) for a, b in pairs]
-
-
-def stand_in(op):
-    """The ``(result of op, Value of its stand-in)`` pairs of :func:`set_stand_in`, or
-    None."""
-    return _STAND_INS.get(op)
-
-
-def standing_for(value):
-    """The Value of a stand-in paired with ``value`` (a result of an op with a stand-in,
-    :func:`set_stand_in`), which receives its cotangent; else ``value`` itself."""
-    op = value.op
-    pairs = _STAND_INS.get(op) if op is not None else None
-    if pairs is not None:
-        for result, twin in pairs:
-            if result is value:
-                return twin
-    return value
-
-
-def differentiated(op):
-    """The op whose VJP differentiates ``op``: its stand-in, or ``op`` itself."""
-    pairs = _STAND_INS.get(op)
-    return op if pairs is None else pairs[0][1].op
+    def value(self, value):
+        """The twin's Value that receives the cotangents of ``value``, or ``value`` itself."""
+        op = value.op
+        if op is None:
+            return value
+        if op.block not in self._indexed:
+            self._index(op.block)
+        return self._values.get(value, value)
 
 
 # Gradients returned by ``grad(..., create_graph=False)``: they carry ``stop_gradient=True``,
@@ -109,10 +96,12 @@ BOUNDARY = "block boundary"   # a block argument, or a capture of the block bein
 
 
 class Policy:
-    """The edge-cutting rules of one ``grad`` call; ``no_grad`` is a set of Values."""
+    """The edge-cutting rules of one ``grad`` call; ``no_grad`` is a set of Values; ``twins``
+    the call's :class:`Twins` (which op is differentiated in place of which)."""
 
     def __init__(self, no_grad):
         self.no_grad = no_grad
+        self.twins = Twins()
 
     def follow(self, copies) -> None:
         """Cut the copies too: ``copies`` maps Values to their copies (a loop's blocks copied
@@ -153,7 +142,8 @@ def search(outputs, policy, relaxed=frozenset(), within=None):
 
     Returns ``(parent, ops)``: ``parent`` maps every reached Value to the Value whose
     producer consumed it on the walk (None for an output), in visiting order; ``ops`` is the
-    set of ops whose results pass their cotangent through.
+    set of ops whose results pass their cotangent through (an op's twin in its place,
+    :class:`Twins`, the twin's inputs walked).
     """
     parent: dict = {}
     ops: set = set()
@@ -170,26 +160,31 @@ def search(outputs, policy, relaxed=frozenset(), within=None):
         if reason is not None and reason not in relaxed:
             continue
         op = value.op
-        if op in ops or (within is not None and op.block is not within):
+        if within is not None and op.block is not within:
+            continue
+        op = policy.twins.twin(op)
+        if op in ops:
             continue
         ops.add(op)
-        stack.extend((u, value) for u in differentiated(op).inputs if u not in parent)
+        stack.extend((u, value) for u in op.inputs if u not in parent)
     return parent, ops
 
 
 def live_ops(targets, cone, cone_ops, policy):
     """The ops of ``cone_ops`` that some target reaches forwards, in program order, and the
-    set of *live* Values (targets in the cone plus results that pass a cotangent on): exactly
-    the Values that receive a cotangent."""
+    set of *live* Values (targets in the cone plus results that pass a cotangent on, those of
+    the op a twin stands in for among them): exactly the Values that receive a cotangent. A
+    twin comes after the op it stands in for and before any op reading that op's results, so
+    its VJP runs after their cotangents are summed and before those of its inputs are."""
     live = {x for x in targets if x in cone}
     order = sorted(cone_ops, key=lambda op: op.results[0].id)  # ids follow program order
     ops = []
     for op in order:
-        if not any(u in live for u in differentiated(op).inputs):
+        if not any(u in live for u in op.inputs):
             continue
         ops.append(op)
-        for r in op.results:
-            if r in cone and policy.through_block(r) is None:
+        for r in op.results if op.twin_of is None else op.results + list(op.twin_of):
+            if r is not None and r in cone and policy.through_block(r) is None:
                 live.add(r)
     return ops, live
 

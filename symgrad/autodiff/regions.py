@@ -10,11 +10,15 @@ differentiable and every order works.
 carries, one accumulator per captured Value that needs a gradient, and the shifted carry values
 described below; it scans over the cotangents of the stacked outputs and over the *residuals*:
 the forward Values the backward body reads. A residual that is a slice of an ``xs`` reads the
-original ``xs``; one the forward already stacks (a ``y``) reads that stack; any other becomes
-one more stacked output. The VJP works on a copy of the loop's blocks, never on the forward op:
-when the copy stacks more (or a trip count the loop lacks is wanted), it becomes the body of a
-*new* forward op, the loop with those extra results, which takes the loop's place, with its
-result Values, once the sweep over the loop's block ends (partial evaluation,
+original ``xs``, and one made from such slices by data movement alone (an inner scan's ``xs``
+cut into segments) is made again from them; one the forward already stacks (a ``y``) reads that
+stack, and one that a ``y`` is laid out from by ops marked ``passes_cotangents`` (the stacks of
+an inner segmented scan) is cut out of that ``y``'s stack; any other becomes one more stacked
+output. So each number has one stack, and its cotangents one sum, as without segments. The VJP
+works on a copy of the loop's blocks, never on the forward op: when the copy stacks more (or
+a trip count the loop lacks is wanted), it becomes the body of a *new* forward op, the loop
+with those extra results, which takes the loop's place, with its result Values, once the
+sweep over the loop's block ends (partial evaluation,
 :mod:`symgrad.autodiff.merge`), so the loop still runs once; a loop nested in the body is
 differentiated, and replaced, inside the copy. A carry's incoming values are stacked once, and
 a carry's *outgoing* value at step t is the incoming value at step t + 1, which the reverse scan
@@ -35,8 +39,8 @@ residuals stacked with a different count at each step of that loop: it recompute
 instead, by a ``reverse_loop`` (:data:`NESTED_PLAN`).
 
 Higher derivatives: a checkpointed loop differentiated with ``create_graph=True`` also builds
-its store-all backward and makes it the stand-in of its checkpointed one
-(:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
+its store-all backward and makes it the twin of its checkpointed one (``Operation.twin_of``,
+:func:`_loop_vjp`), so that a later grad call builds ``checkpoint=None``'s derivative program;
 not a loop of a run-time trip count in a loop body (:func:`_counted_per_step`), whose second
 derivative differentiates its ``reverse_loop`` (:func:`_reverse_loop_vjp`, recomputing its
 steps within the enclosing backward's step). A loop known at build time to run no
@@ -57,13 +61,13 @@ from ..ir.graph import IdentityMap, free_values, walk_blocks, walk_defined, walk
 from ..ir.program import Block, copy_op, current_block, insertion_point
 from ..ir.value import Value
 from ..ops.control_flow import cond_p, loop_layout, scan_length_input, scan_p
-from ..ops.core import bind_region, deferred_scope_checks
+from ..ops.core import INJECTIVE, bind_region, deferred_scope_checks, evaluate_vjp
 from ..ops.reverse_loop import reverse_loop_counts, reverse_loop_p, trip_input
 from ..ops.shape import reshape_like, zeros_for
 from .backward import Backward
 from .context import current
 from .merge import emit, merge, pending
-from .reach import follow_stand_ins, live_ops, search, set_stand_in
+from .reach import live_ops, search
 from .registry import register_vjp
 
 __all__ = ["differentiate_block"]
@@ -202,7 +206,6 @@ class _Loop:
         twin = copy_op(op, op.inputs, op.attrs, op.block, copies, clones)
         del clones[op]
         policy.follow(copies)
-        follow_stand_ins(clones, copies)
         self.clones = clones
         self.blocks = twin.blocks
         for block in self.blocks:    # op's, until the new op takes them (provenance)
@@ -271,8 +274,30 @@ class _Loop:
         program._next_id = first + len(made)
         new.results = op.results[:kept] + made[:stacked] + (
             made[stacked:] if counted else op.results[kept:])
+        if op.twin_of is not None:          # a twin recording more stands in as before
+            twin = dict(zip(op.results, op.twin_of))
+            new.twin_of = tuple([twin.get(value) for value in new.results])
         self.new = new
         emit(op, new, self.clones)
+
+    def laid_out_parts(self) -> dict:
+        """``{Value: (index of a stacked output, [(op, result index, input index)])}``: the
+        Values of the body that one of the loop's own stacked outputs is laid out from by ops
+        marked ``passes_cotangents`` (a segmented scan's ``ys`` in the body: its stacks), with
+        the ops from that output down to each."""
+        parts: dict = {}
+        for index, y in enumerate(self.stacked_yields[:self.num_stacked]):
+            pending = [(y, [])]
+            while pending:
+                value, path = pending.pop()
+                op = value.op
+                if op is None or not op.passes_cotangents or op.block is not self.body:
+                    if path:
+                        parts.setdefault(value, (index, path))
+                    continue
+                for position, u in enumerate(op.inputs):
+                    pending.append((u, path + [(op, value.index, position)]))
+        return parts
 
     def stacked_result(self, index) -> Value:
         return (self.new or self.op).results[self.num_carry + index]
@@ -317,8 +342,8 @@ def _loop_vjp(op, cotangents):
     backward recomputes the body, by segments or by a run-time ``plan``) differentiated with
     ``create_graph=True`` also gets its *store-all* backward, the reverse scan it would have
     without checkpoint, built on the same cotangents (a new forward op records its residuals),
-    and stand-in (:func:`~symgrad.autodiff.reach.set_stand_in`) for its checkpointed backward:
-    a later grad call differentiates the store-all one, so the higher derivatives are those of
+    as the *twin* of its checkpointed backward (``Operation.twin_of``,
+    :class:`~symgrad.autodiff.reach.Twins`): a later grad call differentiates the store-all one, so the higher derivatives are those of
     ``checkpoint=None`` bit for bit, while the first derivative's program stores nothing more
     (nothing reads the twin: compiling the first derivative prunes the twin and the loop's
     extra stacks away). A loop whose trip count may differ between the steps of an enclosing
@@ -337,7 +362,9 @@ def _loop_vjp(op, cotangents):
                                             for a, b in zip(results, twin)):
             raise AssertionError(f"the store-all backward of {op.name} gives other results "
                                  f"than its checkpointed one")
-        set_stand_in(zip(results, twin))
+        twin_op = twin[0].op
+        stands_for = dict(zip(twin, results))
+        twin_op.twin_of = tuple([stands_for.get(value) for value in twin_op.results])
         call.kept.extend(twin)
     return grads
 
@@ -445,6 +472,16 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
         residual_inputs.append(stack)
         return arg
 
+    def x_slice(arg):                           # a step's slice of an xs, read once
+        if arg not in mapping:
+            mapping[arg] = slice_of(loop.xs[arg.index - count], arg)
+        return mapping[arg]
+
+    def output_slice(index):                    # one slice per stacked output of the loop
+        if index not in outputs_read:
+            outputs_read[index] = slice_of(index, loop.stacked_yields[index])
+        return outputs_read[index]
+
     def incoming(k):
         if k not in history:
             history[k] = slice_of(loop.stack(loop.carry_args[k]), loop.carry_args[k])
@@ -452,6 +489,9 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
 
     mapping = {}
     remade = []                                 # copies of constants, to start the block
+    laid = []                                   # ops cutting parts out of a stacked output
+    parts = loop.laid_out_parts()
+    outputs_read: dict = {}
     for value in free_values([backward]):
         if value.block is not body:
             continue                            # a Value of an enclosing block: captured
@@ -461,13 +501,16 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
             continue
         if value.arg_of is body:
             if value.index >= count:            # a slice of xs: read the original xs
-                mapping[value] = slice_of(loop.xs[value.index - count], value)
+                x_slice(value)
             else:
                 mapping[value] = incoming(value.index)
             continue
+        if _cut_from_xs(value, body, count):    # data movement of xs slices: made again
+            laid.extend(_recut(value, backward, mapping, x_slice))
+            continue
         j = loop.stacked_position.get(value)
         if j is not None:
-            mapping[value] = slice_of(j, value)
+            mapping[value] = output_slice(j)
             continue
         k = loop.carry_position.get(value)
         if k is not None:                       # outgoing carry = next step's incoming one
@@ -480,8 +523,15 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
                                          lambda k=k: incoming(k)))
             mapping[value] = arg
             continue
+        if value in parts:                      # read from the stacked output laid out of it
+            index, path = parts[value]
+            piece = _cut_part(path, value, backward, laid,
+                              lambda index=index: output_slice(index))
+            if piece is not None:
+                mapping[value] = piece
+                continue
         mapping[value] = slice_of(loop.stack(value), value)
-    backward.ops[:0] = reversed(remade)
+    backward.ops[:0] = list(reversed(remade)) + laid
     _replace_uses([backward], mapping)
 
     xs = y_ct_stacks + residual_inputs
@@ -505,6 +555,81 @@ def _reverse_scan(loop, backward, new_arg, inits, yields, carried_args, y_cts, y
     for k, result in zip(shifted, results[first:len(inits)]):
         restored[loop.inits[k]] = result
     return results[:first] + results[len(inits):]
+
+
+def _cut_from_xs(value, body, count) -> bool:
+    """Is ``value`` made from the ``xs`` slices of loop ``body`` (of ``count`` carries) by
+    data movement alone (ops of category ``injective``: an inner scan's ``xs`` cut into
+    segments, a reshape, a transpose)?"""
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if value.arg_of is body and value.index >= count:
+            continue
+        op = value.op
+        if op is None or op.block is not body or op.opdef.category != INJECTIVE:
+            return False
+        stack.extend(op.inputs)
+    return True
+
+
+def _recut(value, block, mapping, x_slice) -> list:
+    """Copies for ``block`` of the ops making ``value`` from ``xs`` slices
+    (:func:`_cut_from_xs`), reading the step's slices (``x_slice(arg)``), in program order;
+    ``mapping`` gets their results. The backward reads no stack of ``value``: its cotangents
+    go to the slices themselves, where the unsplit scan, reading its ``xs``, sums them."""
+    program = block.program
+    ops, stack = {}, [value]
+    while stack:
+        value = stack.pop()
+        if value.op is not None and value not in mapping and value.op not in ops:
+            ops[value.op] = None
+            stack.extend(value.op.inputs)
+    made = []
+    for op in sorted(ops, key=lambda op: op.results[0].id):
+        inputs = [x_slice(u) if u.op is None else mapping[u] for u in op.inputs]
+        copy = copy_op(op, inputs, op.attrs, block, {}, {})
+        for old, result in zip(op.results, copy.results):
+            result.id = program._take_id()
+            mapping[old] = result
+        made.append(copy)
+    return made
+
+
+def _cut_part(path, value, block, laid, output_slice):
+    """The numbers of ``value`` cut out of a step's slice of a stacked output laid out from
+    it (:meth:`_Loop.laid_out_parts`; ``output_slice()`` makes or gives that slice) by the
+    VJPs of the ops on ``path`` (exact indexing: they take the layout apart), built for
+    ``block`` and appended to ``laid``, marked ``passes_cotangents``: the cotangents of the
+    part are summed on the slice as they come, so a residual of an inner segmented scan and
+    the ``y`` laid out from it sum on one stack, as the unsplit scan's ``y``, which is its
+    stack, does. None (nothing built) when the VJPs would read a Value of the body (a layout
+    with dims known only at run time)."""
+    program = block.program
+    start, first_id = len(block.ops), program._next_id
+    scratch = Value(program, program._take_id(), path[0][0].results[path[0][1]].dims,
+                    path[0][0].results[path[0][1]].dtype, arg_of=block)
+    piece = scratch
+    with insertion_point(block):
+        for op, result, position in path:
+            cotangents = [None] * len(op.results)
+            cotangents[result] = piece
+            wanted = [index == position for index in range(len(op.inputs))]
+            piece = evaluate_vjp(op, cotangents, wanted)[position]
+            if piece is None:
+                break
+    made = block.ops[start:]
+    del block.ops[start:]
+    if piece is None or piece.shape != value.shape or piece.dtype != value.dtype or any(
+            u.block is not block for op in made for u in op.inputs):
+        program.forget_cached_constants(first_id)
+        return None
+    arg = output_slice()
+    for op in made:
+        op.passes_cotangents = True
+        op.inputs = [arg if u is scratch else u for u in op.inputs]
+    laid.extend(made)
+    return arg if piece is scratch else piece
 
 
 def _held_in(restored, value, block, otherwise):
@@ -607,8 +732,9 @@ def _zero_trip_vjp(loop, cotangents, diff, stacked_seeded, x_wanted, captured, p
 # --- reverse_loop -----------------------------------------------------------------------------
 def _reverse_loop_vjp(op, cotangents):
     """The VJP of a ``reverse_loop`` (a gradient through a loop with a run-time checkpoint
-    schedule, differentiated again) that has no stand-in (:func:`_loop_vjp` gives one to
-    those it builds with ``create_graph=True``; a batched copy, say, has none): the result
+    schedule, differentiated again) that has no twin (:func:`_loop_vjp` gives one to those it
+    builds with ``create_graph=True``; one that ``vmap`` could not pair with its twin's
+    batched copy has none): the result
     agrees with ``checkpoint=None`` to rounding, not bit for bit. The op computes what two scans
     compute: one running its ``advance`` block over the steps and stacking the incoming
     carries, then a scan in the opposite direction running its ``reverse`` block over the

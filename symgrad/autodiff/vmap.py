@@ -169,6 +169,27 @@ def batch_ops(ops, env, size) -> None:
             if old.stop_gradient:
                 new.stop_gradient = True
             env[old] = (new, axis)
+        if op.twin_of is not None or op.passes_cotangents:
+            _carry_autodiff_fields(op, env)
+
+
+def _carry_autodiff_fields(op, env) -> None:
+    """Give the batched op of ``op`` (when one op gives all of ``op``'s results, in order)
+    ``op``'s ``twin_of`` and ``passes_cotangents`` (:mod:`symgrad.ir.operation`): a twin's
+    Values batched along the axis of those it stands for, and the same kind of op for
+    ``passes_cotangents``. Otherwise the batched ops differentiate as themselves (the
+    derivatives then agree with the unbatched rule's to rounding)."""
+    news = [env[old] for old in op.results]
+    batched = news[0][0].op
+    if batched is None or len(batched.results) != len(news) or any(
+            value is not result for (value, _), result in zip(news, batched.results)):
+        return
+    if op.passes_cotangents and batched.opdef is op.opdef:
+        batched.passes_cotangents = True
+    if op.twin_of is not None:
+        pairs = [None if v is None else env.get(v, (v, None)) for v in op.twin_of]
+        if all(pair is None or pair[1] == axis for pair, (_, axis) in zip(pairs, news)):
+            batched.twin_of = tuple([None if pair is None else pair[0] for pair in pairs])
 
 
 def loop_batch(op, inputs, axes):

@@ -82,12 +82,27 @@ def format_op_head(op) -> str:
     return head
 
 
+def _notes(op) -> list[str]:
+    """The comments of ``op``'s line: its provenance, and how reverse mode differentiates it
+    (``twin of %12, _``: one entry per result; ``passes cotangents``)."""
+    notes = []
+    if op.forward_op is not None:
+        notes.append(f"backward of {format_op_head(op.forward_op)}")
+    if op.twin_of is not None:
+        notes.append("twin of " + ", ".join("_" if v is None else value_label(v)
+                                            for v in op.twin_of))
+    if op.passes_cotangents:
+        notes.append("passes cotangents")
+    return notes
+
+
 def format_op(op) -> str:
     types = ", ".join(v.type_str for v in op.results)
     result = op.results[0] if len(op.results) == 1 else None
     line = f"{format_op_head(op)}{format_attrs(op.attrs, result)} : {types}"
-    if op.forward_op is not None:
-        line += f"  # backward of {format_op_head(op.forward_op)}"
+    notes = _notes(op)
+    if notes:
+        line += "  # " + "; ".join(notes)
     return line
 
 
@@ -116,8 +131,7 @@ def format_ops(ops, indent="  ", annotate=None) -> list[str]:
         if annotate is not None:
             extra = annotate(op)
             if extra:
-                line += ("  " if op.forward_op is None else "; ") + \
-                    ("# " if op.forward_op is None else "") + extra
+                line += ("; " if _notes(op) else "  # ") + extra
         lines.append(line)
         for index, block in enumerate(op.blocks):
             header = format_block_header(op, index)

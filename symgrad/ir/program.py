@@ -326,10 +326,20 @@ def copy_value(old, program, op=None, arg_of=None) -> Value:
     return value
 
 
+def _mapped_twin(twin_of, value_map):
+    """``twin_of`` (:class:`~symgrad.ir.operation.Operation`) read through ``value_map``;
+    None when a Value it names was not copied (the copy then stands in for nothing)."""
+    try:
+        return tuple([None if v is None else value_map[v] for v in twin_of])
+    except KeyError:
+        return None
+
+
 def copy_op(op, inputs, attrs, block, value_map, op_map, fill_block=None, kept=None) -> Operation:
     """A copy of ``op`` for ``block`` (not appended to it) reading ``inputs``, with ``attrs``;
     its results keep their ids, names and types and are entered in ``value_map`` (old Value
-    -> new), and ``op_map`` maps ``op`` to the copy (provenance follows it). Nested blocks are
+    -> new), and ``op_map`` maps ``op`` to the copy (provenance follows it); its ``twin_of``
+    names the copies of the Values it named (:func:`_mapped_twin`). Nested blocks are
     copied with their arguments and yields; ``fill_block(index, old_block, new_block)``, if
     given, fills each new block instead of copying its ops unchanged (a pass that rewrites
     inside regions). ``kept = (result indices, [yield indices per block])`` keeps only those
@@ -346,9 +356,14 @@ def copy_op(op, inputs, attrs, block, value_map, op_map, fill_block=None, kept=N
     new_op.block = block
     new_op.loc = op.loc
     new_op.forward_op = forward_op
+    new_op.passes_cotangents = op.passes_cotangents
     new_op.blocks = []
     new_op.results = results = []
     kept_results, kept_yields = kept if kept is not None else (None, None)
+    twin = op.twin_of
+    if twin is not None and kept_results is not None:
+        twin = [twin[i] for i in kept_results]
+    new_op.twin_of = None if twin is None else _mapped_twin(twin, value_map)
     olds = op.results if kept_results is None else [op.results[i] for i in kept_results]
     for index, old in enumerate(olds):
         value = copy_value(old, program, op=new_op)

@@ -29,7 +29,9 @@ gives it back. Other attrs are encoded with tags so that types survive the round
 Layout: ``{"format", "version", "next_id", "inputs", "parameters", "grads", "fetches", "ops",
 "detached_ops", "dim_constraints"}``; each op is ``{"id", "op", "inputs", "attrs", "results", "forward_op", "loc",
 "blocks"}`` where ``forward_op`` is the ``id`` of the op it is the backward of and ``blocks`` a
-list of ``{"args": [value records], "ops": [...], "yields": [positions]}``. ``detached_ops``
+list of ``{"args": [value records], "ops": [...], "yields": [positions]}``; an op with a
+``twin_of`` or ``passes_cotangents`` (:mod:`symgrad.ir.operation`) also has ``"twin_of":
+[position or null per result]`` or ``"passes_cotangents": true``. ``detached_ops``
 keeps forward ops that passes removed from the program but that backward ops still name as
 their provenance, or that assumed something of the dims (``dim_constraints``: ``[left, right,
 op id]``, what :mod:`symgrad.backends.dim_code` checks at run time). Walks are iterative (programs reach 100,000 ops).
@@ -200,6 +202,13 @@ def _program_to_json(program, array_sink, fetches):
                 "forward_op": None if op.forward_op is None else op_ids[op.forward_op],
                 "loc": op.loc}
 
+    def autodiff_fields(op, record):
+        if op.passes_cotangents:
+            record["passes_cotangents"] = True
+        twin = op.twin_of
+        if twin is not None and all(v is None or v in positions for v in twin):
+            record["twin_of"] = [None if v is None else positions[v] for v in twin]
+
     top: list = []
     stack = [(iter(program.ops), top)]
     while stack:
@@ -209,6 +218,7 @@ def _program_to_json(program, array_sink, fetches):
             stack.pop()
             continue
         record = op_record(op, [_position(positions, v, op) for v in op.inputs])
+        autodiff_fields(op, record)
         out.append(record)
         record["blocks"] = []
         for block in op.blocks:
@@ -362,6 +372,11 @@ def _program_from_json(obj, array_source, table):
             if forward not in ops:
                 raise ArtifactError(f"op {op.name}: provenance names unknown op id {forward}")
             op.forward_op = ops[forward]
+        op.passes_cotangents = bool(record.get("passes_cotangents", False))
+        twin = record.get("twin_of")
+        if twin is not None:
+            op.twin_of = tuple([None if v is None else _at(values, v, f"op {op.name}")
+                                for v in twin])
     for block, positions in pending_yields:
         block.yields = [_at(values, v, "a block's yields") for v in positions]
 

@@ -11,8 +11,9 @@ def verify(program) -> None:
     """Check, block by block (nested blocks included), that every Value an op reads (or a
     block yields) is defined earlier in its block, as an argument of it, or before the region
     op in an enclosing block; that results belong to their op; that a region op lists every
-    Value its blocks capture among its inputs; and that result types equal what the op's
-    shape rule infers."""
+    Value its blocks capture among its inputs; that result types equal what the op's
+    shape rule infers; and that an op's ``twin_of`` names, per result, None or a Value of the
+    same type defined earlier in the op's block."""
     _verify_block(program, program.global_block(), set(), "op #")
 
 
@@ -59,6 +60,8 @@ def _verify_block(program, block, visible, prefix):
         if [(tuple(s), d) for s, d in expected] != actual:
             raise VerificationError(
                 f"{where()}: result types {actual} differ from the shape rule's {expected}")
+        if op.twin_of is not None:
+            _verify_twin(op, block, visible, where)
         for index, value in enumerate(op.results):
             if value.op is not op or value.index != index or value.program is not program:
                 raise VerificationError(f"{where()}: result {index} is not owned by the op")
@@ -72,3 +75,21 @@ def _verify_block(program, block, visible, prefix):
                                     f"cannot see")
     if block.parent_op is not None:
         visible.difference_update(defined)
+
+
+def _verify_twin(op, block, visible, where) -> None:
+    """``op.twin_of``: one entry per result, each None or a Value of the result's type that
+    ``block`` defines before ``op`` (in ``visible``, the Values seen so far)."""
+    twin = op.twin_of
+    if len(twin) != len(op.results):
+        raise VerificationError(f"{where()}: twin_of has {len(twin)} entries for "
+                                f"{len(op.results)} results")
+    for value, result in zip(twin, op.results):
+        if value is None:
+            continue
+        if value.block is not block or value not in visible:
+            raise VerificationError(f"{where()}: twin_of names %{value.id}, which is not "
+                                    f"defined earlier in the op's block")
+        if value.shape != result.shape or value.dtype != result.dtype:
+            raise VerificationError(f"{where()}: twin_of pairs %{result.id} ({result.type_str}) "
+                                    f"with %{value.id} ({value.type_str})")

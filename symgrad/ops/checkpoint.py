@@ -30,7 +30,6 @@ that count, so its bound is one more forward sweep than a scan's, ``(r + 1) * T`
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -38,8 +37,7 @@ from ..ir.graph import IdentityMap, walk_ops
 from ..ir.program import copy_op, current_block
 from .core import bind_region
 
-__all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost", "plan_slots",
-           "set_parts", "parts_of"]
+__all__ = ["segment_length", "run_time_plan", "copied_region", "plan_cost", "plan_slots"]
 
 
 def segment_length(op_name, policy, length) -> int | None:
@@ -112,28 +110,6 @@ def copied_region(op, operands, attrs):
                 for value in nested.args:
                     value.id = program._take_id()
     return bind_region(op.opdef, operands, attrs, blocks, program)
-
-
-# op -> (its result whose cotangents are summed on other Values, [(Value, take)]): set_parts
-_PARTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def set_parts(value, parts) -> None:
-    """Let reverse mode sum the cotangents that ``value`` (a result of an op) receives on other
-    Values instead, its *parts*, ``[(part, take)]``: ``take(c)`` builds the piece of a
-    cotangent ``c`` of ``value`` that goes to ``part`` by exact indexing (slices, a reshape:
-    no arithmetic). ``value`` must be the parts laid out at the places ``take`` reads, and
-    nothing else: a ``y`` of a scan cut into segments, laid out from the segment loops'
-    stacks (:func:`~symgrad.ops.control_flow.scan`). Each part's sum then takes in
-    ``value``'s cotangents in the order they come, as if ``value`` and the parts were one
-    Value, as they are without segments (:class:`~symgrad.autodiff.backward.Backward`)."""
-    _PARTS[value.op] = (value, list(parts))
-
-
-def parts_of(value):
-    """The ``[(part, take)]`` of :func:`set_parts` for ``value``, or None."""
-    entry = _PARTS.get(value.op) if value.op is not None else None
-    return entry[1] if entry is not None and entry[0] is value else None
 
 
 # Actions of :func:`_sg_reverse_plan` (``(kind, a, b)``).

@@ -55,7 +55,7 @@ from ..ir.program import Block, current_block, insertion_point
 from ..ir.value import Value
 from .core import (REGION, OpDef, Region, bind_region, dtypes_shape, kept_yields, program_of,
                    register)
-from .checkpoint import copied_region, run_time_plan, segment_length, set_parts
+from .checkpoint import copied_region, run_time_plan, segment_length
 from .elementwise import cast
 from .shape import concatenate, reshape
 from .source import as_value
@@ -721,6 +721,14 @@ def _remat_attrs(remat, plan) -> dict:
     return {"remat": True} if remat else {}
 
 
+def _laid_out(y):
+    """``y`` (a reshape or concatenation of segment loops' stacks), its op marked
+    ``passes_cotangents`` (:mod:`symgrad.ir.operation`): reverse mode sums its cotangents on
+    the stacks, as they come, as the unsplit scan does on its own stacks."""
+    y.op.passes_cotangents = True
+    return y
+
+
 def _checkpointed_scan(f, init, xs, length, steps, reverse):
     """``scan`` of ``f`` over ``length`` steps in segments of ``steps``: a ``remat`` scan over
     the ``length // steps`` whole segments whose body is the scan of one segment, then (when
@@ -759,20 +767,16 @@ def _checkpointed_scan(f, init, xs, length, steps, reverse):
                                   remat=True)
     carry = outer.results[:len(init_leaves)]
     stacks = outer.results[len(carry):]
-    ys = [reshape(y, [count * steps] + list(y.shape[2:])) for y in stacks]
-    parts = [[(stack, chunked)] for stack in stacks]
+    # the ys are laid out from the stacks, which the backward of the loops also reads (as
+    # residuals): reverse mode passes each cotangent of a y on to the stacks, one sum per
+    # number as without segments
+    ys = [_laid_out(reshape(y, [count * steps] + list(y.shape[2:]))) for y in stacks]
     if rest:
         (op,) = inner
         tail = copied_region(op, carry + short_xs, dict(op.attrs, length=rest)).results
         carry = tail[:len(carry)]
-        ys = [concatenate([y, t] if not reverse else [t, y])
+        ys = [_laid_out(concatenate([y, t] if not reverse else [t, y]))
               for y, t in zip(ys, tail[len(carry):])]
-        for stack_parts, t in zip(parts, tail[len(carry):]):
-            stack_parts.append((t, last))
-    # reverse mode sums the cotangents of the ys on the stacks, which the backward of the
-    # loops also reads (as residuals): one sum per number, as without segments
-    for y, stack_parts in zip(ys, parts):
-        set_parts(y, stack_parts)
     return carry, unflatten(y_structure, ys)
 
 

@@ -1,7 +1,7 @@
 """``checkpoint=`` on scan, fori_loop and while_loop, and ``sg.checkpoint(fn)``: results and
 gradients are bit-identical to storing every step, on the interpreter and numpy backends, with
 random ops, a ``cond`` and a nested loop in the body, to every order (a checkpointed loop's
-backward differentiates as the store-all one, ``reach.set_stand_in``); the stored residuals
+backward differentiates as the store-all one, its twin: ``Operation.twin_of``); the stored residuals
 are per segment."""
 import numpy as np
 import pytest
@@ -128,7 +128,7 @@ def test_ys_that_the_backward_reads_keep_higher_derivatives_bit_identical(policy
                                                                           backend):
     """Segments give the ``ys`` as a reshape (and concatenation) of the segment loops' stacks,
     which their backward reads as residuals: the cotangents of the ``ys`` are summed on the
-    stacks (``ops.checkpoint.set_parts``), one sum per number as without segments (else the
+    stacks (``Operation.passes_cotangents``), one sum per number as without segments (else the
     second derivatives of the carry-out step and the third ones of xs differ in the last
     bits)."""
     _assert_identical(_carry_out_step, policy, backend, order=2, reverse=reverse)
@@ -148,6 +148,53 @@ def test_a_nested_loop_in_the_body(backend):
     _assert_identical(_nested_step, 4, backend, reverse=True, order=2)
     _assert_identical(_nested_step, ("binomial", 2), backend, reverse=True)
     _assert_identical(_nested_step, ("binomial", 2), backend, order=2)
+
+
+def _segmented_in_a_body(step_of, inner, outer, reverse, order, backend):
+    """A scan (``outer``'s checkpoint) whose body runs a scan over its slice of xs
+    (``inner``'s checkpoint) and yields that scan's ys; derivatives up to ``order``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [2, 7, 3], "float64")
+        w = sg.data("w", [3, 3], "float64")
+        h0 = sg.data("h0", [3], "float64")
+
+        def body(h, x):
+            return sg.scan(step_of(w), h, x, reverse=reverse, checkpoint=inner)
+        h, ys = sg.scan(body, h0, xs, checkpoint=outer)
+        loss = sg.sum(h * h) + sg.sum(ys * ys)
+        wrt = [w, h0, xs]
+        grads = ir_backward.grad(loss, wrt, create_graph=order > 1)
+        fetches = _higher([loss] + grads, grads, wrt, order)
+    feeds = {"xs": RNG.normal(size=(2, 7, 3)), "w": RNG.normal(size=(3, 3)) * 0.5,
+             "h0": RNG.normal(size=3)}
+    return sg.compile(prog, fetches, backend=backend)(**feeds)
+
+
+INNER_STEPS = {
+    "carry_out": lambda w: lambda h, x: (sg.tanh(h @ w) * sg.exp(x), h),
+    "exp_of_carry_and_x": lambda w: lambda h, x: (sg.tanh(h @ w + x), sg.exp(x * h)),
+}
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "numpy"])
+@pytest.mark.parametrize("step", list(INNER_STEPS))
+@pytest.mark.parametrize("inner, outer, reverse", [(3, None, False), (4, 2, True),
+                                                   (("binomial", 2), None, False)])
+def test_a_segmented_scan_in_a_loop_body_is_bit_identical_to_the_third_order(
+        step, inner, outer, reverse, backend):
+    """The ys of a segmented scan in a loop body are the enclosing loop's stacked outputs:
+    its backward reads the segments' stacks out of them (through the inverse of their
+    layout, ``regions._cut_part``) and its xs segments from the enclosing loop's xs slices
+    (``regions._recut``), so each number's cotangent is summed on one stack, as without
+    segments. A carry yielded as a y, and a y that the backward reads and that depends on
+    the carry and the xs (``exp(x * h)``)."""
+    state = RNG.bit_generator.state
+    plain = _segmented_in_a_body(INNER_STEPS[step], None, None, reverse, 3, backend)
+    RNG.bit_generator.state = state
+    got = _segmented_in_a_body(INNER_STEPS[step], inner, outer, reverse, 3, backend)
+    for index, (a, b) in enumerate(zip(got, plain)):
+        np.testing.assert_array_equal(a, b, err_msg=f"fetch {index}")
 
 
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
@@ -431,12 +478,10 @@ def test_create_graph_through_a_binomial_loop_keeps_its_schedule():
     np.testing.assert_allclose(got, numeric, rtol=1e-6)
 
 
-def test_a_reverse_loop_without_a_stand_in_differentiates_its_own_scans():
-    """A reverse_loop with no store-all stand-in (one that vmap batched, say) is
-    differentiated through the two scans it computes: the second derivative agrees with
-    ``checkpoint=None``'s to rounding."""
-    from symgrad.autodiff import reach
-
+def test_a_reverse_loop_without_a_twin_differentiates_its_own_scans():
+    """A reverse_loop with no store-all twin (``Operation.twin_of`` cleared here; one that
+    vmap could not pair with its twin's batched copy, say) is differentiated through the two
+    scans it computes: the second derivative agrees with ``checkpoint=None``'s to rounding."""
     def build(policy, drop):
         prog = sg.Program()
         with sg.program_guard(prog):
@@ -447,8 +492,9 @@ def test_a_reverse_loop_without_a_stand_in_differentiates_its_own_scans():
                                  [sg.constant(np.int64(0)), x], checkpoint=policy)
             (g,) = ir_backward.grad(sg.sum(h * h), [w], create_graph=True)
             if drop:
-                (backward,) = [op for op in prog.ops if op.name == "reverse_loop"]
-                reach._STAND_INS.pop(backward)
+                (twin,) = [op for op in prog.ops if op.twin_of is not None]
+                assert twin.twin_of[0].op.name == "reverse_loop"
+                twin.twin_of = None
             (gg,) = ir_backward.grad(sg.sum(g * g), [w])
         return sg.compile(prog, [g, gg], backend="numpy")
     feeds = {"x": np.array([0.1, -0.4, 0.7]), "w": np.array([0.9, 1.1, -0.8])}
@@ -533,7 +579,7 @@ def test_a_while_loop_of_a_data_dependent_trip_count_in_a_loop_body(backend, out
 @pytest.mark.parametrize("outer", ["scan", "while_loop"])
 @pytest.mark.parametrize("backend", ["interpreter", "numpy"])
 def test_second_derivatives_through_a_while_loop_of_data_dependent_trip_counts(backend, outer):
-    """The inner loop gets no store-all stand-in (its residuals could not be stacked when its
+    """The inner loop gets no store-all twin (its residuals could not be stacked when its
     trip counts differ between the enclosing loop's steps): the second derivative
     differentiates its reverse_loop, which recomputes its steps inside the step of the
     enclosing loop's backward. It matches finite differences of the first derivative, and an

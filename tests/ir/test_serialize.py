@@ -300,3 +300,58 @@ def test_every_op_sample_round_trips(sample):
     for e, g in zip(expected, got):
         np.testing.assert_array_equal(g, e)
         assert g.dtype == e.dtype
+
+
+def _twin_program():
+    """Two ops computing the same numbers, the second marked as the first's twin, and a
+    reshape marked ``passes_cotangents``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [2, 3], "float64")
+        a = sg.tanh(x)
+        b = sg.tanh(x)
+        b.op.twin_of = (a,)
+        y = sg.reshape(a, [6])
+        y.op.passes_cotangents = True
+    return prog, a, b, y
+
+
+def test_round_trip_keeps_twins_and_passes_cotangents():
+    prog, a, b, y = _twin_program()
+    loaded, _ = round_trip(prog)
+    assert body(loaded) == body(prog)
+    assert "twin of %1" in body(loaded) and "passes cotangents" in body(loaded)
+    ops = loaded.ops
+    (twin,) = [op for op in ops if op.twin_of is not None]
+    assert twin.twin_of[0] is ops[1].results[0] and twin is ops[2]
+    assert [op.passes_cotangents for op in ops] == [False, False, False, True]
+    loaded.verify()
+
+
+def test_clone_maps_twins_and_drops_one_whose_values_are_not_copied():
+    from symgrad.ir.graph import ancestors_of
+
+    prog, a, b, y = _twin_program()
+    copy, value_map = prog.clone()
+    assert value_map[b].op.twin_of == (value_map[a],)
+    assert value_map[y].op.passes_cotangents
+    keep = ancestors_of([b])           # a is not kept: the copy of b stands in for nothing
+    part, value_map = prog.clone(keep=keep)
+    assert a not in value_map and value_map[b].op.twin_of is None
+
+
+def test_verifier_checks_twins():
+    from symgrad.errors import VerificationError
+
+    prog, a, b, y = _twin_program()
+    prog.verify()
+    b.op.twin_of = (a, a)
+    with pytest.raises(VerificationError, match="twin_of has 2 entries for 1 results"):
+        prog.verify()
+    b.op.twin_of = (y,)
+    with pytest.raises(VerificationError, match="twin_of names"):
+        prog.verify()
+    a.op.twin_of = (b,)                 # b comes after a
+    b.op.twin_of = None
+    with pytest.raises(VerificationError, match="not defined earlier"):
+        prog.verify()
