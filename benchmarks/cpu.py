@@ -98,15 +98,22 @@ FRAMEWORKS = ("JAX", "PyTorch")    # each timed in a process of its own against 
 FRAMEWORK_MODULES = {"JAX": "jax", "PyTorch": "torch",   # what a framework's worker imports
                      "symgrad": "symgrad"}
 FRAMEWORK_TIMEOUT = 300            # seconds a framework may take (torch.compile can be slow)
+# seconds each contender of W1, W7 and W8 (BLAS-bound, multithreaded) runs untimed at each of
+# its turns before it is timed (common.paired_median_times), so that every one, the
+# hand-written step included, is timed in its own steady state: after a threaded BLAS call,
+# OpenBLAS's threads spin for about 0.1 s, taking a CPU from whichever contender runs next
+SETTLE = 0.2
 
 
-def contest(name, label, hand, build, frameworks, repeats, inputs, note="", number=1):
+def contest(name, label, hand, build, frameworks, repeats, inputs, note="", number=1,
+            settle=0.0):
     """Rows of workload ``name``: symgrad on each of :data:`BACKENDS` (``build(backend)`` ->
     ``(callable, grad + compile seconds, note)``) timed in alternation with ``hand``, then each
     framework of ``frameworks`` (``{name: make}``, ``make()`` -> ``(label, version, run)``) in
     a process of its own (:func:`framework_worker`), all as ratios to the hand-written time.
     ``inputs`` rebuild the workload in the worker process; each sample times ``number`` calls
-    in a row (the workload's ``"number"`` in the worker)."""
+    in a row (the workload's ``"number"`` in the worker), after ``settle`` seconds untimed (the
+    workload's ``"settle"``; :func:`common.paired_median_times`)."""
     rows = []
     runs, compiles, notes = [], [], []
     for backend in BACKENDS:
@@ -114,7 +121,7 @@ def contest(name, label, hand, build, frameworks, repeats, inputs, note="", numb
         runs.append(run)
         compiles.append(seconds)
         notes.append(extra)
-    times = paired_median_times([hand] + runs, repeats, number=number)
+    times = paired_median_times([hand] + runs, repeats, number=number, settle=settle)
     hand_time = times[0]
     for backend, seconds, extra, time_ in zip(BACKENDS, compiles, notes, times[1:]):
         rows.append(_row(f"{name} symgrad {backend}: {label}", time_, hand_time,
@@ -192,7 +199,8 @@ def framework_worker(name, framework, inputs, repeats):
     first = time.perf_counter() - start
     workload["check"](got, label)
     seconds, hand = paired_median_times([run, workload["hand"]], repeats,
-                                        number=workload.get("number", 1))
+                                        number=workload.get("number", 1),
+                                        settle=workload.get("settle", 0.0))
     print(json.dumps({"label": label, "version": version, "seconds": seconds, "hand": hand,
                       "first": first}))
 
@@ -300,7 +308,7 @@ def w1_workload():
             return value, torch.autograd.grad(value, flat)
         return "PyTorch torch.compile", f"PyTorch {torch.__version__}", run
     return {"hand": hand, "check": check, "init": init, "x": x, "labels": labels,
-            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}}
+            "frameworks": {"JAX": jax_run, "PyTorch": torch_run}, "settle": SETTLE}
 
 
 def w1(repeats):
@@ -312,7 +320,7 @@ def w1(repeats):
         workload["check"](fn(x=x, labels=labels), backend)
         return (lambda: fn(x=x, labels=labels)), seconds, f"{fn.stats['fused_groups']} groups"
     return contest("W1", "MLP grad (256x784, 784-512-512-10)", workload["hand"], build,
-                   workload["frameworks"], repeats * 5, {})
+                   workload["frameworks"], repeats * 5, {}, settle=workload["settle"])
 
 
 # --- W2 ---------------------------------------------------------------------------------------
@@ -908,7 +916,8 @@ def w7(repeats):
         notes.append(f"grad+compile {format_seconds(seconds)}; {fn.stats['fused_groups']} "
                      f"fused groups; the update in the program")
     hand, _ = w7_by_hand(init)
-    times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5)
+    times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5,
+                                settle=SETTLE)
     rows = [_row(f"W7 symgrad {backend}: Adam training step of W1", ours, times[0], note)
             for backend, ours, note in zip(BACKENDS, times[1:], notes)]
     for framework in FRAMEWORKS:
@@ -979,7 +988,8 @@ def w7_jax(repeats):
     losses = [float(run()) for _ in range(3)]
     _check_w7(losses, [np.asarray(a) for a in state[0]], [hand(x, labels) for _ in range(3)],
               hand_params, "JAX")
-    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5)
+    seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5,
+                                                settle=SETTLE)
     return [{"label": "JAX jit (donated state)", "version": f"JAX {jax.__version__}",
              "seconds": seconds, "hand": hand_seconds}]
 
@@ -1020,7 +1030,7 @@ def w7_torch(repeats):
         _check_w7(losses, [t.detach().numpy() for t in tensors],
                   [hand(x, labels) for _ in range(3)], hand_params, label)
         seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
-                                                    repeats * 5, settle=W8_SETTLE)
+                                                    repeats * 5, settle=SETTLE)
         rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
                      "seconds": seconds, "hand": hand_seconds})
     return rows
@@ -1032,8 +1042,6 @@ W8_CONTENDERS = ("symgrad", "PyTorch", "JAX")   # each in a process of its own p
 # the mean parameter difference allowed after three steps: a convolution's sums round in another
 # order on each contender, and the few weights whose gradient is about 0 then move by +-lr
 W8_MEAN = 1e-4
-# seconds each W8 contender runs untimed at its turn (common.paired_median_times: steady state)
-W8_SETTLE = 0.2
 
 
 def w8_by_hand(init):
@@ -1053,7 +1061,7 @@ def w8_by_hand(init):
 def w8(repeats):
     """Each contender of :data:`W8_CONTENDERS` at each of :data:`W8_THREADS` in a process of
     its own (its CPUs and thread pools limited to that many), timed in alternation with the
-    hand-written step there, each in its steady state (:data:`W8_SETTLE`); the table gives each time and its speedup over the hand-written
+    hand-written step there, each in its steady state (:data:`SETTLE`); the table gives each time and its speedup over the hand-written
     step divided by PyTorch eager's at the same thread count (each process times its own
     hand-written step: compare through speedups)."""
     rows = []
@@ -1096,7 +1104,7 @@ def _w8_symgrad(init, x, labels, repeats):
         notes.append(f"; grad+compile {format_seconds(seconds)}")
     hand, _ = w8_by_hand(init)
     times = paired_median_times([lambda: hand(x, labels)] + steps, repeats * 5,
-                                settle=W8_SETTLE)
+                                settle=SETTLE)
     for backend, seconds, note in zip(BACKENDS, times[1:], notes):
         rows.append({"label": f"symgrad {backend}", "version": f"symgrad {sg.__version__}",
                      "seconds": seconds, "hand": times[0], "note": note})
@@ -1136,7 +1144,7 @@ def _w8_torch(init, x, labels, repeats):
                   [hand(x, labels) for _ in range(3)], hand_params, label,
                   mean=W8_MEAN)
         seconds, hand_seconds = paired_median_times([step, lambda: hand(x, labels)],
-                                                    repeats * 5, settle=W8_SETTLE)
+                                                    repeats * 5, settle=SETTLE)
         rows.append({"label": label, "version": f"PyTorch {torch.__version__}",
                      "seconds": seconds, "hand": hand_seconds})
     return rows
@@ -1192,7 +1200,7 @@ def _w8_jax(init, x, labels, repeats):
               [hand(x, labels) for _ in range(3)], hand_params, "JAX",
               mean=W8_MEAN)
     seconds, hand_seconds = paired_median_times([run, lambda: hand(x, labels)], repeats * 5,
-                                                settle=W8_SETTLE)
+                                                settle=SETTLE)
     return [{"label": "JAX jit", "version": f"JAX {jax.__version__}", "seconds": seconds,
              "hand": hand_seconds}]
 
