@@ -7,19 +7,19 @@ from ..passes.options import FusionPolicy
 
 # a chunk loop of fewer chunks runs on the calling thread (generated modules read it)
 MIN_PARALLEL_CHUNKS = 4
-# the same for a fused group's chunk loop in a generated NumPy module, whose threads hand
-# NumPy's GIL to each other at every ufunc call. Measured on the 2-core machine: groups of
-# 131k to 2M float32 elements (1 to 4 ops a chunk) ran 0.86x to 1.05x as fast on 2 threads
-# as on 1, W8's four relu/bias groups (131k to 524k elements) 0.63x to 0.86x; a
-# convolution's ranges (their GEMMs), which take the pool from MIN_PARALLEL_CHUNKS samples
-# on, 1.45x
+# the same for a fused group of only cheap ops (no transcendental function) in a generated
+# NumPy module: its threads hand NumPy's GIL to each other at every ufunc call and share the
+# memory bandwidth. Measured on the 2-core machine: groups of cheap ops over 131k to 2M
+# float32 elements (1 to 4 where/multiply/add steps a chunk) ran 0.86x to 1.05x as fast on 2
+# threads as on 1, W8's four relu/bias groups (131k to 524k elements) 0.63x to 0.86x; a lone
+# float64 sin over 1M points (W5) 1.84x, a convolution's ranges (their GEMMs) 1.45x
 NUMPY_GROUP_MIN_PARALLEL_CHUNKS = 16
 
 CHUNK_SIZE = Option("chunk_size", int, 65536, "elements per chunk of a fused loop", minimum=1)
 THREADS = Option(
-    "threads", int, None, "threads a chunked loop of at least 4 chunks (16 for a fused group "
-    "of the NumPy backend) is split across (contiguous row ranges on a thread pool the "
-    "generated module makes on first use); None "
+    "threads", int, None, "threads a chunked loop of at least 4 chunks (16 for a NumPy "
+    "backend's fused group of cheap ops only) is split across (contiguous row ranges on a "
+    "thread pool the generated module makes on first use); None "
     "means the number of CPUs the process may use (os.sched_getaffinity, else os.cpu_count()), "
     "at most 8, read when the program runs; 1 runs every loop on the calling thread and the "
     "module has no pool", nullable=True, minimum=1)
@@ -29,17 +29,10 @@ CACHE_DIR = Option("cache_dir", str, None, "where generated code is cached (defa
                    "$SYMGRAD_CACHE_DIR or ~/.cache/symgrad)", nullable=True, in_cache_key=False)
 
 
-def chunk_loop_policy(options, min_chunks=MIN_PARALLEL_CHUNKS) -> FusionPolicy:
+def chunk_loop_policy(options) -> FusionPolicy:
     """Fusion for a backend whose groups are chunk loops split between ``options.threads``
-    threads from ``min_chunks`` chunks on: an op that fuses with nothing still gets a loop of
-    its own when it spans at least that many chunks (a single library call would run on one
-    thread)."""
+    threads: an op that fuses with nothing still gets a loop of its own when it spans at least
+    :data:`MIN_PARALLEL_CHUNKS` chunks (a single library call would run on one thread)."""
     if options.threads == 1:
         return FusionPolicy()
-    return FusionPolicy(alone_min_elements=min_chunks * options.chunk_size)
-
-
-def numpy_loop_policy(options) -> FusionPolicy:
-    """:func:`chunk_loop_policy` for the NumPy backend's groups
-    (:data:`NUMPY_GROUP_MIN_PARALLEL_CHUNKS`)."""
-    return chunk_loop_policy(options, NUMPY_GROUP_MIN_PARALLEL_CHUNKS)
+    return FusionPolicy(alone_min_elements=MIN_PARALLEL_CHUNKS * options.chunk_size)

@@ -40,7 +40,7 @@ class CompileOptions:
     default pipeline), ``fusion`` (build fused groups), ``max_group_size`` (ops per fused
     group). The NumPy and C backends': ``chunk_size`` (elements per chunk of a fused loop),
     ``threads`` (threads a chunked loop of at least 4 chunks, 16 for a NumPy module's fused
-    group, is split across; None: the CPUs
+    group of cheap ops only, is split across; None: the CPUs
     the process may use, at most 8, read when the program runs; 1: no thread pool),
     ``accumulate_float64`` (accumulate float32 sums in float64), ``cache_dir`` (where
     generated code is cached; default ``$SYMGRAD_CACHE_DIR`` or ``~/.cache/symgrad``). The

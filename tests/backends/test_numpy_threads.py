@@ -121,20 +121,27 @@ def test_small_arrays_stay_on_the_calling_thread(executor_uses):
     assert not executor_uses
 
 
-def test_group_loops_need_more_chunks_than_kernels_to_take_the_pool(executor_uses):
-    """A fused group's loop hands NumPy's GIL between its threads at every ufunc call, so it
-    takes the pool only from NUMPY_GROUP_MIN_PARALLEL_CHUNKS chunks on (the kernels'
-    per-sample ranges, GEMMs in them, from the pool's own min_chunks)."""
+def test_loops_of_cheap_ops_need_more_chunks_to_take_the_pool(executor_uses):
+    """A fused group of cheap ops only hands NumPy's GIL between its threads at every ufunc
+    call for little work, so it takes the pool only from NUMPY_GROUP_MIN_PARALLEL_CHUNKS
+    chunks on; one with a costly op (a transcendental function), from the pool's own
+    MIN_PARALLEL_CHUNKS on."""
     least = NUMPY_GROUP_MIN_PARALLEL_CHUNKS
     assert least > MIN_PARALLEL_CHUNKS
-    prog, fetches = _program(REDUCTIONS["sum0"])
-    compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
-    assert f"min_chunks={least})" in compiled.source
     rng = np.random.default_rng(7)
-    compiled(x=rng.standard_normal((2 * (least - 1), 6)), b=rng.standard_normal(6))
-    assert not executor_uses                # least - 1 chunks of 2 rows
-    compiled(x=rng.standard_normal((2 * least, 6)), b=rng.standard_normal(6))
-    assert executor_uses
+    for build, needed in ((lambda x: sg.sum(x * 2.0 + 1.0, axis=0), least),
+                          (lambda x: sg.sum(sg.exp(x), axis=0), MIN_PARALLEL_CHUNKS)):
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 6], "float64")
+            fetches = [build(x)]
+        compiled = sg.compile(prog, fetches, backend="numpy", threads=2, chunk_size=12)
+        assert (f"min_chunks={least})" in compiled.source) == (needed == least)
+        executor_uses.clear()
+        compiled(x=rng.standard_normal((2 * (needed - 1), 6)))   # needed - 1 chunks of 2 rows
+        assert not executor_uses
+        compiled(x=rng.standard_normal((2 * needed, 6)))
+        assert executor_uses
 
 
 def test_every_loaded_module_shares_one_pool(executor_uses):

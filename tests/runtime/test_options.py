@@ -87,8 +87,7 @@ def test_cache_key_ignores_where_the_cache_is():
 
 def test_fusion_policy_comes_from_the_backend():
     options = CompileOptions(chunk_size=64)
-    assert get_backend("numpy").fusion_policy(options) == FusionPolicy(alone_min_elements=1024)
-    assert get_backend("c").fusion_policy(options) == FusionPolicy(alone_min_elements=256)
+    assert get_backend("numpy").fusion_policy(options) == FusionPolicy(alone_min_elements=256)
     assert get_backend("c").fusion_policy(options.replace(threads=1)) == FusionPolicy()
     assert get_backend("interpreter").fusion_policy(options) == FusionPolicy()
     passed = PassOptions.of(options, FusionPolicy(7))

@@ -44,6 +44,13 @@ from .literals import dtype_code
 from .lowering import exact_ufunc, register_lowering
 from .ops_text import numpy_emitter, visible_attrs
 
+# ops NumPy computes at many nanoseconds an element (a float64 sin about 10 ns; a multiply or
+# a where is a memory pass): their loops gain from threads on fewer chunks (see has_costly_ops)
+COSTLY_PER_ELEMENT = frozenset({
+    "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arcsin",
+    "arccos", "arctan", "arctan2", "power", "erf", "gelu", "sigmoid", "softplus"})
+
+
 def _identity_code(value) -> str:
     """Python source of a reduction's identity (a Python number)."""
     if isinstance(value, float):
@@ -337,6 +344,14 @@ class _Lowering:
             lines.append(f"del {', '.join(self.scratch + self.temporaries + [acc])}")
         return lines
 
+    def has_costly_ops(self) -> bool:
+        """Whether an op of the loop costs NumPy far more than a memory pass an element (a
+        transcendental function, or an op the library does not define), so that its loop takes
+        the pool from the pool's own ``min_chunks`` on; a loop of cheap ops only does from
+        :data:`~symgrad.backends.options.NUMPY_GROUP_MIN_PARALLEL_CHUNKS` chunks on."""
+        return any(op.opdef.name in COSTLY_PER_ELEMENT or op.opdef.user_defined
+                   for op in self.loop_ops)
+
     def chunked_lines(self) -> list[str]:
         """The lines of ``_groupK`` around its rows function, which this appends."""
         gen, lines = self.gen, []
@@ -405,7 +420,8 @@ class _Lowering:
                                        lambda: "\n".join(wrap_doc(doc)), body, self.names.names))
 
         call_args = ", ".join([n, rows] + worker_params)
-        pool_args = f"{call_args}, min_chunks={NUMPY_GROUP_MIN_PARALLEL_CHUNKS}"
+        pool_args = call_args if self.has_costly_ops() else \
+            f"{call_args}, min_chunks={NUMPY_GROUP_MIN_PARALLEL_CHUNKS}"
         threaded = gen.options.threads != 1
         if returns is not None:
             ufunc = self.reduction_parts()[0]

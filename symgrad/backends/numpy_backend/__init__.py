@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...gc_pause import gc_paused
 from .. import Backend, cache
 from ..common import cache_prefix, signature_literals
-from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, numpy_loop_policy
+from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
 from ..host import PACKAGE, RUNTIME_MODULES, bind_references, lowers
 from ..host.generator import generate
 
@@ -73,4 +73,4 @@ def build(program, fetches, options):
 
 
 BACKEND = Backend(NAME, build, lowers, options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
-                  fusion_policy=numpy_loop_policy)
+                  fusion_policy=chunk_loop_policy)
