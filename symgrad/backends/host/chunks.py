@@ -36,8 +36,8 @@ from ...ir.printer import counted, value_label
 from ...ops.core import code_int
 from ...ops.fused import FUSION
 from ..common import Namer, comment
-from ..options import NUMPY_GROUP_MIN_PARALLEL_CHUNKS
 from ..dim_code import shape_code
+from ..options import NUMPY_GROUP_MIN_PARALLEL_CHUNKS
 from ..plan import plan_group, structure
 from .functions import Commented, Function, Placeholders, indented, wrap_doc
 from .literals import dtype_code

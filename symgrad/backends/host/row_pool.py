@@ -163,9 +163,8 @@ class RowPool:
         order.
 
         Rows go in chunks of ``rows``: with ``min_chunks`` chunks or more (the argument, else
-        the pool's), each thread takes
-        a contiguous range of whole chunks (the calling thread the first), else the calling
-        thread takes all. NumPy releases the GIL inside ufuncs, copies and BLAS calls, so the
+        the pool's), each thread takes a contiguous range of whole chunks (the calling thread
+        the first), else the calling thread takes all. NumPy releases the GIL inside ufuncs, copies and BLAS calls, so the
         ranges run in parallel, the BLAS single-threaded meanwhile (:data:`BLAS_THREADS`)."""
         chunks = -(-n // rows)
         least = self.min_chunks if min_chunks is None else min_chunks
