@@ -71,7 +71,7 @@ def _window_count(size, kernel, stride, padding, dilation, where):
     if size + 2 * padding < span:
         raise ShapeError(f"kernel {kernel} (dilated span {span}) is larger than the padded "
                          f"input {size} + 2*{padding} {where}")
-    return (size + 2 * padding - span) // stride + 1
+    return kernels.window_counts((size,), (kernel,), (stride,), (padding,), (dilation,))[0]
 
 
 def _windows_hw(hw, kernel, stride, padding, dilation, where):
