@@ -272,12 +272,11 @@ class Generator:
         threaded = self.options.threads != 1
         over_rows, pool = (self.over_rows, self.pool) if threaded else (None, None)
         emitter = numpy_emitter(op, self.dim_code, over_rows, pool)
-        emit = rule_of(op).emit
-        if over_rows and getattr(emit, "wants_rows", False):
+        given = getattr(emitter, "keywords", {})   # what numpy_emitter gave the op's emitter
+        if "over_rows" in given or "pool" in given:
             self.uses_threads = True
-        if pool and hasattr(emit, "pool_helpers"):
-            self.uses_threads = True
-            self.statement_helpers.update((h.__name__, h) for h in emit.pool_helpers)
+        if "pool" in given:
+            self.statement_helpers.update((h.__name__, h) for h in rule_of(op).emit.pool_helpers)
         attrs = visible_attrs(op)
         args = self.args(op, local)
         names = [(name_of or self.namer.value)(v) for v in op.results]
