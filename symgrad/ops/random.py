@@ -43,7 +43,7 @@ from ..ir.program import insertion_point, program_guard
 from ..ir.value import Value
 from .batching import per_example
 from .control_flow import in_loop_body
-from .core import OPAQUE, OpDef, bind, dtypes_shape, program_of, register
+from .core import OPAQUE, Algebra, OpDef, bind, dtypes_shape, program_of, register
 from .source import as_value, parameter
 
 __all__: list = []
@@ -204,6 +204,7 @@ def _random_op(name, helper, params, what):
     PARAMS[name] = params
     return register(OpDef(
         name, OPAQUE, _random_rule, impl=helper, dims=_random_dims, batch=_random_batch,
+        algebra=Algebra(shape_only=(2,)),
         doc=f"{what} from Philox-4x32-10 (inputs: step, counter and an optional Value giving "
             f"the run-time shape); no gradient."))
 

@@ -212,7 +212,8 @@ def _try_shape_source(sweep, op, inputs):
     not export an array for its shape alone."""
     changed = list(inputs)
     for position in op.opdef.algebra.shape_only:
-        changed[position] = _shape_source(inputs[position])
+        if position < len(inputs):     # an optional input (a random op's run-time shape)
+            changed[position] = _shape_source(inputs[position])
     if all(new is old for new, old in zip(changed, inputs)):
         return None
     return _rebind(sweep.builder, op, changed, op.attrs)

@@ -126,6 +126,7 @@ class CHostGenerator(Generator):
                 for op, plan, kind in zip(ops, plans, kinds)]
         statements = [None] * len(ops)
         run: list = []
+        made: set = set()       # the values the run's members compute
         deferred: set = set()   # the values computed by the ops deferred past the run
         readers = users(ops)
         read_after = set(reads_after) | set(self.fetches)
@@ -148,6 +149,7 @@ class CHostGenerator(Generator):
                                                   [rows[k] for k in run], readers,
                                                   read_after, statements[run[0]])
                 run.clear()
+                made.clear()
                 deferred.clear()
 
         for index, op in enumerate(ops):
@@ -159,11 +161,13 @@ class CHostGenerator(Generator):
                     flush()
                 statements[index] = []   # the run's first statement list gets the call
                 run.append(index)
+                made.update(op.results)
                 continue
             self.numpy_ops.append(op)
             lines = self.lower_op(op)
             dims = self.defined_dims(op)
-            if run and (op.opdef.category == SOURCE or _shapes_only(op)):   # hoisted before it
+            if run and (op.opdef.category == SOURCE or
+                        self.reads_before(op, made | deferred)):   # hoisted before it
                 statements[run[0]].extend([self.text.line(op)] + lines + dims if lines else dims)
                 statements[index] = []
                 continue
@@ -175,6 +179,18 @@ class CHostGenerator(Generator):
             statements[index] = ([self.text.line(op)] if lines else []) + lines
         flush()
         return self.with_deletes(ops, statements, reads_after)
+
+    def reads_before(self, op, computed) -> bool:
+        """Does ``op`` read no data of ``computed`` (what the run, or an op deferred past it,
+        computes)? It reads the others, and only the shapes of those at its
+        ``Algebra.shape_only`` positions, which the host renders from the dims' sizes: so it
+        may run before the run's call (a random draw reading the program's step and only the
+        shape of an activation)."""
+        if op.blocks or not op.inputs:
+            return False
+        shape_only = op.opdef.algebra.shape_only
+        return all(k in shape_only or self.resolve(v) not in computed
+                   for k, v in enumerate(op.inputs))
 
     def defers(self, op, unsafe) -> bool:
         """May ``op``, which the host computes, run after a segment whose members come after
@@ -230,10 +246,11 @@ class CHostGenerator(Generator):
         def reading(value):   # its readers of its data, those of an absorbed view for the view
             pending = [value]
             while pending:
-                for reader in readers.get(pending.pop(), ()):
+                current = pending.pop()
+                for reader in readers.get(current, ()):
                     if reader.results and reader.results[0] in self.views:
                         pending.append(reader.results[0])
-                    elif not _shapes_only(reader):
+                    elif _reads_data(reader, current):
                         yield reader
 
         escaping = {v for op in members for v in op.results
@@ -347,11 +364,11 @@ class CHostGenerator(Generator):
                                 array_cache.worth_it(self.program))
 
 
-def _shapes_only(op) -> bool:
-    """Does ``op`` read only the shapes of its inputs (``size``: the host computes it from the
-    dims' sizes, never from an array)?"""
-    return not op.blocks and bool(op.inputs) and \
-        len(op.opdef.algebra.shape_only) == len(op.inputs)
+def _reads_data(op, value) -> bool:
+    """Does ``op`` read ``value``'s data, not only its shape (``Algebra.shape_only``: the
+    host renders a shape from the dims' sizes, never from an array)?"""
+    shape_only = op.opdef.algebra.shape_only
+    return any(v is value and k not in shape_only for k, v in enumerate(op.inputs))
 
 
 def _member_heading(member) -> str:

@@ -72,6 +72,34 @@ def test_an_mlp_step_of_matmuls_and_loop_groups_is_one_segment_call(batch, dtype
         _assert_matches(prog, fetches, compiled, feeds, dtype)
 
 
+@pytest.mark.parametrize("batch", [4, None], ids=["static", "dynamic"])
+def test_a_step_with_dropout_is_one_segment_call_after_its_random_draw(batch):
+    """The dropout mask's draw reads the program's step and only the shape of the
+    activation (``Algebra.shape_only``), so the host draws it before the call and the step
+    stays one C call; the numbers are the interpreter's (the same draw), and the next call
+    draws new ones."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [batch, 6], "float64")
+        w = sg.parameter("w", [6, 6], "float64", init=RNG.standard_normal((6, 6)))
+        h = nn.dropout(sg.tanh(x @ w), 0.5)
+        loss = sg.sum(h @ w)
+        fetches = [loss, h, *ir_backward.grad(loss, [x, w])]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_calls(compiled) == ["s"]
+    run = _run_source(compiled)
+    assert run.index("_sg_random_uniform(") < run.index("_sg_s0((")
+    reference = sg.compile(prog, fetches, backend="interpreter")
+    feeds = {"x": RNG.standard_normal((4, 6))}
+    masks = []
+    for _ in range(2):       # each compiled program advances its own step
+        got, want = compiled(**feeds), reference(**feeds)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        masks.append(got[1] == 0)
+    assert not np.array_equal(*masks)
+
+
 @pytest.mark.parametrize("reduce", ["mean", "sum"])
 @pytest.mark.parametrize("batch", [7, None], ids=["static", "dynamic"])
 def test_a_classifier_step_with_its_mean_cross_entropy_is_one_segment_call(batch, reduce):
