@@ -112,9 +112,27 @@ class FloorDiv:
 
 
 def _atom_key(atom):
+    """The canonical order of atoms (within a monomial, and of monomials within an
+    :class:`Expr`): anonymous symbols by their program number (``?0`` before ``?1``), then named
+    symbols by name, then floor divisions by numerator (:func:`_dim_key`) and divisor. It
+    depends only on what the atoms are, not on the order they were made in or on hashing, so
+    an expression prints, saves and loads the same in every process. Two anonymous symbols
+    with one number (from different programs: never within one) are ordered by identity, so
+    that the order is total and equal expressions have equal ``terms``."""
     if type(atom) is Symbol:
-        return (0,) + atom._key[:1] + (str(atom._key[1]),)
-    return (1, str(atom))
+        if atom.name is None:
+            return (0, atom.number, atom._key[1])
+        return (1, atom.name)
+    return (2, _dim_key(atom.numerator), atom.divisor)
+
+
+def _dim_key(dim):
+    """A key ordering dims (ints, atoms, expressions) by their structure (see :func:`_atom_key`)."""
+    if isinstance(dim, int):
+        return (0, dim)
+    if type(dim) is Expr:
+        return (2, tuple((tuple(_atom_key(a) for a in atoms), c) for atoms, c in dim.terms))
+    return (1, _atom_key(dim))
 
 
 class Expr:
@@ -189,7 +207,7 @@ def _make(terms: dict):
             return coefficient
         if coefficient == 1 and len(atoms) == 1 and type(atoms[0]) is Symbol:
             return atoms[0]
-    return Expr(tuple(sorted(terms.items(), key=lambda t: ([_atom_key(a) for a in t[0]],))))
+    return Expr(tuple(sorted(terms.items(), key=lambda t: [_atom_key(a) for a in t[0]])))
 
 
 def add(a, b):

@@ -1,5 +1,6 @@
 """Program <-> JSON round trips (symgrad.ir.serialize)."""
 import hashlib
+import itertools
 import json
 import math
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 import symgrad as sg
 from symgrad.errors import ArtifactError
+from symgrad.ir import dims
 from symgrad.ir.program import Block
 from symgrad.ir.serialize import (decode_attr, encode_attr, fetches_from_json, program_from_json,
                                    program_to_json)
@@ -274,6 +276,22 @@ def test_long_chain_needs_no_recursion():
             y = sg.tanh(y)
     loaded, _ = round_trip(prog)
     assert len(loaded.ops) == 1501 and loaded.ops[-1].inputs[0] is loaded.ops[-2].results[0]
+
+
+@pytest.mark.parametrize("first_id", [None, 10**9 - 1], ids=["any-count", "at-a-digit-boundary"])
+def test_a_sum_of_anonymous_dims_loads_as_it_was_saved(monkeypatch, first_id):
+    """However many symbols the process made before (the serial run of this file once made the
+    original ``?0 + ?1`` and the loaded one ``?1 + ?0``), the sum saves and loads as itself."""
+    if first_id is not None:   # the saved ?0 and ?1 straddle 10**9, the loaded ones do not
+        monkeypatch.setattr(dims, "_anonymous_ids", itertools.count(first_id))
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        y = sg.concatenate([sg.data("a", [None, 3]), sg.data("b", [None, 3])], axis=0)
+    assert str(y.dims[0]) == "?0 + ?1"
+    loaded, _ = round_trip(prog)
+    loaded.verify()
+    assert body(loaded) == body(prog)
+    assert body(round_trip(loaded)[0]) == body(prog)
 
 
 def _sample_ids():
