@@ -398,8 +398,9 @@ def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
 def test_large_matmuls_run_in_blocks_on_the_pool_and_give_the_bytes_of_one_thread(dtype):
     """A product too large for one thread runs as blocks of its rows or of its columns
     (whichever dim is longer; either operand read transposed, a stack folded into the rows) on
-    symgrad's pool, the BLAS on one thread meanwhile: the blocks depend on the shape only, so
-    ``threads=2`` gives the bytes of ``threads=1``, and the BLAS's thread count is put back."""
+    symgrad's pool, the BLAS on one thread meanwhile: the blocks depend on the shape and the
+    CPUs only, so ``threads=2`` gives the bytes of ``threads=1``, and the BLAS's thread count
+    is put back."""
     prog = sg.Program()
     with sg.program_guard(prog):
         x = sg.data("x", [None, 96], dtype)
