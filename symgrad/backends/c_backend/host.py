@@ -15,10 +15,10 @@ change: each run of a block's loop groups that C can compute (see
 :mod:`.native_ops`, calling NumPy's BLAS from C) and row ops (the softmax family and
 ``one_hot``: :mod:`.row_ops`) becomes one call of a C entry point (a *segment*,
 :mod:`.segments`); values used only inside a segment never reach Python. A run goes on past
-a source or an op reading only shapes (hoisted before the call), a view its members read
-(:mod:`.views`: no statement at all), a broadcast they read (:mod:`.views`: a member of its
-own) and a host op whose result no later member reads (run after the call:
-:meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
+a source or an op reading no data the run computes, only shapes of it (hoisted before the
+call), a view its members read (:mod:`.views`: no statement at all), a broadcast they read
+(:mod:`.views`: a member of its own) and a host op whose result no later member reads (run
+after the call: :meth:`CHostGenerator.lower_ops`). Everything else (data movement, groups with
 dtypes C does not compute, native ops of other types) runs as the NumPy backend writes it.
 """
 from __future__ import annotations
@@ -114,8 +114,8 @@ class CHostGenerator(Generator):
     def lower_ops(self, ops, reads_after=()) -> list:
         """As the NumPy generator, with each run of members (C loop groups, native ops and row
         ops) of the block lowered as one segment call, in place of its first member. Between
-        its members, a source, or an op reading only its inputs' shapes, is hoisted before the
-        call, a view the segments absorb (:func:`.views.absorbed_views`) makes no statement, a
+        its members, a source, or an op that reads no data the run computes
+        (:meth:`reads_before`), is hoisted before the call, a view the segments absorb (:func:`.views.absorbed_views`) makes no statement, a
         broadcast read by members only is a member (:func:`.views.computed_broadcasts`), and
         another op that :meth:`defers` runs after the call, unless a later member reads what it
         computes (the segment then ends before that member); any other op ends the segment."""

@@ -164,8 +164,9 @@ class RowPool:
 
         Rows go in chunks of ``rows``: with ``min_chunks`` chunks or more (the argument, else
         the pool's), each thread takes a contiguous range of whole chunks (the calling thread
-        the first), else the calling thread takes all. NumPy releases the GIL inside ufuncs, copies and BLAS calls, so the
-        ranges run in parallel, the BLAS single-threaded meanwhile (:data:`BLAS_THREADS`)."""
+        the first), else the calling thread takes all. NumPy releases the GIL inside ufuncs,
+        copies and BLAS calls, so the ranges run in parallel, the BLAS single-threaded
+        meanwhile (:data:`BLAS_THREADS`)."""
         chunks = -(-n // rows)
         least = self.min_chunks if min_chunks is None else min_chunks
         workers = min(self.thread_count(), chunks) if chunks >= least else 1
