@@ -22,8 +22,9 @@ W4  compile time (grad + compile) of elementwise chains of 1,000 / 10,000 / 100,
 W5  4th derivative of sin at 1,000,000 points vs the closed form (single-threaded np.sin).
 W6  tanh RNN (batch 32, hidden 128, input 64) over T = 1,000 steps with ``sg.scan``, loss =
     mean of the final state squared, gradients of all weights: grad + compile time (T = 10 and
-    1,000) and run time against hand-written NumPy backpropagation through time; the same
-    program unrolled by a Python loop (T = 100 and 1,000).
+    1,000) and run time against hand-written NumPy backpropagation through time; on c also
+    with ``flush_denormals=True`` (subnormals as zero, as JAX's CPU code computes them); the
+    same program unrolled by a Python loop (T = 100 and 1,000).
 W6m the tanh RNN over T = 10,000 steps (hidden 256, batch 32, input 64, float64) under each
     ``checkpoint=`` policy of ``sg.scan`` (None, 100, "sqrt", ("binomial", 8)): gradient time
     and peak memory of one call (tracemalloc, plus the planned peak ``fn.memory``) as ratios to
@@ -705,10 +706,11 @@ def w5(repeats, n):
 
 
 # --- W6 ---------------------------------------------------------------------------------------
-def _w6_compile(steps, init, unrolled=False, backend="numpy"):
+def _w6_compile(steps, init, unrolled=False, backend="numpy", **options):
     """(compiled function, grad + compile seconds) of the W6 program over ``steps``."""
     return _timed_compile(lambda: sg.compile(*rnn_program(steps, init, unrolled),
-                                             backend=backend))
+                                             backend=backend,
+                                             options=sg.CompileOptions(**options)))
 
 
 def w6_workload(steps):
@@ -770,6 +772,13 @@ def w6(repeats, steps=1000, unrolled_steps=(100, 1000), unrolled_budget=60.0):
             f"T x batch x hidden = {residual / 2**20:.0f} MiB")
     rows = contest("W6", f"tanh RNN scan, T={steps:,}, grad", workload["hand"], build,
                    workload["frameworks"], repeats, {"steps": steps})
+    if "c" in BACKENDS:
+        # like for like with JAX, whose CPU code flushes subnormals (docs/codegen.md)
+        fn, seconds = _w6_compile(steps, init, backend="c", flush_denormals=True)
+        workload["check"](fn(xs=xs, h0=h0), "c, flush_denormals=True")
+        run, hand = paired_median_times([lambda: fn(xs=xs, h0=h0), workload["hand"]], repeats)
+        rows.append(_row(f"W6 symgrad c, flush_denormals=True: tanh RNN scan, T={steps:,}, "
+                         f"grad", run, hand, f"grad+compile {format_seconds(seconds)}"))
     for n in unrolled_steps:
         unrolled, seconds = _w6_compile(n, init, unrolled=True)
         xs_n = xs[:n]

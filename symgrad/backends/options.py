@@ -25,6 +25,13 @@ THREADS = Option(
     "module has no pool", nullable=True, minimum=1)
 ACCUMULATE_FLOAT64 = Option("accumulate_float64", bool, True,
                             "accumulate float32 sums in float64")
+FLUSH_DENORMALS = Option(
+    "flush_denormals", bool, False, "compiled code reads subnormal floats as 0 and writes 0 for "
+    "a subnormal result (the CPU's flush-to-zero and denormals-are-zero modes, set for each "
+    "call and restored after it; CUDA: -ftz=true), as XLA's CPU code and "
+    "torch.set_flush_denormal(True) do: much faster where values pass through subnormals (a "
+    "vanishing gradient through many tanh steps), and results differ from NumPy's only where "
+    "NumPy's pass below the smallest normal float (1.2e-38 in float32, 2.2e-308 in float64)")
 CACHE_DIR = Option("cache_dir", str, None, "where generated code is cached (default "
                    "$SYMGRAD_CACHE_DIR or ~/.cache/symgrad)", nullable=True, in_cache_key=False)
 

@@ -22,7 +22,8 @@ from ...gc_pause import gc_paused
 from ...ops.core import ELEMENTWISE, REDUCTION, SOURCE
 from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
-from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
+from ..options import (ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, FLUSH_DENORMALS, THREADS,
+                       chunk_loop_policy)
 from ..host import PACKAGE, RUNTIME_MODULES, bind_references
 from ..host import lowers as numpy_lowers
 from . import array_cache, compiler
@@ -153,7 +154,7 @@ def lowers(opdef) -> bool:
 BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_binaries=("library",),
                   artifact_build_facts=("machine", "cpu_features"), require_build=_require_build,
-                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR),
+                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, FLUSH_DENORMALS, CACHE_DIR),
                   fusion_policy=chunk_loop_policy,
                   custom_lowering=CustomLowering(check_custom_expression, register_lowering),
                   export_library=_export_library)

@@ -273,7 +273,7 @@ class CHostGenerator(Generator):
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
                                    self.resolve)
         shapes = renderer.host_shapes()
-        entry, steps = renderer.render(environment())
+        entry, steps = renderer.render(environment(), self.options.flush_denormals)
         for step in steps:
             self.c_steps.setdefault(step.name, step)
         self.segments.append(Piece(entry, calls=tuple(step.name for step in steps)))
@@ -329,7 +329,8 @@ class CHostGenerator(Generator):
         operands that are absorbed transposes are read transposed."""
         transposed = [v in self.transposed for v in op.inputs]
         function = render_native_function(op, kind, transposed, environment(),
-                                          threads=self.options.threads or 0)
+                                          threads=self.options.threads or 0,
+                                          flush=self.options.flush_denormals)
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:

@@ -146,19 +146,21 @@ def native_dims(op, kind) -> list:
     return [op.inputs[0].dims[0]]
 
 
-def render_native_function(op, kind, transposed, environment, threads=0) -> Piece:
+def render_native_function(op, kind, transposed, environment, threads=0, flush=False) -> Piece:
     """The C function computing native ``op`` with template kind ``kind``, named from a hash
     of its code without the comment naming ``op`` (ops it computes alike share it);
     ``transposed``:
     per input, whether its buffer holds its transpose; ``threads``: the program's ``threads``
-    option, for the prelude's pool (0: one thread per usable CPU)."""
+    option, for the prelude's pool (0: one thread per usable CPU); ``flush``: the program's
+    ``flush_denormals`` (every GEMM then runs on threads in the caller's floating-point mode:
+    the pool's, or the BLAS on one thread, never the BLAS's own threads)."""
     result = op.results[0]
     window = window_context(op, kind) if kind != "matmul" else \
         dict(g={}, direct=False, rows=False, pooling=False)
     code = environment.get_template("c/native_op.c.j2").render(
         name="@NAME@", number="", note="@NOTE@", kind=kind, inputs=len(op.inputs),
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        transposed=list(transposed), threads=threads, **window)
+        transposed=list(transposed), threads=threads, flush=flush, **window)
     name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
     code = code.replace("@NAME@", name).replace("@NOTE@", describe(op), 1)
     T = c_type(result.dtype)

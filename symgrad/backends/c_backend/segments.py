@@ -147,9 +147,10 @@ class SegmentRenderer:
         return [self.dim_code(dim) for dim in self.sizes.dims]
 
     # --- the entry ---------------------------------------------------------------------------
-    def render(self, environment) -> tuple[str, list]:
+    def render(self, environment, flush=False) -> tuple[str, list]:
         """``(entry, steps)``: the entry's code and the step functions (:class:`.units.Piece`)
-        it calls in turn, each a run of its members of bounded size (:func:`.units.steps_of`)."""
+        it calls in turn, each a run of its members of bounded size (:func:`.units.steps_of`);
+        ``flush``: the steps run with subnormals flushed to zero (option ``flush_denormals``)."""
         args = self.inputs + self.outputs
         groups, temporaries = [], {}
         checks = self.sizes.checks(self.inputs)   # the inputs are its first arguments
@@ -203,7 +204,7 @@ class SegmentRenderer:
                        what=value_label(v)) for k, v in enumerate(args)],
             checks=checks,
             steps=[step.name for step in steps], temporaries=len(temporaries),
-            sizes=len(self.sizes.dims),
+            sizes=len(self.sizes.dims), flush=flush,
             native=any(m.function.native for m in self.members),
             labels=any(isinstance(m, OpMember) and m.labels for m in self.members))
         return entry, steps

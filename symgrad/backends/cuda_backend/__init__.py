@@ -21,7 +21,8 @@ from ...errors import SymgradError
 from ...option_schema import Option
 from .. import Backend, CustomLowering, cache
 from ..common import cache_prefix, signature_literals
-from ..options import ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, THREADS, chunk_loop_policy
+from ..options import (ACCUMULATE_FLOAT64, CACHE_DIR, CHUNK_SIZE, FLUSH_DENORMALS, THREADS,
+                       chunk_loop_policy)
 from ..host import bind_references
 from ..host import lowers as numpy_lowers
 from ..host.generator import uses_extension_dtypes
@@ -31,10 +32,18 @@ from .lowering import LOWERINGS, register_lowering
 NAME = "cuda"
 # No contraction of a product and a sum into one fma (NVRTC's and nvcc's default): it rounds
 # once where NumPy rounds twice, and a*b + c whose product overflows is then finite, not inf
-# (the C backend builds with -ffp-contract=off for the same reason). CuPy appends -ftz=true
-# to RawModule's options (float32 subnormals flush to zero); cubins are built without it.
+# (the C backend builds with -ffp-contract=off for the same reason). flush_denormals=True
+# adds -ftz=true (float32 subnormals flush to zero): FLUSH_OPTION. CuPy appends -ftz=true to
+# RawModule's options whatever the program asks, so the NVRTC build of a program run without
+# a cubin flushes float32 subnormals either way; cubins are built as the option says.
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 NVCC_OPTIONS = ("-std=c++17", "-fmad=false")
+FLUSH_OPTION = "-ftz=true"
+
+
+def compiler_options(base, flush) -> tuple:
+    """``base`` (NVRTC_OPTIONS or NVCC_OPTIONS), with FLUSH_OPTION when ``flush``."""
+    return (*base, FLUSH_OPTION) if flush else tuple(base)
 INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
 
@@ -107,7 +116,8 @@ class CudaExecutable:
             finally:
                 os.unlink(handle.name)
         else:
-            raw = cupy.RawModule(code=self.cuda_source, options=NVRTC_OPTIONS)
+            raw = cupy.RawModule(code=self.cuda_source, options=compiler_options(
+                NVRTC_OPTIONS, self.options.flush_denormals))
             kernels = {name: raw.get_function(name) for name in self.entries}
         device = cupy.cuda.Device()
         module.KERNELS.update(kernels)
@@ -130,16 +140,18 @@ class CudaExecutable:
         else NVRTC through CuPy."""
         archs = list(archs) if archs else [device_arch()]
         nvcc = shutil.which("nvcc")
-        return {arch: (_nvcc_cubin(nvcc, self.cuda_source, arch) if nvcc
-                       else _nvrtc_cubin(self.cuda_source, arch)) for arch in archs}
+        flush = self.options.flush_denormals
+        return {arch: (_nvcc_cubin(nvcc, self.cuda_source, arch, flush) if nvcc
+                       else _nvrtc_cubin(self.cuda_source, arch, flush)) for arch in archs}
 
 
-def _nvcc_cubin(nvcc, source, arch) -> bytes:
+def _nvcc_cubin(nvcc, source, arch, flush=False) -> bytes:
     with tempfile.TemporaryDirectory() as folder:
         cu, cubin = os.path.join(folder, "program.cu"), os.path.join(folder, "program.cubin")
         with open(cu, "w", encoding="utf-8") as handle:
             handle.write(source)
-        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", *NVCC_OPTIONS, "-o", cubin, cu],
+        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}",
+                               *compiler_options(NVCC_OPTIONS, flush), "-o", cubin, cu],
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{done.stderr}")
@@ -147,13 +159,14 @@ def _nvcc_cubin(nvcc, source, arch) -> bytes:
             return handle.read()
 
 
-def _nvrtc_cubin(source, arch) -> bytes:
+def _nvrtc_cubin(source, arch, flush=False) -> bytes:
     _import_cupy()
     from cupy.cuda import nvrtc
 
     program = nvrtc.createProgram(source, "program.cu", [], [])
     try:
-        nvrtc.compileProgram(program, [*NVRTC_OPTIONS, f"--gpu-architecture={arch}"])
+        nvrtc.compileProgram(program, [*compiler_options(NVRTC_OPTIONS, flush),
+                                       f"--gpu-architecture={arch}"])
         return nvrtc.getCUBIN(program)
     finally:
         nvrtc.destroyProgram(program)
@@ -228,6 +241,7 @@ BACKEND = Backend(NAME, build, lowers, artifact_files=artifact_files,
                   artifact_binaries=("cubins",), require_run=lambda: device_arch(),
                   host_arrays=_host_arrays,
                   # the host module is the NumPy generator's: its loops read chunk_size, threads
-                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, CACHE_DIR, RETURN_NUMPY),
+                  options=(CHUNK_SIZE, THREADS, ACCUMULATE_FLOAT64, FLUSH_DENORMALS, CACHE_DIR,
+                           RETURN_NUMPY),
                   fusion_policy=chunk_loop_policy,
                   custom_lowering=CustomLowering(_check_custom_expression, register_lowering))

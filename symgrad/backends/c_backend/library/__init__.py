@@ -102,7 +102,8 @@ def export_library(program, fetches, options, spec, folder) -> dict:
             gemm_types=library.dtypes, max_rank=max_rank, constants=library.constants,
             functions=library.functions, rows=library.rows, binding=library.binding,
             declarations=library.declarations, body=library.body, finish=library.finish,
-            owned=library.buffers, null_checks=null_checks, **context),
+            owned=library.buffers, null_checks=null_checks, flush=options.flush_denormals,
+            **context),
     }
     values = spec["parameters"]
     missing = [p.name for p in library.parameters if p.name not in values]
