@@ -610,9 +610,14 @@ def _scan_layout(op) -> LoopLayout:
                       plan=attrs.get("plan"), _grow=_scan_grow)
 
 
+def _scan_repeats(op) -> list:
+    return [0] if op.attrs["length"] else []     # a trip count known and at least 1
+
+
 scan_p = register(OpDef(
     "scan", REGION, infer=_scan_rule, impl=None, dims=_scan_dims,
-    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan, layout=_scan_layout),
+    region=Region(("body",), _scan_explicit, _run_scan, _narrow_scan, layout=_scan_layout,
+                  repeats=_scan_repeats),
     doc="Runs ``body`` once per slice of ``xs``, carrying state and stacking outputs."))
 
 

@@ -196,6 +196,10 @@ class Region:
     ``held(op, nbytes, sizes) -> int``: bytes the op holds while it runs besides its results
     and its blocks' Values (a checkpointing loop's stored carries), given ``nbytes(value)``
     and ``sizes(dims) -> [int]``; None for none (:mod:`symgrad.passes.peak_memory`).
+    ``repeats(op) -> [block index]``: the blocks that run at least once whenever the op runs,
+    and may run many times (a loop's body when the loop is known to take a step): what they
+    compute from the op's captures alone may run once before the op instead
+    (:mod:`symgrad.passes.hoist`); None for none.
     """
 
     block_names: tuple
@@ -204,6 +208,7 @@ class Region:
     narrow: Callable | None = None
     layout: Callable | None = None
     held: Callable | None = None
+    repeats: Callable | None = None
 
 
 def kept_yields(used, first_dropped=0) -> list | None:

@@ -122,8 +122,15 @@ def _held(op, nbytes, sizes) -> int:
     return plan_slots(steps, *attrs["plan"]) * sum(nbytes(a) for a in op.blocks[0].args[:carries])
 
 
+def _repeats(op) -> list:
+    """The reverse block runs once per step; the advance block from 2 steps on (1 step is
+    reversed from the initial carries)."""
+    steps = op.attrs["length"] or 0
+    return [k for k, least in enumerate((2, 1)) if steps >= least]
+
+
 reverse_loop_p = register(OpDef(
     "reverse_loop", REGION, infer=_rule, impl=None, dims=_dims,
-    region=Region(("advance", "reverse"), _explicit, _run, held=_held),
+    region=Region(("advance", "reverse"), _explicit, _run, held=_held, repeats=_repeats),
     doc="Reverses a loop's steps last to first from its initial carries, recomputing them "
         "by a checkpointing schedule (the backward of ``checkpoint=('binomial', s)``)."))

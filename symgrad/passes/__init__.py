@@ -26,6 +26,7 @@ from ..option_schema import Option, unknown_name_message
 from ..ops.fused import FUSION, is_fusion
 from .cse import cse
 from .fusion import fuse, partition, split_body
+from .hoist import hoist
 from .memory import attach_plan, memory_plan
 from .options import FusionPolicy, PassOptions
 from .prune import prune
@@ -36,6 +37,7 @@ PASSES = {
     "dce": prune,
     "cse": cse,
     "simplify": simplify,
+    "hoist": hoist,
     "fusion": fuse,
     "memory_plan": memory_plan,
 }
@@ -49,7 +51,7 @@ PIPELINE_OPTIONS = (
     Option("max_group_size", int, 64, "cap on the ops of one fused group", minimum=1),
 )
 
-DEFAULT_PIPELINE = ("prune", "cse", "simplify", "dce", "fusion", "memory_plan")
+DEFAULT_PIPELINE = ("prune", "cse", "simplify", "hoist", "dce", "fusion", "memory_plan")
 # pass name -> ``annotate(program, fetches, options) -> stats``, storing the pass's analysis
 # on ``program`` itself (the pass = a copy of its input, annotated)
 ANNOTATIONS = {"memory_plan": attach_plan}
@@ -57,7 +59,8 @@ ADDED_STATS = ("cse_merged", "simplified", "pruned_ops")   # summed over passes
 
 __all__ = ["ANNOTATIONS", "DEFAULT_PIPELINE", "FUSION", "PASSES", "PIPELINE_OPTIONS",
            "FusionPolicy", "PassOptions",
-           "PassReport", "count_ops", "cse", "fuse", "is_fusion", "memory_plan", "optimize",
+           "PassReport", "count_ops", "cse", "fuse", "hoist", "is_fusion", "memory_plan",
+           "optimize",
            "partition", "prune", "simplify", "split_body"]
 
 

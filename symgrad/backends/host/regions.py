@@ -59,6 +59,21 @@ def _block(gen, block, extra_reads=()) -> list:
     return [indented(line) for line in lines] or ["    pass"]
 
 
+def _contiguous_captures(gen, op) -> list:
+    """``t46 = np.ascontiguousarray(t46)`` before a loop, for each Value it captures that an
+    axis permutation (a transpose) made: every step then reads a C-contiguous array, which a
+    GEMM reads faster than a transposed one (a hoisted ``transpose(W)`` of a reverse scan:
+    :mod:`symgrad.passes.hoist`) and a C segment takes without copying it at each step."""
+    lines = []
+    for value in op.inputs[op.opdef.explicit_inputs(op.attrs):]:
+        if value.op is None or value.op.opdef.algebra.permutation is None:
+            continue
+        name = gen.expr(value)
+        if name.isidentifier():
+            lines.append(f"{name} = np.ascontiguousarray({name})  # read at every step")
+    return lines
+
+
 def _stack_shape(gen, length, value) -> str | None:
     """Shape source of a stack of ``length`` (a dim expression) Values like ``value``, or None
     when a dim of it is defined inside the loop's body (known once a step ran)."""
@@ -103,7 +118,8 @@ def _lower_scan(gen, op) -> list:
     layout = loop_layout(op)
     body = layout.body
     carry_names = [gen.namer.value(a) for a in layout.carry_args]
-    lines = _assign(carry_names, [gen.expr(v) for v in layout.inits])
+    lines = _contiguous_captures(gen, op)
+    lines += _assign(carry_names, [gen.expr(v) for v in layout.inits])
     if layout.length is not None:
         length = str(layout.length)
     else:
@@ -152,7 +168,8 @@ def _lower_while(gen, op) -> list:
     names = [gen.namer.value(a) for a in cond_block.args]
     for arg, cond_arg in zip(body.args, cond_block.args):
         gen.alias(arg, cond_arg)
-    lines = _assign(names, [gen.expr(v) for v in layout.inits])
+    lines = _contiguous_captures(gen, op)
+    lines += _assign(names, [gen.expr(v) for v in layout.inits])
     stacked = list(zip(layout.stacked_results, layout.stacked_yields))
     counter = None
     if stacked or layout.counted:
@@ -239,7 +256,8 @@ def _lower_reverse_loop(gen, op) -> list:
                              advance.args[:carries]):
         gen.alias(arg, name_arg)
     ct_names = [gen.namer.value(a) for a in reverse.args[:cts]]
-    lines = _assign(carry_names, [gen.expr(v) for v in inits])
+    lines = _contiguous_captures(gen, op)
+    lines += _assign(carry_names, [gen.expr(v) for v in inits])
     lines += _assign(ct_names, [gen.expr(v) for v in ct_inits])
     length = gen.namer.fresh("_length")
     if op.attrs["length"] is not None:
