@@ -182,15 +182,38 @@ def window_taps(xp, kernel, stride):
             yield i, j, xp[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
 
 
+def window_max(xp, kernel_size, stride, out=None):
+    """Maxima [N, C, Ho, Wo] of the windows (no dilation) of the padded ``xp``, into ``out``
+    if given; a window holding NaN gives NaN. Separable: the maxima over each window's rows
+    first (kh - 1 calls on whole rows of ``xp``), then over the columns of those (kw - 1
+    strided calls), where one call per tap (each strided) takes about 1.3x as long for 2x2
+    windows."""
+    (kh, kw), (sh, sw) = kernel_size, stride
+    ho = (xp.shape[2] - kh) // sh + 1
+    wo = (xp.shape[3] - kw) // sw + 1
+    rows = [xp[:, :, i:i + sh * (ho - 1) + 1:sh] for i in range(kh)]
+    high = rows[0] if kh == 1 else np.maximum(rows[0], rows[1])
+    for row in rows[2:]:
+        np.maximum(high, row, out=high)
+    cols = [high[..., j:j + sw * (wo - 1) + 1:sw] for j in range(kw)]
+    if out is None:
+        out = np.empty(cols[0].shape, xp.dtype)
+    if kw == 1:
+        np.copyto(out, cols[0])
+    else:
+        np.maximum(cols[0], cols[1], out=out)
+    for col in cols[2:]:
+        np.maximum(out, col, out=out)
+    return out
+
+
 def window_maxima(xp, kernel_size, stride):
     """``(window maxima [N, C, Ho, Wo], hits, shares)`` of the padded ``xp``: a window
-    holding NaN has NaN as its maximum; ``hits`` holds, per tap in :func:`window_taps`'
-    order, where that tap equals its window's maximum (bool [N, C, Ho, Wo]); ``shares`` is
-    ``1 / count`` in ``xp``'s dtype, the count of a window being the number of its positions
-    equal to the maximum, at least 1."""
-    top = None
-    for _, _, tap in window_taps(xp, kernel_size, stride):
-        top = tap.copy() if top is None else np.maximum(top, tap, out=top)
+    holding NaN has NaN as its maximum (:func:`window_max`); ``hits`` holds, per tap in
+    :func:`window_taps`' order, where that tap equals its window's maximum (bool
+    [N, C, Ho, Wo]); ``shares`` is ``1 / count`` in ``xp``'s dtype, the count of a window
+    being the number of its positions equal to the maximum, at least 1."""
+    top = window_max(xp, kernel_size, stride)
     hits = [tap == top for _, _, tap in window_taps(xp, kernel_size, stride)]
     shares = hits[0].astype(xp.dtype)   # the count, then its inverse, in place
     for hit in hits[1:]:
@@ -200,15 +223,14 @@ def window_maxima(xp, kernel_size, stride):
 
 
 def max_pool2d_forward(x, kernel_size, stride, padding, over_rows=None):
-    """Window maxima, per range of samples; padding is ``-inf`` so it never wins."""
+    """Window maxima (:func:`window_max`), per range of samples; padding is ``-inf`` so it
+    never wins."""
     xp = pad_hw(x, padding, -np.inf)
-    taps = [tap for _, _, tap in window_taps(xp, kernel_size, stride)]
-    top = np.empty(taps[0].shape, xp.dtype)
+    ho, wo = window_counts(x.shape[2:], kernel_size, stride, padding, (1, 1))
+    top = np.empty(x.shape[:2] + (ho, wo), xp.dtype)
 
     def pool(start, stop, _rows):
-        np.copyto(top[start:stop], taps[0][start:stop])
-        for tap in taps[1:]:
-            np.maximum(top[start:stop], tap[start:stop], out=top[start:stop])
+        window_max(xp[start:stop], kernel_size, stride, out=top[start:stop])
     (over_rows or serial_rows)(pool, x.shape[0], 1)
     return top
 
