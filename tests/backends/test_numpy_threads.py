@@ -278,7 +278,9 @@ def test_heap_settings_leave_a_user_tuned_malloc_alone():
     assert row_pool.heap_settings({"GLIBC_TUNABLES": "glibc.rtld.nns=2"}) == row_pool.HEAP_SETTINGS
     for environ in ({"MALLOC_TRIM_THRESHOLD_": "0"}, {"MALLOC_TOP_PAD_": "0"},
                     {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}):
-        assert row_pool.heap_settings(environ) == ()
+        assert row_pool.heap_settings(environ) == () and row_pool.heap_environment(environ) == {}
+    assert row_pool.heap_environment({}) == {"MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                                             "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 CHURN = """

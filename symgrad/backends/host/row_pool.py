@@ -128,11 +128,13 @@ if hasattr(os, "register_at_fork"):   # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-# glibc's mallopt parameters, and what keep_freed_memory sets them to: arrays under 32 MiB come
-# from the heap, never from mmap (glibc's own dynamic threshold stops there on 64-bit systems),
-# and a heap keeps up to 64 MiB of freed memory (twice that, as glibc's dynamic rule does)
+# What keep_freed_memory sets glibc's malloc to, as (mallopt parameter, the environment variable
+# glibc reads at startup for it, value): arrays under 32 MiB come from the heap, never from mmap
+# (glibc's own dynamic threshold stops there on 64-bit systems), and a heap keeps up to 64 MiB
+# of freed memory (twice that, as glibc's dynamic rule does)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-HEAP_SETTINGS = ((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 64 << 20))
+HEAP_SETTINGS = ((M_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_", 32 << 20),
+                 (M_TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_", 64 << 20))
 # set by the user (environment variables read by glibc at startup): then keep_freed_memory
 # changes nothing
 MALLOC_VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
@@ -140,25 +142,32 @@ _kept = []   # [whether keep_freed_memory changed the settings], once it ran
 
 
 def heap_settings(environ) -> tuple:
-    """The ``(parameter, value)`` pairs :func:`keep_freed_memory` gives ``mallopt`` under the
-    environment ``environ``: none where the user tuned glibc's malloc (:data:`MALLOC_VARIABLES`
-    or a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES``)."""
+    """What :func:`keep_freed_memory` sets under the environment ``environ`` (entries of
+    :data:`HEAP_SETTINGS`): nothing where the user tuned glibc's malloc
+    (:data:`MALLOC_VARIABLES` or a ``glibc.malloc`` tunable in ``GLIBC_TUNABLES``)."""
     if any(name in environ for name in MALLOC_VARIABLES) or \
             "glibc.malloc." in environ.get("GLIBC_TUNABLES", ""):
         return ()
     return HEAP_SETTINGS
 
 
+def heap_environment(environ) -> dict:
+    """The environment variables (``{name: value}``) that start a child of a process with
+    environment ``environ`` on what :func:`keep_freed_memory` sets there: those of
+    :func:`heap_settings`."""
+    return {name: str(value) for _, name, value in heap_settings(environ)}
+
+
 def keep_freed_memory() -> bool:
     """Once per process: set glibc's ``malloc`` to :data:`HEAP_SETTINGS` (see
     :func:`heap_settings`); True if it did. By default glibc serves an array over 128 KiB by
     ``mmap``, raising that threshold as such arrays are freed, and gives the top of a heap
-    back to the OS once more than twice the threshold is free there; a worker thread's
-    arena does so at every loop that frees its ranges' arrays. A generated module's call
-    then faults in its arrays' pages anew: W8's step (a CNN's Adam step, arrays of 0.5 to 2.4
-    MB) took 1565 page faults a call, about 10% of its time on 2 threads. With these settings
-    it takes none; a process keeps up to 64 MiB of freed memory per arena for reuse.
-    Nothing on a C library other than glibc."""
+    back to the OS once more than twice the threshold is free there, which a step freeing
+    several arrays of a few MB does every time (a worker thread's arena at every loop). Each
+    call of a generated module then faults in its arrays' pages anew: W8's step (a CNN's
+    Adam step, arrays of 0.5 to 2.4 MB) took about 1,500 page faults (6 MB) a call, 9% of its
+    time on 2 threads and 17% on 1. With these settings it takes none; a process keeps up to
+    64 MiB of freed memory per arena for reuse. Nothing on a C library other than glibc."""
     if _kept:
         return _kept[0]
     settings = heap_settings(os.environ)
@@ -169,7 +178,7 @@ def keep_freed_memory() -> bool:
         mallopt = None
     if mallopt is not None and settings:
         mallopt.restype, mallopt.argtypes = ctypes.c_int, [ctypes.c_int, ctypes.c_int]
-        for parameter, value in settings:
+        for parameter, _, value in settings:
             mallopt(parameter, value)
     _kept.append(mallopt is not None and bool(settings))
     return _kept[0]
