@@ -7,7 +7,12 @@ means faster than the hand-written NumPy code). Each workload is timed for symgr
 (``common.paired_median_times``), so a noisy spell hits all of them, with their grad + compile
 time; then, when installed, JAX (``jit``) and PyTorch (``torch.compile``) each in a process of
 its own against the same hand-written code (their first call, trace and compile, is noted),
-so that no two thread pools compete. Compare contenders through their speedups.
+so that no two thread pools compete. Compare contenders through their speedups. Every process
+of a run (this one and each framework's) has glibc's malloc set as symgrad's NumPy modules set
+it (``row_pool.keep_freed_memory``), so that the hand-written yardstick runs on the same
+allocator in each: by default it faults in its arrays' pages anew at every step (W8's
+hand-written step: 29.3 against 25.2 ms at 1 thread; PyTorch eager's step is the same under
+both).
 
 W1  MLP gradient: x (256, 784), dense 784-512-512-10 tanh, softmax cross-entropy, grads of
     all weights and biases (float32).
@@ -80,6 +85,7 @@ import symgrad as sg  # noqa: E402
 import c_calls  # noqa: E402
 import w6m as w6m_bench  # noqa: E402
 from symgrad import ir_backward  # noqa: E402
+from symgrad.backends.host import row_pool  # noqa: E402
 from workloads import (ADAM, cnn_adam_program, cnn_by_hand, cnn_data, cnn_init,  # noqa: E402
                        mlp_adam_program, mlp_init, mlp_program, rnn_by_hand, rnn_init,
                        rnn_program, w2_program, w9_init, w9_program)
@@ -149,7 +155,7 @@ def _in_own_process(name, framework, inputs, repeats, threads=None):
     """Run :func:`framework_worker` in a fresh Python; its result, or None when the framework
     is not installed. ``threads``: run it on the first ``threads`` CPUs only, with the thread
     pools of OpenBLAS, OpenMP and XLA sized to match (:func:`_thread_limits`)."""
-    env, cpus = os.environ.copy(), None
+    env, cpus = {**os.environ, **row_pool.heap_environment(os.environ)}, None
     if threads is not None:
         env.update(_thread_limits(threads))
         cpus = sorted(os.sched_getaffinity(0))[:threads]
@@ -1573,6 +1579,7 @@ def main(argv=None):
         framework_worker(name, framework, json.loads(inputs), int(repeats))
         return
     os.environ.setdefault("SYMGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="symgrad-bench-"))
+    row_pool.keep_freed_memory()   # before any timing (the framework workers: heap_environment)
     repeats = 3 if args.quick else 7
     rows = []
     for name, run in WORKLOADS.items():

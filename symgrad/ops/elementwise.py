@@ -344,25 +344,32 @@ round_p = register(OpDef(   # np.round: half to even, integers kept as they are
     "round", ELEMENTWISE, math_rule(np.floor), np.round, vjp=_zero_vjp))
 
 # --- selection --------------------------------------------------------------------------------
-def _sg_where(condition, x, y):
+def _sg_where(condition, x, y, out=None):
     """``np.where(condition, x, y)`` for the NumPy backend, bit for bit (NaN payloads and the
-    sign of zero included). NumPy's ``where`` branches on each element, about 4 ns an element
-    where the condition is unpredictable (a relu's gradient, ``where(x > 0, g, 0)``); for a
-    floating result this selects on the bits instead, ``(x & m) | (y & ~m)`` with ``m`` all
-    ones where ``condition`` holds (the ``y`` term dropped when ``y`` is a scalar +0.0). Other
-    dtypes, and a condition that is not a bool array, go to ``np.where``."""
+    sign of zero included), written into ``out`` when given (an array of the result's shape
+    and dtype, which may be ``x`` or ``y`` itself). NumPy's ``where`` branches on each
+    element, about 4 ns an element where the condition is unpredictable (a relu's gradient,
+    ``where(x > 0, g, 0)``); for a floating result this selects on the bits instead: ``x``'s
+    bits times the condition (0 or 1) when ``y`` is a scalar +0.0, else ``(x & m) | (y & ~m)``
+    with ``m`` all ones where ``condition`` holds. Other dtypes, and a condition that is not
+    a bool array, go to ``np.where``."""
     dtype = np.result_type(x, y)
     if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8) or \
             not (isinstance(condition, np.ndarray) and condition.dtype == np.bool_):
-        return np.where(condition, x, y)
+        if out is None:
+            return np.where(condition, x, y)
+        out[...] = np.where(condition, x, y)
+        return out
     bits = np.dtype(f"u{dtype.itemsize}")
-    mask = np.negative(condition, dtype=bits)
     x_bits = np.asarray(x, dtype).view(bits)
     y_bits = np.asarray(y, dtype).view(bits)
-    picked = np.bitwise_and(x_bits, mask)
-    if y_bits.ndim or y_bits != 0:
-        picked = np.bitwise_or(picked, np.bitwise_and(y_bits, np.invert(mask)))
-    return picked.view(dtype)
+    out_bits = None if out is None else out.view(bits)
+    if not y_bits.ndim and y_bits == 0:
+        return np.multiply(x_bits, condition, out=out_bits).view(dtype)
+    mask = np.negative(condition, dtype=bits)
+    y_part = np.bitwise_and(y_bits, np.invert(mask))    # before out (which may be y) changes
+    picked = np.bitwise_and(x_bits, mask, out=out_bits)
+    return np.bitwise_or(picked, y_part, out=out_bits).view(dtype)
 
 
 where_p = register(OpDef(

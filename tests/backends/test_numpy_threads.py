@@ -1,6 +1,12 @@
 """Group functions and threaded chunk loops of the NumPy backend: the threaded path agrees with
 the interpreter (every reduce kind, float32 sums, exported values), empty batches,
-``threads=1`` makes no pool, and a forked child runs programs on a pool of its own."""
+``threads=1`` makes no pool, a forked child runs programs on a pool of its own, and a pool
+keeps glibc's malloc from trimming the memory that arrays reuse at every call."""
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -265,3 +271,57 @@ def test_small_matmuls_run_on_one_blas_thread_beside_a_pool(threads, monkeypatch
         expected, = sg.compile(prog, fetches, backend="interpreter")(**feed)
         np.testing.assert_array_equal(compiled(**feed)[0], expected)
     assert single == ([1] if threads > 1 else [])
+
+
+def test_heap_settings_leave_a_user_tuned_malloc_alone():
+    assert row_pool.heap_settings({}) == row_pool.HEAP_SETTINGS
+    assert row_pool.heap_settings({"GLIBC_TUNABLES": "glibc.rtld.nns=2"}) == row_pool.HEAP_SETTINGS
+    for environ in ({"MALLOC_TRIM_THRESHOLD_": "0"}, {"MALLOC_TOP_PAD_": "0"},
+                    {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}):
+        assert row_pool.heap_settings(environ) == () and row_pool.heap_environment(environ) == {}
+    assert row_pool.heap_environment({}) == {"MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                                             "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+
+
+CHURN = """
+import concurrent.futures, resource, sys
+import os
+import platform
+import subprocess
+import sys
+
+import numpy as np
+from symgrad.backends.host import row_pool
+if sys.argv[1] == "pool":
+    row_pool.RowPool()
+worker = concurrent.futures.ThreadPoolExecutor(1)
+def churn():   # six 2 MB arrays at once, then freed, ten times: the top of the heap is trimmed
+    for _ in range(10):
+        arrays = [np.ones(1 << 19, np.float32) for _ in range(6)]
+        del arrays
+def both():
+    churn()
+    worker.submit(churn).result()
+both()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+both()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="tunes glibc's malloc only")
+def test_a_row_pool_makes_freed_arrays_reuse_their_pages():
+    """After ``RowPool()``, arrays of a few MB allocated and freed again and again, on the
+    calling thread and on a worker, reuse the pages the process has: (almost) no page
+    faults, where glibc's default settings trim the heap and fault them in again at every
+    round."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in row_pool.MALLOC_VARIABLES and k != "GLIBC_TUNABLES"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+
+    def faults(mode):
+        done = subprocess.run([sys.executable, "-c", CHURN, mode], env=env, check=True,
+                              capture_output=True, text=True)
+        return int(done.stdout.split()[-1])
+    assert faults("pool") < 100        # none here
+    assert faults("default") > 1000    # 55,680 here

@@ -210,7 +210,7 @@ def test_nan_handling_matches_numpy():
 def test_numpy_backend_where_selects_bits_like_np_where(dtype):
     """The NumPy backend's ``where`` (a select on the bits) is ``np.where`` bit for bit: NaN,
     infinities, signed zeros, subnormals; broadcasting; scalar operands (weak Python floats
-    too) and promotion."""
+    too) and promotion; written into ``out``, also when ``out`` is ``x`` or ``y`` itself."""
     rng = np.random.default_rng(5)
     special = np.array([0.0, -0.0, np.nan, -np.inf, np.inf, 1.5, -2.25, 1e-40])
     x = rng.choice(special, (3, 8)).astype(dtype)
@@ -221,10 +221,20 @@ def test_numpy_backend_where_selects_bits_like_np_where(dtype):
              (cond, x, np.float64(3.0)), (cond[0], 1.0, 2.0),
              (cond, rng.integers(-3, 3, (3, 8)), y), (np.bool_(True), x, y)]
     for args in cases:
-        got, want = elementwise._sg_where(*args), np.where(*args)
-        assert got.dtype == want.dtype and got.shape == want.shape
+        want = np.where(*args)
         bits = f"u{want.dtype.itemsize}"
-        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        outs = [None, np.empty(want.shape, want.dtype)]
+        for k in (1, 2):   # out is the operand itself where it can be
+            if getattr(args[k], "shape", None) == want.shape and args[k].dtype == want.dtype:
+                outs.append(k)
+        for out in outs:
+            given = list(args)
+            if isinstance(out, int):
+                given[out] = out = args[out].copy()
+            got = elementwise._sg_where(*given, out=out)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert out is None or np.shares_memory(got, out)
+            np.testing.assert_array_equal(got.view(bits), want.view(bits))
 
 
 def test_sigmoid_and_softplus_do_not_overflow():

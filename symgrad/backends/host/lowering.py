@@ -216,7 +216,7 @@ def _fill_emitter(fill):
 
 
 register_lowering("round", expr("np.round({0})", out_kw=True))
-register_lowering("where", call("_sg_where"), (_sg_where,))
+register_lowering("where", expr("_sg_where({0}, {1}, {2})", out_kw=True), (_sg_where,))
 register_lowering("clip", expr("np.clip({0}, {1}, {2})", out_kw=True))
 register_lowering("sigmoid", call("sigmoid_ref"), (sigmoid_ref,))
 register_lowering("cast", _emit_cast)
@@ -358,7 +358,7 @@ register_lowering("take_along_axis_grad",
 _CONV = (kernels.serial_rows, kernels.pad_hw, kernels.window_view, kernels.window_scatter,
          kernels.crop_hw, kernels.conv_columns, kernels.window_counts)
 _POOL = (kernels.pad_hw, kernels.window_taps)
-_MAX = _POOL + (kernels.window_maxima, kernels.crop_hw)
+_MAX = _POOL + (kernels.window_max, kernels.window_maxima, kernels.crop_hw)
 _AVG = _POOL + (kernels.avg_pool2d_sums, kernels.avg_pool2d_counts)
 _SCATTER = (kernels.window_scatter, kernels.crop_hw)
 
@@ -371,7 +371,8 @@ register_lowering("conv2d_weight_grad",
                   call("conv2d_weight_grad", ("kernel_hw",) + CONV_ATTRS, rows=True),
                   _CONV + (kernels.conv2d_weight_grad,))
 register_lowering("max_pool2d", call("max_pool2d_forward", POOL_ATTRS, rows=True),
-                  _POOL + (kernels.serial_rows, kernels.max_pool2d_forward))
+                  (kernels.pad_hw, kernels.serial_rows, kernels.window_counts,
+                   kernels.window_max, kernels.max_pool2d_forward))
 register_lowering("max_pool2d_grad", call("max_pool2d_grad", POOL_ATTRS, rows=True),
                   _MAX + (kernels.serial_rows, kernels.max_pool2d_grad))
 register_lowering("max_pool2d_select", call("max_pool2d_select", POOL_ATTRS),
