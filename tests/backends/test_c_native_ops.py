@@ -396,8 +396,9 @@ def test_a_convolution_leaves_the_blas_thread_count_as_it_found_it():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_large_matmuls_run_in_blocks_on_the_pool_and_give_the_bytes_of_one_thread(dtype):
-    """A product too large for one thread runs as blocks of its rows or of its columns
-    (whichever dim is longer; either operand read transposed, a stack folded into the rows) on
+    """A product too large for one thread, or one of few columns and many rows (``x @ v``),
+    runs as blocks of its rows or of its columns (whichever dim is longer; either operand read
+    transposed, a stack folded into the rows) on
     symgrad's pool, the BLAS on one thread meanwhile: the blocks depend on the shape and the
     CPUs only, so ``threads=2`` gives the bytes of ``threads=1``, and the BLAS's thread count
     is put back."""
@@ -406,9 +407,11 @@ def test_large_matmuls_run_in_blocks_on_the_pool_and_give_the_bytes_of_one_threa
         x = sg.data("x", [None, 96], dtype)
         w = sg.data("w", [96, 300], dtype)
         s = sg.data("s", [3, 70, 96], dtype)
-        fetches = [x @ w, sg.transpose(w) @ sg.transpose(x), s @ w, sg.transpose(x) @ x]
+        v = sg.data("v", [96, 12], dtype)
+        fetches = [x @ w, sg.transpose(w) @ sg.transpose(x), s @ w, sg.transpose(x) @ x, x @ v]
     feeds = {"x": RNG.standard_normal((260, 96)).astype(dtype),
              "w": RNG.standard_normal((96, 300)).astype(dtype),
+             "v": RNG.standard_normal((96, 12)).astype(dtype),
              "s": RNG.standard_normal((3, 70, 96)).astype(dtype)}
     one = sg.compile(prog, fetches, backend="c", threads=1)
     two = sg.compile(prog, fetches, backend="c", threads=2)

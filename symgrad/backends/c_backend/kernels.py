@@ -40,7 +40,7 @@ from .ctype import c_comment, c_type, literal, supported
 from .lowering import LOWERINGS, CLowering
 from .units import Piece, guarded
 
-PARALLEL_MIN = 1 << 18     # elements of S from which loops run on several threads
+PARALLEL_MIN = 1 << 16     # elements of S from which loops run on several threads
 CHUNK = 1 << 14            # elements per chunk of a loop split between threads (about)
 CHUNKS = 16                # chunks (accumulator copies) of a reduction over a reduced outer axis
 # combine op -> the omp simd reduction operator that vectorizes it (NaN-propagating max/min
