@@ -43,8 +43,10 @@ class CompileOptions:
     group of cheap ops only, is split across; None: the CPUs
     the process may use, at most 8, read when the program runs; 1: no thread pool),
     ``accumulate_float64`` (accumulate float32 sums in float64), ``cache_dir`` (where
-    generated code is cached; default ``$SYMGRAD_CACHE_DIR`` or ``~/.cache/symgrad``). The
-    CUDA backend's: also ``return_numpy`` (NumPy results instead of CuPy arrays).
+    generated code is cached; default ``$SYMGRAD_CACHE_DIR`` or ``~/.cache/symgrad``). The C
+    and CUDA backends': ``flush_denormals`` (compiled code reads and writes subnormal floats
+    as zero, as XLA's CPU code does). The CUDA backend's: also ``return_numpy`` (NumPy results
+    instead of CuPy arrays).
     :func:`option_schema` lists them all with their types and docs. An option only another
     backend reads is accepted and has no effect; an unknown name is a ``TypeError`` that says
     which option was probably meant.
