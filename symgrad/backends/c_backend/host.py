@@ -115,10 +115,11 @@ class CHostGenerator(Generator):
         """As the NumPy generator, with each run of members (C loop groups, native ops and row
         ops) of the block lowered as one segment call, in place of its first member. Between
         its members, a source, or an op that reads no data the run computes
-        (:meth:`reads_before`), is hoisted before the call, a view the segments absorb (:func:`.views.absorbed_views`) makes no statement, a
-        broadcast read by members only is a member (:func:`.views.computed_broadcasts`), and
-        another op that :meth:`defers` runs after the call, unless a later member reads what it
-        computes (the segment then ends before that member); any other op ends the segment."""
+        (:meth:`reads_before`), is hoisted before the call, a view the segments absorb
+        (:func:`.views.absorbed_views`) makes no statement, a broadcast read by members only
+        is a member (:func:`.views.computed_broadcasts`), and another op that :meth:`defers`
+        runs after the call, unless a later member reads what it computes (the segment then
+        ends before that member); any other op ends the segment."""
         plans = [self.c_plan(op) for op in ops]
         kinds = [native_kind(op, self.scalars) if plan is None else None
                  for op, plan in zip(ops, plans)]

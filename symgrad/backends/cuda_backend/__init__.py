@@ -39,12 +39,12 @@ NAME = "cuda"
 NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 NVCC_OPTIONS = ("-std=c++17", "-fmad=false")
 FLUSH_OPTION = "-ftz=true"
+INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
 
 def compiler_options(base, flush) -> tuple:
     """``base`` (NVRTC_OPTIONS or NVCC_OPTIONS), with FLUSH_OPTION when ``flush``."""
     return (*base, FLUSH_OPTION) if flush else tuple(base)
-INSTALL_HINT = "CuPy with a CUDA device is required to run; install symgrad[cuda]"
 
 
 class CudaUnavailableError(SymgradError, RuntimeError):
