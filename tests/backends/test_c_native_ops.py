@@ -19,6 +19,7 @@ from symgrad.backends.c_backend import blas, compiler, native_ops
 from symgrad.backends.c_backend.lowering import CNativeOp, LOWERINGS
 from symgrad.ir.graph import walk_ops
 from symgrad.ops.core import bind, get_op
+from tests.backends.c_backend.native_calls import native_pairs, native_products
 from tests.ops.samples_nn import SAMPLES
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
@@ -28,11 +29,6 @@ NATIVE_OPS = {name for name, rule in LOWERINGS.rules.items() if isinstance(rule,
 DTYPES = ["float32", "float64"]
 TOLERANCE = {"float64": 1e-9, "float32": 2e-4}
 RNG = np.random.default_rng(11)
-
-
-def _native_calls(compiled) -> int:
-    """How many native op calls the segments make (each a member of a segment)."""
-    return len(re.findall(r"= -sg_n_\w+\(", compiled._executable.source))
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,7 +64,7 @@ def test_sample_and_its_gradients_match_the_interpreter(sample, dtype):
     _assert_matches(prog, fetches, compiled, sample.feeds(dtype), dtype)
     native = [op for op in walk_ops(compiled.program.ops) if op.opdef.name in NATIVE_OPS
               and LOWERINGS.rule(op.opdef).kind(op) is not None]
-    assert _native_calls(compiled) >= min(1, len(native))
+    assert native_products(compiled) >= min(1, len(native))
     if sample.op != "matmul":   # a matmul of broadcast operands stays on NumPy
         assert native
 
@@ -99,7 +95,7 @@ def _cnn_program(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_cnn_step_with_a_dynamic_batch_matches_the_interpreter(dtype):
     prog, fetches, compiled = _cnn_program(dtype)
-    assert _native_calls(compiled) >= 8
+    assert native_products(compiled) >= 8
     for batch in (5, 1, 3):
         feeds = {"x": RNG.standard_normal((batch, 2, 8, 8)).astype(dtype),
                  "w1": RNG.standard_normal((4, 2, 3, 3)).astype(dtype),
@@ -119,7 +115,7 @@ def test_max_pooling_with_ties_and_nan_matches_the_interpreter():
         fetches = [nn.max_pool2d(x, 3, 2, 1), bind("max_pool2d_grad", [x, g], attrs),
                    bind("max_pool2d_select", [x, h], attrs)]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 3
+    assert native_products(compiled) == 3
     x = np.array([[1, 1, 0, 2], [1, np.nan, 2, 2], [0, 0, -np.inf, -np.inf],
                   [3, 0, -np.inf, -np.inf]], float).reshape(1, 1, 4, 4)
     feeds = {"x": np.concatenate([x, -x]), "g": RNG.standard_normal((2, 1, 2, 2)),
@@ -135,7 +131,7 @@ def test_matmul_of_stacks_and_arrays_that_disagree_with_the_entry_are_an_error()
         m = sg.data("m", [None, None], "float32")
         fetches = [a @ b, m @ sg.data("n", [None, 5], "float32")]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 2
+    assert native_products(compiled) == 2
     feeds = {"a": RNG.standard_normal((2, 4, 3), "float32"),
              "b": RNG.standard_normal((2, 3, 6), "float32"),
              "m": RNG.standard_normal((7, 2), "float32"),
@@ -164,7 +160,7 @@ def test_without_a_blas_the_native_ops_run_on_numpy(monkeypatch):
         w = sg.data("w", [3, 2, 3, 3], "float32")
         fetches = [nn.max_pool2d(nn.conv2d(x, w), 2, 2, 0)]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 0
+    assert native_products(compiled) == 0
     feeds = {"x": RNG.standard_normal((2, 2, 6, 6), "float32"),
              "w": RNG.standard_normal((3, 2, 3, 3), "float32")}
     _assert_matches(prog, fetches, compiled, feeds, "float32")
@@ -192,7 +188,7 @@ def test_convolutions_of_large_planes_match_the_interpreter():
         loss = sg.sum(y * y)
         fetches = [y, *ir_backward.grad(loss, [x, w])]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 3
+    assert native_products(compiled) == 3
     feeds = {"x": RNG.standard_normal((5, 2, 53, 53)), "w": RNG.standard_normal((3, 2, 3, 3))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")
 
@@ -209,7 +205,7 @@ def test_pooling_over_many_planes_runs_on_threads_and_gives_the_same_bytes(threa
         fetches = [*pooled, *ir_backward.grad(loss, [x])]
     compiled = sg.compile(prog, fetches, backend="c", threads=threads)
     source = compiled._executable.source
-    assert _native_calls(compiled) == 4
+    assert native_products(compiled) == 4
     assert len(re.findall(r"sg_parallel\(sg_n_\w+_part", source)) == 4
     feeds = {"x": np.random.default_rng(3).standard_normal((64, 16, 16, 16))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")
@@ -234,7 +230,7 @@ def test_matmuls_of_transposed_operands_are_native_and_read_them_in_place():
     compiled = sg.compile(prog, fetches, backend="c")
     assert "np.matmul" not in compiled.sources[".py"]
     assert "np.transpose" not in compiled.sources[".py"]
-    assert _native_calls(compiled) == len(fetches)
+    assert native_products(compiled) == len(fetches)
     assert compiled._executable.stats["c_segments"] == 1
     feeds = {"x": RNG.standard_normal((5, 4)).astype("float32"),
              "w": RNG.standard_normal((4, 3)).astype("float32"),
@@ -324,7 +320,7 @@ def test_max_pooling_inside_the_plane_with_ties_nan_and_infinities(kernel, strid
         fetches = [pooled, bind("max_pool2d_grad", [x, g], attrs),
                    bind("max_pool2d_select", [x, h], attrs)]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 3
+    assert native_products(compiled) == 3
     assert compiled._executable.source.count("a row of windows at a time") == 3
     plane = np.array([[1, 1, 0, 2, 5, 5], [1, np.nan, 2, 2, 5, 5],
                       [0, 0, -np.inf, -np.inf, np.inf, 1], [3, 0, -np.inf, -np.inf, 2, np.inf]])
@@ -355,7 +351,7 @@ def test_convolutions_on_threads_give_the_bytes_of_one_thread(batch):
              "w1": RNG.standard_normal((6, 2, 3, 3)).astype("float32"),
              "w2": RNG.standard_normal((3, 6, 1, 1)).astype("float32")}
     two = sg.compile(prog, fetches, backend="c", threads=2)
-    assert _native_calls(two) == 6 and "sg_conv sg_c" in two._executable.source
+    assert native_products(two) == 6 and "sg_conv sg_c" in two._executable.source
     _assert_matches(prog, fetches, two, feeds, "float32")
     one = sg.compile(prog, fetches, backend="c", threads=1)
     for got, alone in zip(two(**feeds), one(**feeds)):
@@ -415,7 +411,7 @@ def test_large_matmuls_run_in_blocks_on_the_pool_and_give_the_bytes_of_one_threa
              "s": RNG.standard_normal((3, 70, 96)).astype(dtype)}
     one = sg.compile(prog, fetches, backend="c", threads=1)
     two = sg.compile(prog, fetches, backend="c", threads=2)
-    assert _native_calls(two) == len(fetches)
+    assert native_products(two) == len(fetches)
     calls = _blas_thread_calls()
     before = calls[0]() if calls else None
     for g, e in zip(two(**feeds), one(**feeds)):
@@ -438,7 +434,38 @@ def test_convolutions_of_few_and_many_taps_match_the_interpreter(kernel, taps):
         loss = sg.sum(y * y)
         fetches = [y, *ir_backward.grad(loss, [x, w])]
     compiled = sg.compile(prog, fetches, backend="c")
-    assert _native_calls(compiled) == 3
+    assert native_products(compiled) == 3
     assert ("sg_col2im_double(" in compiled._executable.source) != taps
     feeds = {"x": RNG.standard_normal((3, 2, 11, 9)), "w": RNG.standard_normal((3, 2, *kernel))}
     _assert_matches(prog, fetches, compiled, feeds, "float64")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_layers_input_and_weight_gradients_run_side_by_side(dtype):
+    """The two gradients of a linear layer, ``g @ w.T`` and ``x.T @ g``, are independent GEMMs
+    of equal work: one member computes both, side by side on the pool when large (each one
+    GEMM on two CPUs), one after the other when small (a batch of 3) or of unequal work (the
+    two forward products of different widths); a product reading the other's result is not
+    paired. The pairing depends on the shapes and the CPUs only: ``threads=2`` gives the
+    bytes of ``threads=1``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None, 96], dtype)
+        w = sg.data("w", [96, 128], dtype)
+        v = sg.data("v", [96, 40], dtype)
+        u = sg.data("u", [128, 32], dtype)
+        h = sg.tanh(x @ w)
+        loss = sg.sum((h @ u) ** 2) + sg.sum(sg.tanh(x @ v))
+        fetches = [loss, *ir_backward.grad(loss, [x, w])]
+    one = sg.compile(prog, fetches, backend="c", threads=1)
+    two = sg.compile(prog, fetches, backend="c", threads=2)
+    assert native_products(two) == 7
+    # x @ w beside x @ v (unequal work), and the two gradients of x @ w; h @ u reads x @ w
+    assert native_pairs(two) == 2
+    for batch in (300, 3):
+        feeds = {"x": RNG.standard_normal((batch, 96)), "w": RNG.standard_normal((96, 128)),
+                 "v": RNG.standard_normal((96, 40)), "u": RNG.standard_normal((128, 32))}
+        feeds = {name: array.astype(dtype) for name, array in feeds.items()}
+        for g, e in zip(two(**feeds), one(**feeds)):
+            np.testing.assert_array_equal(g, e)
+        _assert_matches(prog, fetches, two, feeds, dtype)

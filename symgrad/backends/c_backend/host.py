@@ -45,9 +45,10 @@ from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .native_ops import native_dims, native_kind, render_native_function
+from .native_ops import (folded, native_dims, native_kind, render_matmul_pair,
+                         render_native_function)
 from .row_ops import render_row_function, row_dims, row_kind
-from .segments import Member, OpMember, SegmentRenderer
+from .segments import Member, OpMember, PairMember, SegmentRenderer
 from .units import Piece, joined, units_of
 from .views import absorbed_views, computed_broadcasts
 
@@ -270,6 +271,7 @@ class CHostGenerator(Generator):
                     op, self.c_functions.setdefault(function.name, function), row_dims(op),
                     "" if row == "one_hot" else "maximum",
                     checks_labels(op, row)))
+        segment_members = self.paired(segment_members, kinds)
         number = len(self.segments)
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
                                    self.resolve)
@@ -294,6 +296,37 @@ class CHostGenerator(Generator):
             [self.namer.value(v) for v in renderer.outputs] + renderer.size_arguments()
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
+
+    def paired(self, members, kinds) -> list:
+        """``members`` (of a segment, with their native ``kinds``) with each two consecutive
+        matmuls that may run side by side made one :class:`.PairMember`: both one GEMM
+        (:func:`.native_ops.folded`) of one dtype, the second not reading the first's result,
+        neither result a parameter's new value written in place (which the other may read)."""
+        def transposed(member):
+            return [v in self.transposed for v in member.op.inputs]
+
+        def single_gemm(member, kind):
+            return kind == "matmul" and folded(member.op, transposed(member)) and \
+                member.results[0] not in self.overwritten
+
+        merged, index = [], 0
+        while index < len(members):
+            first = members[index]
+            second = members[index + 1] if index + 1 < len(members) else None
+            if second is not None and single_gemm(first, kinds[index]) and \
+                    single_gemm(second, kinds[index + 1]) and \
+                    first.results[0].dtype == second.results[0].dtype and \
+                    all(self.resolve(v) is not first.results[0] for v in second.inputs):
+                function = render_matmul_pair([first.op, second.op],
+                                              [transposed(first), transposed(second)],
+                                              environment(), threads=self.options.threads or 0)
+                merged.append(PairMember(first, second, self.c_functions.setdefault(
+                    function.name, function)))
+                index += 2
+                continue
+            merged.append(first)
+            index += 1
+        return merged
 
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
@@ -374,6 +407,8 @@ def _reads_data(op, value) -> bool:
 
 
 def _member_heading(member) -> str:
+    if isinstance(member, PairMember):
+        return f"{_member_heading(member.first)} beside {_member_heading(member.second)}"
     op = member.op
     if op.blocks:
         return f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"

@@ -163,8 +163,38 @@ def render_native_function(op, kind, transposed, environment, threads=0, flush=F
         transposed=list(transposed), threads=threads, flush=flush, **window)
     name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
     code = code.replace("@NAME@", name).replace("@NOTE@", describe(op), 1)
-    T = c_type(result.dtype)
-    parameters = "".join(f", const {T} *" for _ in op.inputs)
+    return _native_piece(name, code, c_type(result.dtype), len(op.inputs), 1)
+
+
+def _native_piece(name, code, T, inputs, results) -> Piece:
+    parameters = f", const {T} *" * inputs + f", {T} *restrict" * results
     return Piece(guarded(name, code), name,
-                 f"SG_LINK int {name}(const int64_t *restrict{parameters}, {T} *restrict);",
-                 native=True)
+                 f"SG_LINK int {name}(const int64_t *restrict{parameters});", native=True)
+
+
+def folded(op, transposed) -> bool:
+    """Is matmul ``op`` (its operands' buffers ``transposed`` or not) one GEMM, a stack
+    times a matrix folded into its rows (``c/native_op.c.j2``)?"""
+    a, b = op.inputs
+    return b.ndim == 2 and not (a.ndim > 2 and transposed[0])
+
+
+def pair_note(ops) -> str:
+    """The comment naming a pair of matmuls computed side by side."""
+    return " beside ".join(describe(op) for op in ops)
+
+
+def render_matmul_pair(ops, transposed, environment, threads=0) -> Piece:
+    """The C function computing two independent matmuls ``ops``, each one GEMM
+    (:func:`folded`; ``transposed``: per op, per input, whether its buffer holds its
+    transpose), side by side on the pool where both are large and of about equal work
+    (``c/matmul_pair.c.j2``): a linear layer's input and weight gradients."""
+    products = [dict(rank=op.inputs[0].ndim, transposed=list(flags))
+                for op, flags in zip(ops, transposed)]
+    T = c_type(ops[0].results[0].dtype)
+    code = environment.get_template("c/matmul_pair.c.j2").render(
+        name="@NAME@", note="@NOTE@", products=products, T=T,
+        offset=ops[0].inputs[0].ndim + 1, threads=threads)
+    name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
+    code = code.replace("@NAME@", name).replace("@NOTE@", pair_note(ops), 1)
+    return _native_piece(name, code, T, 4, 2)

@@ -16,7 +16,8 @@ reader.
 
 A member is a loop group (:class:`Member`: its function from ``c/group.c.j2``), a native op
 (:class:`OpMember`: matmul, a convolution, pooling, their gradients, from ``c/native_op.c.j2``,
-see :mod:`.native_ops`) or a row op (:class:`OpMember`: the softmax family and ``one_hot``,
+see :mod:`.native_ops`), two independent matmuls side by side (:class:`PairMember`, from
+``c/matmul_pair.c.j2``) or a row op (:class:`OpMember`: the softmax family and ``one_hot``,
 from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike: ``fn(sg_d, pointers...)`` with the
 sizes it reads in ``sg_d``. A view the segments absorb (a reshape, a transpose of a matrix or a
 stack read by matmuls: :mod:`.views`) is no member: its readers get its operand's buffer; a
@@ -35,6 +36,7 @@ import hashlib
 from .ctype import c_type, value_label
 from .entry_sizes import EntrySizes
 from .kernels import describe, group_heading
+from .native_ops import pair_note
 from .units import Piece, guarded, steps_of
 
 
@@ -109,6 +111,38 @@ class OpMember:
     @property
     def note(self) -> str:
         return describe(self.op)
+
+    def aligned(self, value, space):
+        return None
+
+
+@dataclasses.dataclass
+class PairMember:
+    """Two independent matmuls of a segment (:class:`OpMember` each) computed by one function,
+    side by side (:func:`.native_ops.render_matmul_pair`): its inputs are the first's operands
+    then the second's, its results the first's then the second's result, its dims the first's
+    then the second's."""
+
+    first: OpMember
+    second: OpMember
+    function: object
+    reduction: str = ""
+
+    @property
+    def inputs(self) -> list:
+        return self.first.inputs + self.second.inputs
+
+    @property
+    def results(self) -> list:
+        return self.first.results + self.second.results
+
+    @property
+    def dims(self) -> list:
+        return self.first.dims + self.second.dims
+
+    @property
+    def note(self) -> str:
+        return pair_note([self.first.op, self.second.op])
 
     def aligned(self, value, space):
         return None
