@@ -30,6 +30,7 @@ import jinja2
 
 from ...ir.graph import users
 from ...ir.printer import counted
+from ...ops.control_flow import scan_p
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ...ops.state import assign_p
@@ -45,6 +46,7 @@ from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
+from .loops import native_scan
 from .native_ops import (folded, native_dims, native_kind, render_matmul_pair,
                          render_native_function)
 from .row_ops import render_row_function, row_dims, row_kind
@@ -89,6 +91,22 @@ class GeneratedProgram:
     caches_arrays: bool      # whether calls allocate through the library's array cache
 
 
+@dataclasses.dataclass
+class BlockKinds:
+    """What C makes of each op of a block (:meth:`CHostGenerator.classify`): per op, its loop
+    group's plan, its native kind, its row kind and whether it is a segment member; the views
+    the segments absorb (op -> read transposed); the block's readers of each value and the
+    values read after it."""
+
+    plans: list
+    natives: list
+    rows: list
+    members: list
+    absorbed: dict
+    readers: dict
+    read_after: set
+
+
 class CHostGenerator(Generator):
     """The NumPy generator, with C segments for the runs of loop groups and native ops C
     computes."""
@@ -121,33 +139,20 @@ class CHostGenerator(Generator):
         is a member (:func:`.views.computed_broadcasts`), and another op that :meth:`defers`
         runs after the call, unless a later member reads what it computes (the segment then
         ends before that member); any other op ends the segment."""
-        plans = [self.c_plan(op) for op in ops]
-        kinds = [native_kind(op, self.scalars) if plan is None else None
-                 for op, plan in zip(ops, plans)]
-        rows = [row_kind(op, self.scalars) if plan is None and kind is None else None
-                for op, plan, kind in zip(ops, plans, kinds)]
+        kinds = self.classify(ops, reads_after)
+        plans, natives, rows, members = kinds.plans, kinds.natives, kinds.rows, kinds.members
+        readers, read_after, absorbed = kinds.readers, kinds.read_after, kinds.absorbed
         statements = [None] * len(ops)
         run: list = []
         made: set = set()       # the values the run's members compute
         deferred: set = set()   # the values computed by the ops deferred past the run
-        readers = users(ops)
-        read_after = set(reads_after) | set(self.fetches)
-        members = [any(x is not None for x in member) for member in zip(plans, kinds, rows)]
-        for index, plan in computed_broadcasts(ops, members, readers, read_after).items():
-            plans[index], members[index] = plan, True
-        absorbed = absorbed_views(ops, members, kinds, readers, read_after, self.scalars)
-        for op, transposed in absorbed.items():   # its readers read its operand
-            self.views[op.results[0]] = op.inputs[0]
-            if transposed:
-                self.transposed.add(op.results[0])
-            self.hidden.add(op.results[0])
         unsafe = self.state_views(ops)
 
         def flush():
             if run:
                 statements[run[0]] = self.segment([ops[k] for k in run],
                                                   [plans[k] for k in run],
-                                                  [kinds[k] for k in run],
+                                                  [natives[k] for k in run],
                                                   [rows[k] for k in run], readers,
                                                   read_after, statements[run[0]])
                 run.clear()
@@ -181,6 +186,38 @@ class CHostGenerator(Generator):
             statements[index] = ([self.text.line(op)] if lines else []) + lines
         flush()
         return self.with_deletes(ops, statements, reads_after)
+
+    def classify(self, ops, reads_after) -> "BlockKinds":
+        """What C makes of each op of a block (``reads_after``: the values read after it):
+        the ops that are members of a segment (a loop group's plan, a native op's kind, a row
+        op's kind, a computed broadcast) and the views the segments absorb (their results
+        recorded as views of their operands)."""
+        plans = [self.c_plan(op) for op in ops]
+        natives = [native_kind(op, self.scalars) if plan is None else None
+                   for op, plan in zip(ops, plans)]
+        rows = [row_kind(op, self.scalars) if plan is None and kind is None else None
+                for op, plan, kind in zip(ops, plans, natives)]
+        readers = users(ops)
+        read_after = set(reads_after) | set(self.fetches)
+        members = [any(x is not None for x in member) for member in zip(plans, natives, rows)]
+        for index, plan in computed_broadcasts(ops, members, readers, read_after).items():
+            plans[index], members[index] = plan, True
+        absorbed = absorbed_views(ops, members, natives, readers, read_after, self.scalars)
+        for op, transposed in absorbed.items():   # its readers read its operand
+            self.views[op.results[0]] = op.inputs[0]
+            if transposed:
+                self.transposed.add(op.results[0])
+            self.hidden.add(op.results[0])
+        return BlockKinds(plans, natives, rows, members, absorbed, readers, read_after)
+
+    def lower_op(self, op) -> list:
+        """As the NumPy generator's, with a scan whose body C computes whole run as one loop in
+        C (:func:`.loops.native_scan`)."""
+        if op.opdef is scan_p:
+            lines = native_scan(self, op, environment())
+            if lines is not None:
+                return lines
+        return super().lower_op(op)
 
     def reads_before(self, op, computed) -> bool:
         """Does ``op`` read no data of ``computed`` (what the run, or an op deferred past it,
@@ -257,21 +294,7 @@ class CHostGenerator(Generator):
 
         escaping = {v for op in members for v in op.results
                     if v in read_after or any(r not in inside for r in reading(v))}
-        segment_members = []
-        for op, plan, kind, row in zip(members, plans, kinds, rows):
-            if plan is not None:
-                segment_members.append(Member(plan, self.c_function(plan),
-                                              pointer_inputs(plan, self.scalars)))
-            elif kind is not None:
-                segment_members.append(OpMember(op, self.native_function(op, kind),
-                                                native_dims(op, kind)))
-            else:
-                function = render_row_function(op, row, environment())
-                segment_members.append(OpMember(
-                    op, self.c_functions.setdefault(function.name, function), row_dims(op),
-                    "" if row == "one_hot" else "maximum",
-                    checks_labels(op, row)))
-        segment_members = self.paired(segment_members, kinds)
+        segment_members = self.segment_members(members, plans, kinds, rows)
         number = len(self.segments)
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
                                    self.resolve)
@@ -296,6 +319,25 @@ class CHostGenerator(Generator):
             [self.namer.value(v) for v in renderer.outputs] + renderer.size_arguments()
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
+
+    def segment_members(self, ops, plans, kinds, rows) -> list:
+        """The members of a segment computing ``ops`` (a loop group where ``plans`` has its
+        plan, else a native op of kind ``kinds``, else a row op of kind ``rows``), two
+        matmuls side by side where they may be (:meth:`paired`)."""
+        found = []
+        for op, plan, kind, row in zip(ops, plans, kinds, rows):
+            if plan is not None:
+                found.append(Member(plan, self.c_function(plan),
+                                    pointer_inputs(plan, self.scalars)))
+            elif kind is not None:
+                found.append(OpMember(op, self.native_function(op, kind),
+                                      native_dims(op, kind)))
+            else:
+                function = render_row_function(op, row, environment())
+                found.append(OpMember(
+                    op, self.c_functions.setdefault(function.name, function), row_dims(op),
+                    "" if row == "one_hot" else "maximum", checks_labels(op, row)))
+        return self.paired(found, kinds)
 
     def paired(self, members, kinds) -> list:
         """``members`` (of a segment, with their native ``kinds``) with each two consecutive

@@ -170,6 +170,7 @@ class SegmentRenderer:
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
         self.sizes = EntrySizes()       # the symbolic dims it takes sizes of (sg_size[j])
         self.c_dim = self.sizes.c_dim
+        self.temporaries = 0            # how many its steps allocate (set by steps())
 
     def host_shapes(self) -> dict:
         """Python shape expressions of the outputs, for the host's ``np.empty``."""
@@ -186,6 +187,31 @@ class SegmentRenderer:
         it calls in turn, each a run of its members of bounded size (:func:`.units.steps_of`);
         ``flush``: the steps run with subnormals flushed to zero (option ``flush_denormals``)."""
         args = self.inputs + self.outputs
+        checks, steps, summary = self.steps(environment)
+        entry = environment.get_template("c/segment.c.j2").render(
+            number=self.number, summary=summary,
+            args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
+                       what=value_label(v)) for k, v in enumerate(args)],
+            checks=checks,
+            steps=[step.name for step in steps], temporaries=self.temporaries,
+            sizes=len(self.sizes.dims), flush=flush, native=self.native, labels=self.labels)
+        return entry, steps
+
+    @property
+    def native(self) -> bool:
+        """Does a member call a native op (which may fail with 3 or 4)?"""
+        return any(m.function.native for m in self.members)
+
+    @property
+    def labels(self) -> bool:
+        """Does a member check class labels (which may fail with 5)?"""
+        return any(getattr(m, "labels", False) for m in self.members)
+
+    def steps(self, environment) -> tuple[list, list, str]:
+        """``(checks, steps, summary)``: the checks of the inputs' dims against the sizes
+        given (the entry's; ``sg_b[k]`` is input ``k``), the step functions calling the
+        members in turn with the arguments' buffers (:attr:`inputs`, then :attr:`outputs`) and
+        the temporaries (:attr:`temporaries` of them), and a line summing them up."""
         groups, temporaries = [], {}
         checks = self.sizes.checks(self.inputs)   # the inputs are its first arguments
         checked = {(check["got"], check["want"]) for check in checks}
@@ -232,16 +258,8 @@ class SegmentRenderer:
                  steps_of([2 + len(g["allocate"]) for g in groups])]
         summary = "; ".join(g["note"] for g in groups) if len(steps) == 1 else \
             f"{len(groups)} members in {len(steps)} steps"
-        entry = environment.get_template("c/segment.c.j2").render(
-            number=self.number, summary=summary,
-            args=[dict(writable=int(k >= len(self.inputs)), type=c_type(v.dtype), ndim=v.ndim,
-                       what=value_label(v)) for k, v in enumerate(args)],
-            checks=checks,
-            steps=[step.name for step in steps], temporaries=len(temporaries),
-            sizes=len(self.sizes.dims), flush=flush,
-            native=any(m.function.native for m in self.members),
-            labels=any(isinstance(m, OpMember) and m.labels for m in self.members))
-        return entry, steps
+        self.temporaries = len(temporaries)
+        return checks, steps, summary
 
     @staticmethod
     def step(groups, environment) -> Piece:

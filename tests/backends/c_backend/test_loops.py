@@ -1,0 +1,155 @@
+"""Scans whose body C computes whole run as one loop in C (backends/c_backend/loops.py),
+against the interpreter: carries swapped, passed through and stacked, reverse steps, a
+run-time trip count of zero, a dynamic batch, the body's constants, failures inside the
+loop, and the Python loop kept where a body op runs on NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward, nn
+from symgrad.backends.c_backend import blas
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
+
+RNG = np.random.default_rng(5)
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+
+
+def _c_loops(compiled) -> int:
+    return compiled.sources[".py"].count("a loop in C")
+
+
+def _python_loops(compiled) -> int:
+    return compiled.sources[".py"].count("    for _t")
+
+
+def _assert_matches(prog, fetches, compiled, feeds, dtype="float64"):
+    expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+    got = compiled(**feeds)
+    for e, g in zip(expected, got):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        np.testing.assert_allclose(g, e, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+def _rnn(dtype, batch):
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [None, batch, 6], dtype)
+        h0 = sg.data("h0", [batch, 8], dtype)
+        w = sg.data("w", [8, 8], dtype)
+        u = sg.data("u", [6, 8], dtype)
+        b = sg.data("b", [8], dtype)
+        h, hs = sg.scan(lambda h, x: (sg.tanh(h @ w + x @ u + b),) * 2, h0, xs)
+        loss = sg.mean(h * h) + sg.sum(hs) * 0.01
+        fetches = [loss, hs, *ir_backward.grad(loss, [w, u, b, h0, xs])]
+    return prog, fetches
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [5, None], ids=["static", "dynamic"])
+def test_an_rnn_and_its_gradient_are_loops_in_c(dtype, batch):
+    """The forward scan and the reverse scan of its gradient are each one C call; steps of
+    any number (none included), a dynamic batch of any size."""
+    prog, fetches = _rnn(dtype, batch)
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 2 and _python_loops(compiled) == 0
+    for steps, rows in ((7, 5), (1, 5), (0, 5)) + (((4, 1), (3, 9)) if batch is None else ()):
+        feeds = {"xs": RNG.standard_normal((steps, rows, 6)), "h0": RNG.standard_normal((rows, 8)),
+                 "w": RNG.standard_normal((8, 8)) * 0.5, "u": RNG.standard_normal((6, 8)),
+                 "b": RNG.standard_normal(8)}
+        _assert_matches(prog, fetches, compiled, {k: v.astype(dtype) for k, v in feeds.items()},
+                        dtype)
+
+
+def test_carries_swapped_passed_through_and_stacked_in_reverse():
+    """A body that swaps two carries, yields a per-step input and a captured value as
+    per-step values, and a carry both as a carry and per step, run last step first."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [6, 3], "float64")
+        a0 = sg.data("a0", [3], "float64")
+        b0 = sg.data("b0", [3], "float64")
+        c = sg.data("c", [3], "float64")
+
+        def body(carry, x):
+            a, b = carry
+            new = sg.sin(a) * x + c
+            return (b, new), (x, c, new, a)
+
+        (a, b), ys = sg.scan(body, (a0, b0), xs, reverse=True)
+        fetches = [a, b, *ys]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 1
+    feeds = {"xs": RNG.standard_normal((6, 3)), "a0": RNG.standard_normal(3),
+             "b0": RNG.standard_normal(3), "c": RNG.standard_normal(3)}
+    _assert_matches(prog, fetches, compiled, feeds)
+
+
+def test_a_run_time_trip_count_and_the_body_constants():
+    """A scan over xs of a leading dim known at run time: zero steps leave the carry as it
+    was and stack nothing; the body's array constant is made once, before the loop."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [None, 4], "float64")
+        v0 = sg.data("v0", [4], "float64")
+        scale = np.array([1.0, 0.5, 0.25, 2.0])
+        v, vs = sg.scan(lambda v, x: (sg.cos(v) * sg.constant(scale) + x, v + 1.0), v0, xs)
+        fetches = [v, vs]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 1
+    for steps in (5, 1, 0):
+        _assert_matches(prog, fetches, compiled, {"xs": RNG.standard_normal((steps, 4)),
+                                                  "v0": RNG.standard_normal(4)})
+
+
+def test_threads_and_subnormal_flushing_inside_the_loop():
+    """The loop's matmuls and groups on the pool give the bytes of one thread, with
+    flush_denormals too."""
+    prog, fetches = _rnn("float32", 64)
+    feeds = {"xs": RNG.standard_normal((5, 64, 6)), "h0": RNG.standard_normal((64, 8)),
+             "w": RNG.standard_normal((8, 8)), "u": RNG.standard_normal((6, 8)),
+             "b": RNG.standard_normal(8)}
+    feeds = {k: v.astype("float32") for k, v in feeds.items()}
+    for flush in (False, True):
+        one = sg.compile(prog, fetches, backend="c", threads=1, flush_denormals=flush)
+        two = sg.compile(prog, fetches, backend="c", threads=2, flush_denormals=flush)
+        assert _c_loops(two) == 2
+        for g, e in zip(two(**feeds), one(**feeds)):
+            np.testing.assert_array_equal(g, e)
+        _assert_matches(prog, fetches, two, feeds, "float32")
+
+
+def test_a_failure_inside_the_loop_raises_as_the_python_loop_does():
+    """A class label out of range at step 2 raises the row op's error from the C loop."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [3, 4, 5], "float64")
+        labels = sg.data("labels", [3, 4], "int64")
+        total, _ = sg.scan(lambda t, xl: (t + sg.sum(nn.softmax_cross_entropy(*xl)), None),
+                           sg.zeros([], "float64"), (xs, labels))
+        fetches = [total]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 1
+    good = RNG.integers(0, 5, (3, 4))
+    feeds = {"xs": RNG.standard_normal((3, 4, 5)), "labels": good}
+    _assert_matches(prog, fetches, compiled, feeds)
+    bad = good.copy()
+    bad[2, 1] = 7
+    with pytest.raises(ValueError, match="7"):
+        compiled(xs=feeds["xs"], labels=bad)
+
+
+def test_a_body_with_an_op_on_numpy_stays_a_python_loop():
+    """A cumulative sum in the body runs on NumPy: the scan stays a Python loop of segment
+    calls."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [4, 6], "float64")
+        h, _ = sg.scan(lambda h, x: (sg.tanh(sg.cumsum(h * x, axis=0)), None),
+                       sg.ones([6], "float64"), xs)
+        fetches = [h]
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 0 and _python_loops(compiled) == 1
+    _assert_matches(prog, fetches, compiled, {"xs": RNG.standard_normal((4, 6))})
