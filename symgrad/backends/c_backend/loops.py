@@ -10,15 +10,18 @@ constants are made once, before it): one entry
 body reads, and the arrays of the final carries and the stacked per-step values (allocated by
 the host), then calls the body's steps once a step with pointers into them::
 
-    # %12, %51 = scan(%h0, %xs) captures(%W, %U, %b): a loop in C (C segment 0: ...)
+    # %12, %51 = scan(%h0, %xs) captures(%W, %U, %b)
+    # C segment 0: scan of %7 = matmul(%5, %W) beside %8 = matmul(%6, %U); fused group 0 ..., a loop in C
     t12 = np.empty((32, 128), np.float32)
     t51 = np.empty((100, 32, 128), np.float32)
     _sg_s0((h0, xs, W, U, b, t12, t51, 100, ))
 
 Each carry has two buffers, this step's and the next's, and each step copies its yields: a
 per-step value into its row of the stack, a carry into the next step's buffer (so a body may
-yield its carries swapped, or a value both as a carry and per step). Other scans, a ``while``
-loop and the checkpointed ``reverse_loop`` stay Python loops of segment calls.
+yield its carries swapped, or a value both as a carry and per step), except a carry the body
+writes to a buffer of its own that nothing else yields, whose buffer and the carry's are
+exchanged. Other scans, a ``while`` loop and the checkpointed ``reverse_loop`` stay Python
+loops of segment calls.
 """
 from __future__ import annotations
 

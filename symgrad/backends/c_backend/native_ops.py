@@ -160,7 +160,8 @@ def render_native_function(op, kind, transposed, environment, threads=0, flush=F
     code = environment.get_template("c/native_op.c.j2").render(
         name="@NAME@", number="", note="@NOTE@", kind=kind, inputs=len(op.inputs),
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
-        transposed=list(transposed), threads=threads, flush=flush, **window)
+        transposed=list(transposed), threads=threads, flush=flush,
+        folded=kind == "matmul" and folded(op, transposed), **window)
     name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
     code = code.replace("@NAME@", name).replace("@NOTE@", describe(op), 1)
     return _native_piece(name, code, c_type(result.dtype), len(op.inputs), 1)

@@ -4,12 +4,14 @@ run-time trip count of zero, a dynamic batch, the body's constants, failures ins
 loop, and the Python loop kept where a body op runs on NumPy."""
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
 import symgrad as sg
 from symgrad import ir_backward, nn
-from symgrad.backends.c_backend import blas
+from symgrad.backends.c_backend import blas, compiler
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
 
@@ -153,3 +155,22 @@ def test_a_body_with_an_op_on_numpy_stays_a_python_loop():
     compiled = sg.compile(prog, fetches, backend="c")
     assert _c_loops(compiled) == 0 and _python_loops(compiled) == 1
     _assert_matches(prog, fetches, compiled, {"xs": RNG.standard_normal((4, 6))})
+
+
+def test_the_loops_compile_without_warnings(tmp_path):
+    """-Wall finds nothing in the C of the RNN's two loops and of a loop of one carry that
+    the body writes to its own buffer (no copied carry, no per-step input)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        v0 = sg.data("v0", [4], "float64")
+        v, _ = sg.scan(lambda v, _: (sg.sin(v), None), v0, length=3)
+    tools = compiler.toolchain()
+    flags = [flag for flag in tools.flags if flag != "-shared"]
+    for name, (program, fetches) in {"rnn": _rnn("float32", None), "sin": (prog, [v])}.items():
+        compiled = sg.compile(program, fetches, backend="c")
+        assert _c_loops(compiled) >= 1
+        path = tmp_path / f"{name}.c"
+        path.write_text(compiled._executable.source)
+        result = subprocess.run([tools.compiler, *flags, "-Wall", "-Werror", "-fsyntax-only",
+                                 str(path)], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
