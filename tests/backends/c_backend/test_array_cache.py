@@ -58,3 +58,39 @@ def test_a_program_of_small_values_keeps_numpys_allocator():
     compiled = _double(rows=None)
     result = compiled(x=np.ones((64, 1024), "float32"))[0]
     assert _handler_name(result) == "default_allocator"
+
+
+def _vm_flags(address) -> list | None:
+    """The VmFlags of the mapping of this process holding ``address`` (/proc/self/smaps)."""
+    mapping = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and all(c in "0123456789abcdef-" for c in head):
+                lo, hi = (int(part, 16) for part in head.split("-"))
+                mapping = lo <= address < hi
+            elif mapping and line.startswith("VmFlags:"):
+                return line.split()[1:]
+    return None
+
+
+def _transparent_huge_pages() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as setting:
+            return setting.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif("[never]" in _transparent_huge_pages() or not _transparent_huge_pages(),
+                    reason="no transparent huge pages (Linux only)")
+def test_a_large_block_asks_for_huge_pages_as_numpys_allocator_does():
+    """A block of 4 MiB or more gets madvise(MADV_HUGEPAGE), as NumPy's own allocator gives
+    its arrays, so that its first writes fault once per 2 MiB: an array of 40 MB, which
+    malloc maps afresh at every call, is in a mapping flagged for huge pages (``hg``)."""
+    compiled = _double(10 * 1024)
+    x = np.zeros((10 * 1024, 1024), "float32")
+    result = compiled(x=x)[0]
+    assert _handler_name(result) == "symgrad_array_cache"
+    flags = _vm_flags(result.ctypes.data + (1 << 20))
+    assert flags is not None and "hg" in flags, flags
