@@ -65,6 +65,10 @@ W9  per-example gradients (``sg.vmap`` of ``grad``) of a tanh MLP 784-128-10 wit
     copy bandwidth measured in the same run (the time to copy 103 MB with NumPy, one thread,
     timed in alternation with symgrad and the hand-written code); and the grad + compile
     time of the vmapped program against the plain one (the gradient of the batch's mean loss).
+W10 a scan with a small body: ``h_t = tanh(h_{t-1} * w + x_t)`` over T = 10,000 rows of 16
+    float64, loss = sum of the final state squared, gradients of ``w`` and ``h0`` (the loop's
+    per-step cost, not its arithmetic: C runs the scan and its reverse as loops in C). Against
+    the same recurrence and its backward written as NumPy loops, and JAX's ``lax.scan``.
 """
 from __future__ import annotations
 
@@ -88,7 +92,7 @@ from symgrad import ir_backward  # noqa: E402
 from symgrad.backends.host import row_pool  # noqa: E402
 from workloads import (ADAM, cnn_adam_program, cnn_by_hand, cnn_data, cnn_init,  # noqa: E402
                        mlp_adam_program, mlp_init, mlp_program, rnn_by_hand, rnn_init,
-                       rnn_program, w2_program, w9_init, w9_program)
+                       rnn_program, w2_program, w9_init, w9_program, w10_program)
 from common import (format_seconds, optional_import, paired_median_times,  # noqa: E402
                     peak_bytes, print_table)
 
@@ -863,8 +867,63 @@ def w6m(repeats, steps=10_000, backends=BACKENDS):
     return rows
 
 
+# --- W10 --------------------------------------------------------------------------------------
+def w10_workload(steps, width=16):
+    rng = np.random.default_rng(3)
+    feeds = {"xs": rng.standard_normal((steps, width)), "h0": rng.standard_normal(width),
+             "w": rng.standard_normal(width) * 0.5}
+    xs, h0, w = feeds["xs"], feeds["h0"], feeds["w"]
+
+    def hand():
+        hs = np.empty((steps + 1, width))
+        hs[0] = h0
+        for t in range(steps):
+            hs[t + 1] = np.tanh(hs[t] * w + xs[t])
+        g, gw = 2 * hs[-1], np.zeros(width)
+        for t in range(steps - 1, -1, -1):
+            gz = g * (1 - hs[t + 1] ** 2)
+            gw += gz * hs[t]
+            g = gz * w
+        return np.sum(hs[-1] ** 2), gw, g
+
+    want = hand()
+
+    def check(got, label):
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-9, atol=1e-12, err_msg=label)
+
+    def jax_run():
+        jax, jnp = _jax()
+        jax.config.update("jax_enable_x64", True)
+
+        def loss(w, h0, xs):
+            h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h * w + x), None), h0, xs)
+            return jnp.sum(h * h)
+        f = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+        args = [jnp.asarray(a) for a in (w, h0, xs)]
+
+        def run():
+            (value, (gw, gh)) = f(*args)
+            return value.block_until_ready(), gw, gh
+        return "JAX jit(value_and_grad(lax.scan))", f"JAX {jax.__version__}", run
+    return {"feeds": feeds, "hand": hand, "check": check, "frameworks": {"JAX": jax_run}}
+
+
+def w10(repeats, steps):
+    workload = w10_workload(steps)
+    feeds = workload["feeds"]
+
+    def build(backend):
+        fn, seconds = _timed_compile(lambda: sg.compile(*w10_program(), backend=backend))
+        workload["check"](fn(**feeds), backend)
+        return (lambda: fn(**feeds)), seconds, ""
+    return contest("W10", f"small-body scan, T={steps:,}, grad", workload["hand"], build,
+                   workload["frameworks"], repeats, {"steps": steps})
+
+
 FRAMEWORK_WORKLOADS = {"W1": w1_workload, "W2": w2_workload, "W2b": w2b_workload,
-                       "W3": w3_workload, "W5": w5_workload, "W6": w6_workload}
+                       "W3": w3_workload, "W5": w5_workload, "W6": w6_workload,
+                       "W10": w10_workload}
 
 
 # --- W7 ---------------------------------------------------------------------------------------
@@ -1562,6 +1621,7 @@ WORKLOADS = {   # name -> run(repeats, quick) -> rows
     "W7c": lambda repeats, quick: from_c_rows("W7c", repeats),
     "W8": lambda repeats, quick: w8(repeats),
     "W9": lambda repeats, quick: w9(repeats),
+    "W10": lambda repeats, quick: w10(repeats, 1_000 if quick else 10_000),
 }
 
 

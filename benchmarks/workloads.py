@@ -272,3 +272,17 @@ def cnn_by_hand(p, x, labels):
     g1 = g.transpose(0, 2, 3, 1).reshape(-1, 16)
     grads["w1"], grads["b1"] = (g1.T @ cols1).reshape(16, 3, 3, 3), g1.sum(0)
     return loss, grads
+
+
+def w10_program(width=16):
+    """W10's program: the small-body tanh recurrence over xs [T, width] (T known at run
+    time), loss = sum(h_T ** 2); fetches the loss and the gradients of ``w`` and ``h0``."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        xs = sg.data("xs", [None, width], "float64")
+        h0 = sg.data("h0", [width], "float64")
+        w = sg.data("w", [width], "float64")
+        h, _ = sg.scan(lambda h, x: (sg.tanh(h * w + x), None), h0, xs)
+        loss = sg.sum(h * h)
+        fetches = [loss, *ir_backward.grad(loss, [w, h0])]
+    return prog, fetches
