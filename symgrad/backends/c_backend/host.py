@@ -31,6 +31,7 @@ import jinja2
 from ...ir.graph import users
 from ...ir.printer import counted
 from ...ops.control_flow import scan_p
+from ...ops.reverse_loop import reverse_loop_p
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
 from ...ops.state import assign_p
@@ -46,7 +47,7 @@ from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .loops import native_scan
+from .loops import native_reverse_loop, native_scan
 from .native_ops import (folded, native_dims, native_kind, render_matmul_pair,
                          render_native_function)
 from .row_ops import render_row_function, row_dims, row_kind
@@ -63,6 +64,8 @@ MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("po
 # float math functions the prelude defines itself (inline, so that loops vectorize them)
 OWN_FLOAT_MATH = {"tanh": "sg_tanhf"}
 UNIT = "@UNIT@"
+# loop ops the C host runs as loops in C where their blocks allow (.loops): op -> lowering
+NATIVE_LOOPS = {scan_p: native_scan, reverse_loop_p: native_reverse_loop}
 
 
 def environment() -> jinja2.Environment:
@@ -211,10 +214,11 @@ class CHostGenerator(Generator):
         return BlockKinds(plans, natives, rows, members, absorbed, readers, read_after)
 
     def lower_op(self, op) -> list:
-        """As the NumPy generator's, with a scan whose body C computes whole run as one loop in
-        C (:func:`.loops.native_scan`)."""
-        if op.opdef is scan_p:
-            lines = native_scan(self, op, environment())
+        """As the NumPy generator's, with a loop whose blocks C computes whole run as one loop
+        in C (:data:`NATIVE_LOOPS`, :mod:`.loops`)."""
+        native_loop = NATIVE_LOOPS.get(op.opdef)
+        if native_loop is not None:
+            lines = native_loop(self, op, environment())
             if lines is not None:
                 return lines
         return super().lower_op(op)

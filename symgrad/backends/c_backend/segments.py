@@ -152,9 +152,10 @@ class SegmentRenderer:
     """Renders segment ``number`` of ``members``; ``escaping``: the values used after it;
     ``dim_code(dim)``: the host's expression of a symbolic dim's size; ``resolve(value)``:
     the value whose buffer holds ``value`` (the operand of an absorbed view: :mod:`.views`),
-    which its readers get."""
+    which its readers get; ``sizes``: the :class:`.EntrySizes` of an entry it shares."""
 
-    def __init__(self, number, members, escaping, dim_code, resolve=lambda value: value):
+    def __init__(self, number, members, escaping, dim_code, resolve=lambda value: value,
+                 sizes=None):
         self.number = number
         self.members = members
         self.resolve = resolve
@@ -168,7 +169,9 @@ class SegmentRenderer:
         self.outputs = [v for m in members for v in m.results if v in escaping]
         self.dim_code = dim_code
         self.arg = {v: k for k, v in enumerate(self.inputs + self.outputs)}
-        self.sizes = EntrySizes()       # the symbolic dims it takes sizes of (sg_size[j])
+        # the symbolic dims it takes sizes of (sg_size[j]), shared with the entry's other
+        # segments where it has several (a reverse_loop's two blocks: .loops)
+        self.sizes = sizes if sizes is not None else EntrySizes()
         self.c_dim = self.sizes.c_dim
         self.temporaries = 0            # how many its steps allocate (set by steps())
 

@@ -1,7 +1,8 @@
-"""Scans whose body C computes whole run as one loop in C (backends/c_backend/loops.py),
-against the interpreter: carries swapped, passed through and stacked, reverse steps, a
-run-time trip count of zero, a dynamic batch, the body's constants, failures inside the
-loop, and the Python loop kept where a body op runs on NumPy."""
+"""Scans and checkpointed loops' backwards whose blocks C computes whole run as loops in C
+(backends/c_backend/loops.py), against the interpreter: carries swapped, passed through and
+stacked, reverse steps, a run-time trip count of zero, a dynamic batch, the blocks'
+constants, every checkpoint schedule, failures inside the loop, and the Python loop kept
+where a block's op runs on NumPy."""
 from __future__ import annotations
 
 import subprocess
@@ -35,7 +36,7 @@ def _assert_matches(prog, fetches, compiled, feeds, dtype="float64"):
         np.testing.assert_allclose(g, e, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
 
-def _rnn(dtype, batch):
+def _rnn(dtype, batch, checkpoint=None):
     prog = sg.Program()
     with sg.program_guard(prog):
         xs = sg.data("xs", [None, batch, 6], dtype)
@@ -43,7 +44,8 @@ def _rnn(dtype, batch):
         w = sg.data("w", [8, 8], dtype)
         u = sg.data("u", [6, 8], dtype)
         b = sg.data("b", [8], dtype)
-        h, hs = sg.scan(lambda h, x: (sg.tanh(h @ w + x @ u + b),) * 2, h0, xs)
+        h, hs = sg.scan(lambda h, x: (sg.tanh(h @ w + x @ u + b),) * 2, h0, xs,
+                        checkpoint=checkpoint)
         loss = sg.mean(h * h) + sg.sum(hs) * 0.01
         fetches = [loss, hs, *ir_backward.grad(loss, [w, u, b, h0, xs])]
     return prog, fetches
@@ -63,6 +65,23 @@ def test_an_rnn_and_its_gradient_are_loops_in_c(dtype, batch):
                  "b": RNG.standard_normal(8)}
         _assert_matches(prog, fetches, compiled, {k: v.astype(dtype) for k, v in feeds.items()},
                         dtype)
+
+
+@pytest.mark.parametrize("checkpoint", ["sqrt", ("binomial", 3), 2],
+                         ids=["sqrt", "binomial", "every-2"])
+def test_a_checkpointed_rnn_reverses_its_schedule_in_c(checkpoint):
+    """The backward of a scan checkpointed by a run-time schedule (a reverse_loop) is one C
+    call that runs the schedule's actions: advancing, storing and restoring the carries,
+    reversing the steps; every number of steps, none and one included."""
+    prog, fetches = _rnn("float64", None, checkpoint)
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert _c_loops(compiled) == 2 and _python_loops(compiled) == 0
+    assert "reverse_loop of" in compiled.sources[".py"]
+    for steps, rows in ((9, 3), (1, 2), (0, 4), (5, 1)):
+        feeds = {"xs": RNG.standard_normal((steps, rows, 6)), "h0": RNG.standard_normal((rows, 8)),
+                 "w": RNG.standard_normal((8, 8)) * 0.5, "u": RNG.standard_normal((6, 8)),
+                 "b": RNG.standard_normal(8)}
+        _assert_matches(prog, fetches, compiled, feeds)
 
 
 def test_carries_swapped_passed_through_and_stacked_in_reverse():
@@ -107,14 +126,14 @@ def test_a_run_time_trip_count_and_the_body_constants():
 
 
 def test_threads_and_subnormal_flushing_inside_the_loop():
-    """The loop's matmuls and groups on the pool give the bytes of one thread, with
-    flush_denormals too."""
-    prog, fetches = _rnn("float32", 64)
+    """The loops' matmuls and groups on the pool give the bytes of one thread, with
+    flush_denormals too, checkpointed or not."""
     feeds = {"xs": RNG.standard_normal((5, 64, 6)), "h0": RNG.standard_normal((64, 8)),
              "w": RNG.standard_normal((8, 8)), "u": RNG.standard_normal((6, 8)),
              "b": RNG.standard_normal(8)}
     feeds = {k: v.astype("float32") for k, v in feeds.items()}
-    for flush in (False, True):
+    for flush, checkpoint in ((False, None), (True, None), (True, "sqrt")):
+        prog, fetches = _rnn("float32", 64, checkpoint)
         one = sg.compile(prog, fetches, backend="c", threads=1, flush_denormals=flush)
         two = sg.compile(prog, fetches, backend="c", threads=2, flush_denormals=flush)
         assert _c_loops(two) == 2
@@ -158,15 +177,18 @@ def test_a_body_with_an_op_on_numpy_stays_a_python_loop():
 
 
 def test_the_loops_compile_without_warnings(tmp_path):
-    """-Wall finds nothing in the C of the RNN's two loops and of a loop of one carry that
-    the body writes to its own buffer (no copied carry, no per-step input)."""
+    """-Wall finds nothing in the C of the RNN's two loops, of a loop of one carry that the
+    body writes to its own buffer (no copied carry, no per-step input), and of a checkpointed
+    RNN's backward."""
     prog = sg.Program()
     with sg.program_guard(prog):
         v0 = sg.data("v0", [4], "float64")
         v, _ = sg.scan(lambda v, _: (sg.sin(v), None), v0, length=3)
     tools = compiler.toolchain()
     flags = [flag for flag in tools.flags if flag != "-shared"]
-    for name, (program, fetches) in {"rnn": _rnn("float32", None), "sin": (prog, [v])}.items():
+    programs = {"rnn": _rnn("float32", None), "sin": (prog, [v]),
+                "checkpointed": _rnn("float32", None, ("binomial", 2))}
+    for name, (program, fetches) in programs.items():
         compiled = sg.compile(program, fetches, backend="c")
         assert _c_loops(compiled) >= 1
         path = tmp_path / f"{name}.c"

@@ -50,6 +50,7 @@ from ....ir.printer import format_op_head
 from ....ops.control_flow import cond_p, loop_layout, scan_p, while_p
 from ....ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from ..ctype import c_comment, c_type
+from ..loops import PLAN_KINDS
 from .dims import c_string
 
 
@@ -312,9 +313,6 @@ def _lower_cond(gen, op) -> None:
         branches.append(indented(lines + branch.free_yields(moved)))
     gen.body += _render(gen, "cond", note=c_comment(format_op_head(op)),
                         pred=gen.read(op.inputs[0]), then=branches[0], otherwise=branches[1])
-
-
-PLAN_KINDS = {"every": 0, "sqrt": 1, "binomial": 2}   # sg_reverse_plan's kinds
 
 
 def _lower_reverse_loop(gen, op) -> None:
