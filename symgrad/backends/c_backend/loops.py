@@ -151,6 +151,12 @@ def _call(gen, number, note, blocks, outer, outputs, shapes, sizes, length) -> l
     return lines
 
 
+def _leading(gen, xs) -> str:
+    """The host's expression of the trip count of a loop over ``xs``: its leading dim."""
+    dim = xs.dims[0]
+    return gen.dim_code(dim) if gen.dim_names.known(dim) else f"{gen.expr(xs)}.shape[0]"
+
+
 def _arguments(outer, outputs) -> list:
     first_output = len(outer)
     return [dict(writable=int(k >= first_output), type=c_type(v.dtype), ndim=v.ndim,
@@ -213,7 +219,7 @@ def native_scan(gen, op, environment) -> list | None:
     elif layout.has_length_input:
         length = f"int({gen.expr(layout.length_input)})"
     else:
-        length = gen.dim_code(layout.xs[0].dims[0])
+        length = _leading(gen, layout.xs[0])
     shapes = [gen.shape_of(arg) for arg in layout.carry_args] + \
         [[length] + gen.shape_of(value) for value in layout.stacked_yields]
     return _call(gen, number, f"{op.name} of {body.summary}", [body], outer, outputs, shapes,
@@ -286,7 +292,7 @@ def native_reverse_loop(gen, op, environment) -> list | None:
     if op.attrs["length"] is not None:
         length = str(op.attrs["length"])
     elif xs:
-        length = gen.dim_code(xs[0].dims[0])
+        length = _leading(gen, xs[0])
     else:
         length = f"int({gen.expr(inputs[carries + xs_count + cts + ycts])})"
     shapes = [gen.shape_of(arg) for arg in ct_args] + \
