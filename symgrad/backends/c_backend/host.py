@@ -30,7 +30,7 @@ import jinja2
 
 from ...ir.graph import users
 from ...ir.printer import counted
-from ...ops.control_flow import scan_p
+from ...ops.control_flow import scan_p, while_p
 from ...ops.reverse_loop import reverse_loop_p
 from ...ops.core import SOURCE
 from ...ops.fused import is_fusion
@@ -47,7 +47,7 @@ from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
 from . import array_cache
 from .blas import SYMBOLS, THREAD_SYMBOLS
-from .loops import native_reverse_loop, native_scan
+from .loops import native_reverse_loop, native_scan, native_while
 from .native_ops import (folded, native_dims, native_kind, render_matmul_pair,
                          render_native_function)
 from .row_ops import render_row_function, row_dims, row_kind
@@ -65,7 +65,8 @@ MATH = [("exp", 1, 222), ("log", 1, 222), ("sin", 1, 222), ("cos", 1, 222), ("po
 OWN_FLOAT_MATH = {"tanh": "sg_tanhf"}
 UNIT = "@UNIT@"
 # loop ops the C host runs as loops in C where their blocks allow (.loops): op -> lowering
-NATIVE_LOOPS = {scan_p: native_scan, reverse_loop_p: native_reverse_loop}
+NATIVE_LOOPS = {scan_p: native_scan, while_p: native_while,
+                reverse_loop_p: native_reverse_loop}
 
 
 def environment() -> jinja2.Environment:

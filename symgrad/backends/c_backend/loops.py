@@ -1,7 +1,8 @@
 """Loops whose blocks C computes whole, run as loops in C.
 
-The host module writes a ``scan`` as a Python ``for`` loop, and a checkpointed loop's
-backward (``reverse_loop``) as a Python loop over its schedule's actions
+The host module writes a ``scan`` as a Python ``for`` loop, a ``while_loop`` as a Python
+``while``, and a checkpointed loop's backward (``reverse_loop``) as a Python loop over its
+schedule's actions
 (:mod:`symgrad.backends.host.regions`): each step slices its inputs, calls the block's segment
 and stores its outputs, a few microseconds of Python a step. When every op of a loop's block
 is a member of one segment (loop groups, native ops, row ops, views the segment absorbs:
@@ -17,6 +18,8 @@ by the host), and calls the blocks' steps with pointers into them::
     _sg_s0((h0, xs, W, U, b, t12, t51, 100, ))
 
 - ``scan`` (``c/loop.c.j2``): the body once a step, last to first when ``reverse``;
+- ``while_loop`` (``c/while.c.j2``) that stacks no per-step value: the cond block, then
+  the body while the cond's bool holds, counting the trips where the program reads the count;
 - ``reverse_loop`` (``c/reverse_loop.c.j2``): the actions of its schedule, computed in C
   (``sg_reverse_plan``, the same actions as Python's), advancing the carries through the
   ``advance`` block, storing and restoring them in slots, and reversing a step through the
@@ -26,14 +29,15 @@ Each running value (a carry, a cotangent) has two buffers, this step's and the n
 each step copies its yields: a per-step value into its row of the stack, a running value into
 its next buffer (so a block may yield its carries swapped, or a value both as a carry and per
 step), except one the block writes to a buffer of its own that nothing else yields, whose
-buffer and the running value's are exchanged (``c/loop_parts.c.j2``). A ``while`` loop, and a
-loop with a block the host computes part of, stay Python loops of segment calls.
+buffer and the running value's are exchanged (``c/loop_parts.c.j2``). A while loop that
+stacks its steps' residuals, and a loop with a block the host computes part of, stay Python
+loops of segment calls.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from ...ops.control_flow import loop_layout, scan_p
+from ...ops.control_flow import loop_layout, scan_p, while_p
 from ...ops.core import SOURCE
 from ...ops.reverse_loop import reverse_loop_counts, reverse_loop_p
 from ..dim_code import shape_code
@@ -139,14 +143,15 @@ def _entry(gen, number, code, blocks) -> None:
 
 def _call(gen, number, note, blocks, outer, outputs, shapes, sizes, length) -> list:
     """The host lines of the loop entry's call: its blocks' constants, the results'
-    allocations (``shapes``), the call."""
+    allocations (``shapes``), the call (``length``: the trip count's expression, None for a
+    while loop)."""
     lines = [line for block in blocks for line in block.lines]
     lines.append(f"# C segment {number}: {note}, a loop in C")
     for result, shape in zip(outputs, shapes):
         lines.append(f"{gen.namer.value(result)} = np.empty({shape_code(shape)}, "
                      f"{dtype_code(result.dtype)})")
     arguments = [gen.expr(v) for v in outer] + [gen.namer.value(v) for v in outputs] + \
-        [gen.dim_code(d) for d in sizes.dims] + [length]
+        [gen.dim_code(d) for d in sizes.dims] + ([length] if length is not None else [])
     lines.append(gen.entry_call(f"s{number}", arguments))
     return lines
 
@@ -299,3 +304,46 @@ def native_reverse_loop(gen, op, environment) -> list | None:
         [[length] + gen.shape_of(value) for value in stacked]
     return _call(gen, number, summary, [advance, backward], outer, outputs, shapes, sizes,
                  length)
+
+
+def native_while(gen, op, environment) -> list | None:
+    """The host lines running ``while_loop`` ``op`` as one C entry, or None when it is not one
+    that C runs whole (see the module's docstring; it stacks no per-step value)."""
+    layout = loop_layout(op)
+    if op.opdef is not while_p or layout.stacked_yields or \
+            any(v in gen.overwritten for v in op.results):
+        return None
+    cond_block, body_block = op.blocks
+    number, sizes = len(gen.segments), EntrySizes()
+    cond = _segment(gen, cond_block, number, sizes, environment)
+    body = _segment(gen, body_block, number, sizes, environment) if cond is not None else None
+    if body is None:
+        return None
+    outer = list(dict.fromkeys(list(layout.inits) + cond.reads() + body.reads()))
+    outputs = list(layout.finals) + ([layout.trip_count] if layout.counted else [])
+    at = {v: k for k, v in enumerate(outer)}
+    first_output = len(outer)
+    running = {arg: f"sg_cur[{j}]" for args in (cond_block.args, body_block.args)
+               for j, arg in enumerate(args)}
+    cond_pointer = _pointers(at, running, {},
+                             {v: f"sg_cond_out[{j}]" for j, v in enumerate(cond.renderer.outputs)})
+    body_pointer = _pointers(at, running, {},
+                             {v: f"sg_out[{j}]" for j, v in enumerate(body.renderer.outputs)})
+    renderer = body.renderer
+    summary = f"{op.name} of {cond.summary}; {body.summary}"
+    code = environment.get_template("c/while.c.j2").render(
+        number=number, summary=summary, args=_arguments(outer, outputs),
+        checks=sizes.checks(outer), pred=cond_pointer(cond_block.yields[0]),
+        carries=_running(renderer, body_pointer, layout.carry_args, layout.carry_yields,
+                         _own_buffers(body, layout.carry_yields),
+                         init=[at[v] for v in layout.inits],
+                         final=[first_output + j for j in range(len(layout.finals))]),
+        cond=cond.context(cond_pointer), body=body.context(body_pointer),
+        counted=first_output + len(layout.finals) if layout.counted else None,
+        sizes=len(sizes.dims), flush=gen.options.flush_denormals,
+        native=cond.renderer.native or renderer.native,
+        labels=cond.renderer.labels or renderer.labels)
+    _entry(gen, number, code, [cond, body])
+    shapes = [gen.shape_of(arg) for arg in layout.carry_args] + \
+        ([[]] if layout.counted else [])
+    return _call(gen, number, summary, [cond, body], outer, outputs, shapes, sizes, None)

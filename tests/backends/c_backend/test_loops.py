@@ -1,8 +1,8 @@
-"""Scans and checkpointed loops' backwards whose blocks C computes whole run as loops in C
-(backends/c_backend/loops.py), against the interpreter: carries swapped, passed through and
-stacked, reverse steps, a run-time trip count of zero, a dynamic batch, the blocks'
-constants, every checkpoint schedule, failures inside the loop, and the Python loop kept
-where a block's op runs on NumPy."""
+"""Scans, while loops and checkpointed loops' backwards whose blocks C computes whole run as
+loops in C (backends/c_backend/loops.py), against the interpreter: carries swapped, passed
+through and stacked, reverse steps, a run-time trip count of zero, a dynamic batch, the
+blocks' constants, every checkpoint schedule, failures inside the loop, and the Python loop
+kept where a block's op runs on NumPy."""
 from __future__ import annotations
 
 import subprocess
@@ -81,6 +81,36 @@ def test_a_checkpointed_rnn_reverses_its_schedule_in_c(checkpoint):
         feeds = {"xs": RNG.standard_normal((steps, rows, 6)), "h0": RNG.standard_normal((rows, 8)),
                  "w": RNG.standard_normal((8, 8)) * 0.5, "u": RNG.standard_normal((6, 8)),
                  "b": RNG.standard_normal(8)}
+        _assert_matches(prog, fetches, compiled, feeds)
+
+
+def _iteration(checkpoint=None, grad=True):
+    """x <- cos(x) * a while i < n, with the gradients of sum(x * x) w.r.t. a and x0."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x0 = sg.data("x0", [5], "float64")
+        a = sg.data("a", [5], "float64")
+        n = sg.data("n", [], "int64")
+        i, x = sg.while_loop(lambda i, x: i < n, lambda i, x: (i + 1, sg.cos(x) * a),
+                             [sg.zeros([], "int64"), x0], checkpoint=checkpoint)
+        fetches = [i, x] + (ir_backward.grad(sg.sum(x * x), [a, x0]) if grad else [])
+    return prog, fetches
+
+
+@pytest.mark.parametrize("checkpoint, grad, loops", [
+    (None, False, (1, 0)), ("sqrt", True, (2, 0)), (("binomial", 2), True, (2, 0)),
+    (None, True, (1, 1))], ids=["forward", "sqrt", "binomial", "store-all"])
+def test_while_loops_and_their_checkpointed_gradients_run_in_c(checkpoint, grad, loops):
+    """A while loop's cond and body, one segment each, are one C call, its trip count written
+    when the program reads it; checkpointed, its backward is C too; storing every step's
+    residuals (stacked values), the forward stays a Python loop and only the backward is C.
+    Trip counts of 7, 1 and 0."""
+    prog, fetches = _iteration(checkpoint, grad)
+    compiled = sg.compile(prog, fetches, backend="c")
+    assert (_c_loops(compiled), compiled.sources[".py"].count("while True")) == loops
+    for trips in (7, 1, 0):
+        feeds = {"x0": RNG.standard_normal(5), "a": RNG.uniform(0.5, 0.9, 5),
+                 "n": np.int64(trips)}
         _assert_matches(prog, fetches, compiled, feeds)
 
 
@@ -178,8 +208,8 @@ def test_a_body_with_an_op_on_numpy_stays_a_python_loop():
 
 def test_the_loops_compile_without_warnings(tmp_path):
     """-Wall finds nothing in the C of the RNN's two loops, of a loop of one carry that the
-    body writes to its own buffer (no copied carry, no per-step input), and of a checkpointed
-    RNN's backward."""
+    body writes to its own buffer (no copied carry, no per-step input), of a checkpointed
+    RNN's backward, and of a counted while loop and its backward."""
     prog = sg.Program()
     with sg.program_guard(prog):
         v0 = sg.data("v0", [4], "float64")
@@ -187,7 +217,8 @@ def test_the_loops_compile_without_warnings(tmp_path):
     tools = compiler.toolchain()
     flags = [flag for flag in tools.flags if flag != "-shared"]
     programs = {"rnn": _rnn("float32", None), "sin": (prog, [v]),
-                "checkpointed": _rnn("float32", None, ("binomial", 2))}
+                "checkpointed": _rnn("float32", None, ("binomial", 2)),
+                "while": _iteration("sqrt")}
     for name, (program, fetches) in programs.items():
         compiled = sg.compile(program, fetches, backend="c")
         assert _c_loops(compiled) >= 1
