@@ -5,6 +5,7 @@ blocks' constants, every checkpoint schedule, failures inside the loop, and the 
 kept where a block's op runs on NumPy."""
 from __future__ import annotations
 
+import signal
 import subprocess
 
 import numpy as np
@@ -112,6 +113,30 @@ def test_while_loops_and_their_checkpointed_gradients_run_in_c(checkpoint, grad,
         feeds = {"x0": RNG.standard_normal(5), "a": RNG.uniform(0.5, 0.9, 5),
                  "n": np.int64(trips)}
         _assert_matches(prog, fetches, compiled, feeds)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer")
+def test_a_while_loop_that_never_ends_stops_at_a_signal_handlers_exception():
+    """The C loop runs Python's signal handlers every 4096 trips: an endless loop stops with
+    the exception a handler raises (as Ctrl-C's KeyboardInterrupt would)."""
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x0 = sg.data("x0", [4], "float64")
+        x, = sg.while_loop(lambda x: sg.sum(x) > -1.0, lambda x: [sg.abs(x) + 1.0], [x0])
+    compiled = sg.compile(prog, [x], backend="c")
+    assert _c_loops(compiled) == 1
+
+    def interrupt(signum, frame):
+        raise TimeoutError("the loop was stopped")
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(TimeoutError, match="stopped"):
+            compiled(x0=np.zeros(4))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_carries_swapped_passed_through_and_stacked_in_reverse():
