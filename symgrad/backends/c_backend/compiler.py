@@ -24,6 +24,9 @@ compile, ``-fopenmp-simd`` (the ``omp simd`` pragmas; threads are the prelude's 
 ``prelude.h.j2``, hence ``-pthread``), ``-march=native`` when it builds, and glibc's libmvec
 (``-lmvec``) where it exists, which the prelude's ``simd`` declarations of math functions call
 into (with ``sin`` and ``cos`` kept apart: merged into ``sincos`` they would not vectorize).
+The prelude's runtime (the thread pool, the array cache, the buffer calls) asks GCC for
+``-O1`` by a pragma: it has no loop worth more, and compiles in 0.07 s instead of 0.10, most
+of a small program's compile.
 
 Inside :func:`deferred`, programs are not compiled one by one: their sources are put together
 and compiled into one library the first time one of them runs (or when the ``with`` block
