@@ -12,7 +12,7 @@ the loop's inputs and the values its blocks read, with the arrays of its results
 by the host), and calls the blocks' steps with pointers into them::
 
     # %12, %51 = scan(%h0, %xs) captures(%W, %U, %b)
-    # C segment 0: scan of %7 = matmul(%5, %W) beside %8 = matmul(%6, %U); fused group 0 ..., a loop in C
+    # C segment 0: scan of %7 = matmul(%5, %W) beside %8 = ...; fused group 0 ..., a loop in C
     t12 = np.empty((32, 128), np.float32)
     t51 = np.empty((100, 32, 128), np.float32)
     _sg_s0((h0, xs, W, U, b, t12, t51, 100, ))
@@ -134,7 +134,8 @@ def _own_buffers(block, running_yields) -> dict:
     return {v: out[v] for v in running_yields if v in out and yielded.count(id(v)) == 1}
 
 
-def _entry(gen, number, code, blocks) -> None:
+def _entry(gen, code, blocks) -> None:
+    """Add the loop entry ``code`` and its ``blocks``' steps to the program's C."""
     steps = [step for block in blocks for step in block.steps]
     for step in steps:
         gen.c_steps.setdefault(step.name, step)
@@ -163,6 +164,7 @@ def _leading(gen, xs) -> str:
 
 
 def _arguments(outer, outputs) -> list:
+    """The entry's arrays for ``entry.acquire``: ``outer`` read, ``outputs`` written."""
     first_output = len(outer)
     return [dict(writable=int(k >= first_output), type=c_type(v.dtype), ndim=v.ndim,
                  what=value_label(v)) for k, v in enumerate(outer + outputs)]
@@ -201,7 +203,7 @@ def native_scan(gen, op, environment) -> list | None:
     renderer = body.renderer
     pointer = _pointers(
         at, {arg: f"sg_cur[{j}]" for j, arg in enumerate(layout.carry_args)},
-        {arg: (at[xs], f"sg_row{j}") for j, (arg, xs) in enumerate(zip(layout.x_args, layout.xs))},
+        {arg: (at[x], f"sg_row{j}") for j, (arg, x) in enumerate(zip(layout.x_args, layout.xs))},
         {v: f"sg_out[{j}]" for j, v in enumerate(renderer.outputs)})
     first_output = len(outer)
     context = body.context(pointer)
@@ -218,7 +220,7 @@ def native_scan(gen, op, environment) -> list | None:
         temporaries=context["temporaries"],
         sizes=len(sizes.dims), reverse=layout.reverse, flush=gen.options.flush_denormals,
         native=renderer.native, labels=renderer.labels)
-    _entry(gen, number, code, [body])
+    _entry(gen, code, [body])
     if layout.length is not None:
         length = str(layout.length)
     elif layout.has_length_input:
@@ -293,7 +295,7 @@ def native_reverse_loop(gen, op, environment) -> list | None:
         reverse_steps=op.attrs["reverse"], flush=gen.options.flush_denormals,
         native=advance.renderer.native or renderer.native,
         labels=advance.renderer.labels or renderer.labels)
-    _entry(gen, number, code, [advance, backward])
+    _entry(gen, code, [advance, backward])
     if op.attrs["length"] is not None:
         length = str(op.attrs["length"])
     elif xs:
@@ -343,7 +345,7 @@ def native_while(gen, op, environment) -> list | None:
         sizes=len(sizes.dims), flush=gen.options.flush_denormals,
         native=cond.renderer.native or renderer.native,
         labels=cond.renderer.labels or renderer.labels)
-    _entry(gen, number, code, [cond, body])
+    _entry(gen, code, [cond, body])
     shapes = [gen.shape_of(arg) for arg in layout.carry_args] + \
         ([[]] if layout.counted else [])
     return _call(gen, number, summary, [cond, body], outer, outputs, shapes, sizes, None)
