@@ -45,12 +45,13 @@ from ..plan import plan_group
 from ..plan import structure as group_structure
 from ..row_kinds import checks_labels
 from .kernels import CHUNK, PARALLEL_MIN, lowerable, pointer_inputs, render_group
-from . import array_cache
+from . import array_cache, epilogues
 from .blas import SYMBOLS, THREAD_SYMBOLS
 from .loops import native_reverse_loop, native_scan, native_while
 from .native_ops import (folded, native_dims, native_kind, render_matmul_pair,
                          render_native_function)
 from .row_ops import render_row_function, row_dims, row_kind
+from .epilogues import EpilogueMember
 from .segments import Member, OpMember, PairMember, SegmentRenderer
 from .units import Piece, joined, units_of
 from .views import absorbed_views, computed_broadcasts
@@ -299,7 +300,7 @@ class CHostGenerator(Generator):
 
         escaping = {v for op in members for v in op.results
                     if v in read_after or any(r not in inside for r in reading(v))}
-        segment_members = self.segment_members(members, plans, kinds, rows)
+        segment_members = self.segment_members(members, plans, kinds, rows, readers, escaping)
         number = len(self.segments)
         renderer = SegmentRenderer(number, segment_members, escaping, self.dim_code,
                                    self.resolve)
@@ -308,7 +309,7 @@ class CHostGenerator(Generator):
         for step in steps:
             self.c_steps.setdefault(step.name, step)
         self.segments.append(Piece(entry, calls=tuple(step.name for step in steps)))
-        produced = {v for member in segment_members for v in member.results}
+        produced = {v for op in members for v in op.results}   # a fused result too
         self.hidden.update(produced - set(renderer.outputs))
         lines = list(hoisted)
         heading = "; ".join(_member_heading(m) for m in segment_members)
@@ -325,23 +326,33 @@ class CHostGenerator(Generator):
         lines.append(self.entry_call(f"s{number}", arguments))
         return lines
 
-    def segment_members(self, ops, plans, kinds, rows) -> list:
+    def segment_members(self, ops, plans, kinds, rows, readers, escaping) -> list:
         """The members of a segment computing ``ops`` (a loop group where ``plans`` has its
-        plan, else a native op of kind ``kinds``, else a row op of kind ``rows``), two
-        matmuls side by side where they may be (:meth:`paired`)."""
+        plan, else a native op of kind ``kinds``, else a row op of kind ``rows``; ``readers``:
+        the block's ops reading each value, ``escaping``: the values read after the segment):
+        a convolution and the loop group alone reading its result one member, the group its
+        epilogue (:func:`.epilogues.fuse`), and two matmuls side by side where they may be
+        (:meth:`paired`)."""
         found = []
         for op, plan, kind, row in zip(ops, plans, kinds, rows):
             if plan is not None:
-                found.append(Member(plan, self.c_function(plan),
-                                    pointer_inputs(plan, self.scalars)))
+                found.append(Member(plan, None, pointer_inputs(plan, self.scalars)))
             elif kind is not None:
-                found.append(OpMember(op, self.native_function(op, kind),
-                                      native_dims(op, kind)))
+                found.append(OpMember(op, None, native_dims(op, kind)))
             else:
                 function = render_row_function(op, row, environment())
                 found.append(OpMember(
                     op, self.c_functions.setdefault(function.name, function), row_dims(op),
                     "" if row == "one_hot" else "maximum", checks_labels(op, row)))
+        found, kinds = epilogues.fuse(found, list(kinds), readers, escaping, self.resolve,
+                                      self.overwritten, self.transposed)
+        for member, kind in zip(found, kinds):
+            if isinstance(member, Member):
+                member.function = self.c_function(member.plan)
+            elif isinstance(member, EpilogueMember):
+                member.function = self.native_function(member.op, member.kind, member)
+            elif member.function is None:
+                member.function = self.native_function(member.op, kind)
         return self.paired(found, kinds)
 
     def paired(self, members, kinds) -> list:
@@ -349,11 +360,8 @@ class CHostGenerator(Generator):
         matmuls that may run side by side made one :class:`.PairMember`: both one GEMM
         (:func:`.native_ops.folded`) of one dtype, the second not reading the first's result,
         neither result a parameter's new value written in place (which the other may read)."""
-        def transposed(member):
-            return [v in self.transposed for v in member.op.inputs]
-
         def single_gemm(member, kind):
-            return kind == "matmul" and folded(member.op, transposed(member)) and \
+            return kind == "matmul" and folded(member.op, self.read_transposed(member.op)) and \
                 member.results[0] not in self.overwritten
 
         merged, index = [], 0
@@ -365,7 +373,8 @@ class CHostGenerator(Generator):
                     first.results[0].dtype == second.results[0].dtype and \
                     all(self.resolve(v) is not first.results[0] for v in second.inputs):
                 function = render_matmul_pair([first.op, second.op],
-                                              [transposed(first), transposed(second)],
+                                              [self.read_transposed(first.op),
+                                               self.read_transposed(second.op)],
                                               environment(), threads=self.options.threads or 0)
                 merged.append(PairMember(first, second, self.c_functions.setdefault(
                     function.name, function)))
@@ -374,6 +383,11 @@ class CHostGenerator(Generator):
             merged.append(first)
             index += 1
         return merged
+
+    def read_transposed(self, op) -> list:
+        """Per input of native ``op``: does its buffer hold its transpose (an absorbed
+        ``transpose``, :mod:`.views`)?"""
+        return [v in self.transposed for v in op.inputs]
 
     def entry_call(self, suffix, arguments) -> str:
         """The host's call of the program's entry point ``sg_<unit>_<suffix>`` with one tuple
@@ -405,13 +419,17 @@ class CHostGenerator(Generator):
                 self.by_structure[key] = function
         return function
 
-    def native_function(self, op, kind):
+    def native_function(self, op, kind, epilogue=None):
         """The C function of native ``op`` (:mod:`.native_ops`), rendered once per code; its
-        operands that are absorbed transposes are read transposed."""
-        transposed = [v in self.transposed for v in op.inputs]
+        operands that are absorbed transposes are read transposed; ``epilogue``: the
+        :class:`.epilogues.EpilogueMember` whose group it computes too."""
+        transposed = self.read_transposed(op)
+        context = None if epilogue is None else \
+            epilogues.render_context(epilogue, self.scalars, self.options, environment())
         function = render_native_function(op, kind, transposed, environment(),
                                           threads=self.options.threads or 0,
-                                          flush=self.options.flush_denormals)
+                                          flush=self.options.flush_denormals,
+                                          epilogue=context)
         return self.c_functions.setdefault(function.name, function)
 
     def generate_program(self, signature_inputs, signature_outputs) -> GeneratedProgram:
@@ -456,6 +474,8 @@ def _reads_data(op, value) -> bool:
 def _member_heading(member) -> str:
     if isinstance(member, PairMember):
         return f"{_member_heading(member.first)} beside {_member_heading(member.second)}"
+    if isinstance(member, EpilogueMember):
+        return f"{_member_heading(member.native)} with {_member_heading(member.group)}"
     op = member.op
     if op.blocks:
         return f"fused group {op.attrs['group']} ({counted(len(op.blocks[0].ops), 'op')})"

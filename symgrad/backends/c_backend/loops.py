@@ -109,7 +109,8 @@ def _segment(gen, block, number, sizes, environment) -> _Block | None:
     members = gen.segment_members([block.ops[k] for k in chosen],
                                   [kinds.plans[k] for k in chosen],
                                   [kinds.natives[k] for k in chosen],
-                                  [kinds.rows[k] for k in chosen])
+                                  [kinds.rows[k] for k in chosen], kinds.readers,
+                                  kinds.read_after)
     made = {v for member in members for v in member.results}
     renderer = SegmentRenderer(number, members, {v for v in block.yields if v in made},
                                gen.dim_code, gen.resolve, sizes)

@@ -128,12 +128,12 @@ def _taps(g) -> list:
 def window_context(op, kind) -> dict:
     """The context of ``c/window_parts.c.j2`` (besides ``part``, ``number``, ``note`` and
     ``T`` and ``kind``) for window op ``op`` of template kind ``kind``: the geometry ``g``,
-    ``direct``, ``rows`` and ``pooling``."""
+    ``direct``, ``rows``, ``pooling`` and no ``epilogue``."""
     g = _geometry(op, kind)
     # im2col of a 1x1 kernel of stride 1 without padding is the input itself
     direct = kind in CONVOLUTIONS and (g["kh"], g["kw"], g["sh"], g["sw"], g["ph"], g["pw"]) \
         == (1, 1, 1, 1, 0, 0)
-    return dict(g=g, direct=direct, pooling=kind not in CONVOLUTIONS,
+    return dict(g=g, direct=direct, pooling=kind not in CONVOLUTIONS, epilogue=None,
                 rows=kind.startswith("max_pool2d") and g["inside"] and g["wo"] <= ROW_WINDOWS)
 
 
@@ -146,29 +146,42 @@ def native_dims(op, kind) -> list:
     return [op.inputs[0].dims[0]]
 
 
-def render_native_function(op, kind, transposed, environment, threads=0, flush=False) -> Piece:
+def render_native_function(op, kind, transposed, environment, threads=0, flush=False,
+                           epilogue=None) -> Piece:
     """The C function computing native ``op`` with template kind ``kind``, named from a hash
     of its code without the comment naming ``op`` (ops it computes alike share it);
     ``transposed``:
     per input, whether its buffer holds its transpose; ``threads``: the program's ``threads``
     option, for the prelude's pool (0: one thread per usable CPU); ``flush``: the program's
     ``flush_denormals`` (every GEMM then runs on threads in the caller's floating-point mode:
-    the pool's, or the BLAS on one thread, never the BLAS's own threads)."""
+    the pool's, or the BLAS on one thread, never the BLAS's own threads); ``epilogue``: the
+    context of a conv2d's epilogue (:func:`.epilogues.render_context`), whose operands the
+    function takes after the op's inputs and whose outputs it writes instead of the op's
+    result."""
     result = op.results[0]
     window = window_context(op, kind) if kind != "matmul" else \
-        dict(g={}, direct=False, rows=False, pooling=False)
+        dict(g={}, direct=False, rows=False, pooling=False, epilogue=None)
+    window.update(epilogue=epilogue)
     code = environment.get_template("c/native_op.c.j2").render(
         name="@NAME@", number="", note="@NOTE@", kind=kind, inputs=len(op.inputs),
         T=c_type(result.dtype), rank=op.inputs[0].ndim, b_rank=op.inputs[-1].ndim,
         transposed=list(transposed), threads=threads, flush=flush,
         folded=kind == "matmul" and folded(op, transposed), **window)
     name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
-    code = code.replace("@NAME@", name).replace("@NOTE@", describe(op), 1)
-    return _native_piece(name, code, c_type(result.dtype), len(op.inputs), 1)
+    note = describe(op) + ("" if epilogue is None else f", its epilogue {epilogue['note']}")
+    code = code.replace("@NAME@", name).replace("@NOTE@", note, 1)
+    T = c_type(result.dtype)
+    if epilogue is None:
+        return _native_piece(name, code, [T] * len(op.inputs), [T])
+    types, operands = epilogue["types"], epilogue["operands"]
+    return _native_piece(name, code, [T] * len(op.inputs) + types[:operands], types[operands:])
 
 
-def _native_piece(name, code, T, inputs, results) -> Piece:
-    parameters = f", const {T} *" * inputs + f", {T} *restrict" * results
+def _native_piece(name, code, inputs, results) -> Piece:
+    """The :class:`.units.Piece` of native function ``name``: ``inputs`` and ``results``, the
+    C types its pointers point to."""
+    parameters = "".join(f", const {t} *" for t in inputs) + \
+        "".join(f", {t} *restrict" for t in results)
     return Piece(guarded(name, code), name,
                  f"SG_LINK int {name}(const int64_t *restrict{parameters});", native=True)
 
@@ -198,4 +211,4 @@ def render_matmul_pair(ops, transposed, environment, threads=0) -> Piece:
         offset=ops[0].inputs[0].ndim + 1, threads=threads)
     name = "sg_n_" + hashlib.sha256(code.encode()).hexdigest()[:16]
     code = code.replace("@NAME@", name).replace("@NOTE@", pair_note(ops), 1)
-    return _native_piece(name, code, T, 4, 2)
+    return _native_piece(name, code, [T] * 4, [T] * 2)

@@ -1,0 +1,210 @@
+"""Epilogues of native ops (symgrad/backends/c_backend/epilogues.py): the loop group that alone
+reads a conv2d's result, computed in the conv's GEMM output loop. Each program is compiled
+with and without epilogues: the results agree bit for bit (the group's own C expressions) and
+match the interpreter, and the fused functions are counted; a result read elsewhere keeps its
+group apart, an operand computed after the conv fuses the group with the later conv."""
+import re
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from symgrad import ir_backward, nn
+from symgrad.backends.c_backend import blas, epilogues
+
+pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
+
+RNG = np.random.default_rng(5)
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+
+
+def _fused(compiled) -> int:
+    """How many native functions compute an epilogue (they write ``sg_o0``)."""
+    return len(set(re.findall(r"SG_LINK int (sg_n_\w+)\([^)]*sg_o0",
+                              compiled._executable.source)))
+
+
+def _compiled_both(build, monkeypatch):
+    """``build()``'s program compiled for C without epilogues, then with them."""
+    with monkeypatch.context() as patch:
+        patch.setattr(epilogues, "BLOCKS", {})
+        plain = sg.compile(*build(), backend="c")
+    return plain, sg.compile(*build(), backend="c")
+
+
+def _check(build, feeds_list, dtype, monkeypatch, fused=1):
+    plain, with_epilogues = _compiled_both(build, monkeypatch)
+    assert (_fused(plain), _fused(with_epilogues)) == (0, fused)
+    reference = sg.compile(*build(), backend="interpreter")
+    for feeds in feeds_list:
+        expected, before, after = reference(**feeds), plain(**feeds), with_epilogues(**feeds)
+        for e, b, a in zip(expected, before, after):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_allclose(a, e, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+def _conv_program(dtype, x_shape, w_shape, with_bias=True, extra=None, fetch=None,
+                  pool=2, batch=None, **attrs):
+    """relu(conv2d(x, w) + b [+ r]) and the gradients of the sum of squares of its max
+    pooling (a native op after the group, as in a CNN); ``extra``: the shape of ``r``, an
+    operand shaped like the result; ``fetch``: ``"conv"`` (the convolution's result, read
+    after the segment) or ``"pre"`` (the activation's input); ``batch``: the static batch dim
+    (None: dynamic)."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [batch] + list(x_shape[1:]), dtype)
+            w = sg.data("w", list(w_shape), dtype)
+            b = sg.data("b", [w_shape[0]], dtype)
+            conv = nn.conv2d(x, w, b if with_bias else None, **attrs)
+            pre = conv if extra is None else conv + sg.data("r", [batch] + list(extra[1:]), dtype)
+            y = nn.relu(pre)
+            h = nn.max_pool2d(y, pool, pool, 0)
+            loss = sg.sum(h * h)
+            grads = ir_backward.grad(loss, [x, w, b] if with_bias else [x, w])
+        return prog, [y, *grads] + ({"conv": [conv], "pre": [pre]}.get(fetch, []))
+    return build
+
+
+def _feeds(dtype, x_shape, w_shape, batches, extra=None):
+    out = []
+    for n in batches:
+        feeds = {"x": RNG.standard_normal((n,) + tuple(x_shape[1:])).astype(dtype),
+                 "w": RNG.standard_normal(w_shape).astype(dtype),
+                 "b": RNG.standard_normal(w_shape[0]).astype(dtype)}
+        if extra is not None:
+            feeds["r"] = RNG.standard_normal((n,) + tuple(extra[1:])).astype(dtype)
+        out.append(feeds)
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bias_and_relu_run_in_the_conv_with_a_dynamic_batch(dtype, monkeypatch):
+    x_shape, w_shape = (2, 3, 6, 6), (4, 3, 3, 3)
+    _check(_conv_program(dtype, x_shape, w_shape, padding=1),
+           _feeds(dtype, x_shape, w_shape, [2, 3, 1]), dtype, monkeypatch)
+
+
+def test_an_operand_shaped_like_the_result_with_groups_and_stride(monkeypatch):
+    x_shape, w_shape, out = (2, 4, 7, 7), (6, 2, 3, 3), (2, 6, 3, 3)
+    _check(_conv_program("float32", x_shape, w_shape, extra=out, pool=3, batch=2, stride=2,
+                         groups=2),
+           _feeds("float32", x_shape, w_shape, [2], extra=out), "float32", monkeypatch)
+
+
+def test_a_1x1_conv_reading_its_input_as_the_columns(monkeypatch):
+    x_shape, w_shape = (2, 2, 4, 4), (3, 2, 1, 1)
+    _check(_conv_program("float32", x_shape, w_shape),
+           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch)
+
+
+def test_relu_without_bias_keeps_its_group_apart(monkeypatch):
+    """relu's gradient masks by its input, the convolution's result: two readers."""
+    x_shape, w_shape = (2, 2, 4, 4), (3, 2, 3, 3)
+    _check(_conv_program("float32", x_shape, w_shape, with_bias=False, padding=1),
+           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch, fused=0)
+
+
+def test_a_fetched_sum_with_the_bias_is_an_output_of_the_epilogue(monkeypatch):
+    x_shape, w_shape = (2, 3, 4, 4), (4, 3, 3, 3)
+    _check(_conv_program("float32", x_shape, w_shape, fetch="pre", padding=1),
+           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch)
+
+
+def test_a_result_read_after_the_segment_keeps_its_group_apart(monkeypatch):
+    x_shape, w_shape, out = (2, 3, 4, 4), (4, 3, 3, 3), (2, 4, 4, 4)
+    build = _conv_program("float32", x_shape, w_shape, with_bias=False, extra=out,
+                          fetch="conv", batch=2, padding=1)
+    feeds = _feeds("float32", x_shape, w_shape, [2], extra=out)
+    _check(build, feeds, "float32", monkeypatch, fused=0)
+    build = _conv_program("float32", x_shape, w_shape, with_bias=False, extra=out, batch=2,
+                          padding=1)
+    _check(build, feeds, "float32", monkeypatch)   # not fetched: it fuses
+
+
+def test_a_group_reading_two_convolutions_is_the_later_ones_epilogue(monkeypatch):
+    """relu(conv(x, v) + conv(x, w)): the group reads the second conv's result, made after
+    the first, so it is the second's epilogue, reading the first's result as an operand."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 2, 5, 5], "float64")
+            v = sg.data("v", [3, 2, 3, 3], "float64")
+            w = sg.data("w", [3, 2, 1, 1], "float64")
+            y = nn.relu(nn.conv2d(x, v, padding=1) + nn.conv2d(x, w))
+            loss = sg.sum(nn.max_pool2d(y, 2, 2, 0) ** 2)
+        return prog, [y, *ir_backward.grad(loss, [x, v, w])]
+    feeds = [{"x": RNG.standard_normal((n, 2, 5, 5)), "v": RNG.standard_normal((3, 2, 3, 3)),
+              "w": RNG.standard_normal((3, 2, 1, 1))} for n in (2, 1)]
+    _check(build, feeds, "float64", monkeypatch)
+
+
+def test_a_cnn_training_step_updates_its_state_alike(monkeypatch):
+    """Two SGD steps of conv -> relu -> pool -> dense on a dynamic batch: the parameters,
+    updated in place, and the losses are those without epilogues and the interpreter's."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 2, 6, 6], "float32")
+            w = sg.parameter("w", [4, 2, 3, 3], "float32",
+                             init=np.random.default_rng(1).standard_normal((4, 2, 3, 3)))
+            b = sg.parameter("b", [4], "float32", init=np.zeros(4))
+            d = sg.parameter("d", [36, 1], "float32",
+                             init=np.random.default_rng(2).standard_normal((36, 1)))
+            h = nn.max_pool2d(nn.relu(nn.conv2d(x, w, b, padding=1)), 2, 2, 0)
+            loss = sg.mean(sg.reshape(h, [-1, 36]) @ d)
+        sg.optimizer.SGD(0.1).minimize(loss)
+        return prog, [loss]
+    compiled = [sg.compile(*build(), backend=backend) for backend in ("interpreter", "c")]
+    with monkeypatch.context() as patch:
+        patch.setattr(epilogues, "BLOCKS", {})
+        compiled.append(sg.compile(*build(), backend="c"))
+    assert [_fused(c) for c in compiled[1:]] == [1, 0]
+    for n in (3, 2):
+        x = RNG.standard_normal((n, 2, 6, 6)).astype("float32")
+        expected, fused, plain = (fn(x=x)[0] for fn in compiled)
+        np.testing.assert_array_equal(fused, plain)
+        np.testing.assert_allclose(fused, expected, rtol=1e-5)
+    for name in ("w", "b", "d"):
+        np.testing.assert_array_equal(compiled[1].state[name], compiled[2].state[name])
+        np.testing.assert_allclose(compiled[1].state[name], compiled[0].state[name],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_a_scan_of_convolutions_is_a_c_loop_with_the_epilogue(monkeypatch):
+    """h <- relu(conv(h, w) + b) three times, and its gradient: the loop's body fuses too."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            h0 = sg.data("h0", [2, 3, 4, 4], "float64")
+            xs = sg.data("xs", [3, 1], "float64")
+            w = sg.data("w", [3, 3, 3, 3], "float64")
+            b = sg.data("b", [3], "float64")
+            h, _ = sg.scan(lambda h, x: (nn.relu(nn.conv2d(h, w, b, padding=1)) * 0.5,) * 2,
+                           h0, xs)
+            loss = sg.sum(h * h)
+        return prog, [loss, *ir_backward.grad(loss, [h0, w, b])]
+    feeds = [{"h0": RNG.standard_normal((2, 3, 4, 4)), "xs": np.zeros((3, 1)),
+              "w": RNG.standard_normal((3, 3, 3, 3)) * 0.3, "b": RNG.standard_normal(3)}]
+    _check(build, feeds, "float64", monkeypatch)
+
+
+
+def test_a_dense_layer_takes_no_epilogue(monkeypatch):
+    """tanh(x @ w + b) @ v: the matmuls stay apart from their groups (the epilogues of
+    ``BLOCKS`` are the convolutions')."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 5], "float32")
+            w = sg.data("w", [5, 7], "float32")
+            b = sg.data("b", [7], "float32")
+            z = sg.tanh(x @ w + b) @ sg.data("v", [7, 3], "float32")
+            loss = sg.sum(z * z)
+        return prog, [z, *ir_backward.grad(loss, [x, w, b])]
+    feeds = [{"x": RNG.standard_normal((4, 5)).astype("float32"),
+              "w": RNG.standard_normal((5, 7)).astype("float32"),
+              "b": RNG.standard_normal(7).astype("float32"),
+              "v": RNG.standard_normal((7, 3)).astype("float32")}]
+    _check(build, feeds, "float32", monkeypatch, fused=0)
