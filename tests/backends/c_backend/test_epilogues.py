@@ -2,7 +2,9 @@
 reads a conv2d's result, computed in the conv's GEMM output loop. Each program is compiled
 with and without epilogues: the results agree bit for bit (the group's own C expressions) and
 match the interpreter, and the fused functions are counted; a result read elsewhere keeps its
-group apart, an operand computed after the conv fuses the group with the later conv."""
+group apart, an operand computed after the conv fuses the group with the later conv; random
+convolutions (geometry, groups, per-channel and residual operands, activations, a dynamic
+batch) match the interpreter."""
 import re
 
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 import symgrad as sg
 from symgrad import ir_backward, nn
+from symgrad.backends import c_backend
 from symgrad.backends.c_backend import blas, epilogues
 
 pytestmark = pytest.mark.skipif(not blas.available(), reason="no BLAS for native ops")
@@ -208,3 +211,49 @@ def test_a_dense_layer_takes_no_epilogue(monkeypatch):
               "b": RNG.standard_normal(7).astype("float32"),
               "v": RNG.standard_normal((7, 3)).astype("float32")}]
     _check(build, feeds, "float32", monkeypatch, fused=0)
+
+
+def _random_conv(rng, dtype):
+    """A random convolution (kernel, stride, padding, dilation, groups, bias or not, batch
+    dynamic or not), times a per-channel scale of a random layout, plus a residual when the
+    batch is static, then an activation; fetches it and the gradients of its sum of squares.
+    Returns ``(program, fetches, feeds)``."""
+    groups, k, stride, pad, dilation = (int(rng.choice(c)) for c in
+                                        ([1, 2], [1, 2, 3], [1, 2], [0, 1], [1, 2]))
+    c, o, h, n = groups * int(rng.integers(1, 3)), groups * int(rng.integers(1, 3)), 7, 2
+    dynamic, bias = bool(rng.integers(2)), bool(rng.integers(2))
+    scale = [[], [o, 1, 1], [1, o, 1, 1], [1]][int(rng.integers(4))]
+    activation = [nn.relu, sg.tanh, nn.gelu, lambda v: nn.leaky_relu(v, 0.1)][int(rng.integers(4))]
+    feeds = {"x": rng.standard_normal((n, c, h, h)).astype(dtype),
+             "w": rng.standard_normal((o, c // groups, k, k)).astype(dtype),
+             "b": rng.standard_normal(o).astype(dtype)}
+    prog = sg.Program()
+    with sg.program_guard(prog):
+        x = sg.data("x", [None if dynamic else n, c, h, h], dtype)
+        w, b = sg.data("w", list(feeds["w"].shape), dtype), sg.data("b", [o], dtype)
+        y = nn.conv2d(x, w, b if bias else None, stride=stride, padding=pad,
+                      dilation=dilation, groups=groups)
+        if scale:
+            y = y * sg.data("s", scale, dtype)
+            feeds["s"] = rng.standard_normal(scale).astype(dtype)
+        if not dynamic:
+            y = y + sg.data("r", [n, *y.shape[1:]], dtype)
+            feeds["r"] = rng.standard_normal((n, *y.shape[1:])).astype(dtype)
+        y = activation(y)
+        loss = sg.sum(nn.max_pool2d(y, 1, 1, 0) ** 2)
+        fetches = [y, *ir_backward.grad(loss, [x, w] + ([b] if bias else []))]
+    return prog, fetches, feeds
+
+
+def test_random_convolutions_with_their_epilogues_match_the_interpreter():
+    rng = np.random.default_rng(23)
+    cases = [(*_random_conv(rng, dtype), dtype) for dtype in ["float32", "float64"] * 6]
+    with c_backend.deferred():
+        compiled = [sg.compile(prog, fetches, backend="c") for prog, fetches, _, _ in cases]
+    for (prog, fetches, feeds, dtype), fn in zip(cases, compiled):
+        expected = sg.compile(prog, fetches, backend="interpreter")(**feeds)
+        for e, g in zip(expected, fn(**feeds)):
+            assert g.shape == e.shape and g.dtype == e.dtype
+            np.testing.assert_allclose(g, e, rtol=10 * TOLERANCE[dtype],
+                                       atol=10 * TOLERANCE[dtype])
+    assert [_fused(fn) for fn in compiled] == [1] * len(cases)
