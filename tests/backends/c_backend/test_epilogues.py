@@ -5,7 +5,9 @@ match the interpreter, and the fused functions are counted; a result read elsewh
 group apart, an operand computed after the conv fuses the group with the later conv; random
 convolutions (geometry, groups, per-channel and residual operands, activations, a dynamic
 batch) match the interpreter."""
+import functools
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -25,26 +27,6 @@ def _fused(compiled) -> int:
     """How many native functions compute an epilogue (they write ``sg_o0``)."""
     return len(set(re.findall(r"SG_LINK int (sg_n_\w+)\([^)]*sg_o0",
                               compiled._executable.source)))
-
-
-def _compiled_both(build, monkeypatch):
-    """``build()``'s program compiled for C without epilogues, then with them."""
-    with monkeypatch.context() as patch:
-        patch.setattr(epilogues, "BLOCKS", {})
-        plain = sg.compile(*build(), backend="c")
-    return plain, sg.compile(*build(), backend="c")
-
-
-def _check(build, feeds_list, dtype, monkeypatch, fused=1):
-    plain, with_epilogues = _compiled_both(build, monkeypatch)
-    assert (_fused(plain), _fused(with_epilogues)) == (0, fused)
-    reference = sg.compile(*build(), backend="interpreter")
-    for feeds in feeds_list:
-        expected, before, after = reference(**feeds), plain(**feeds), with_epilogues(**feeds)
-        for e, b, a in zip(expected, before, after):
-            np.testing.assert_array_equal(a, b)
-            assert a.dtype == e.dtype and a.shape == e.shape
-            np.testing.assert_allclose(a, e, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
 
 def _conv_program(dtype, x_shape, w_shape, with_bias=True, extra=None, fetch=None,
@@ -82,51 +64,7 @@ def _feeds(dtype, x_shape, w_shape, batches, extra=None):
     return out
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_bias_and_relu_run_in_the_conv_with_a_dynamic_batch(dtype, monkeypatch):
-    x_shape, w_shape = (2, 3, 6, 6), (4, 3, 3, 3)
-    _check(_conv_program(dtype, x_shape, w_shape, padding=1),
-           _feeds(dtype, x_shape, w_shape, [2, 3, 1]), dtype, monkeypatch)
-
-
-def test_an_operand_shaped_like_the_result_with_groups_and_stride(monkeypatch):
-    x_shape, w_shape, out = (2, 4, 7, 7), (6, 2, 3, 3), (2, 6, 3, 3)
-    _check(_conv_program("float32", x_shape, w_shape, extra=out, pool=3, batch=2, stride=2,
-                         groups=2),
-           _feeds("float32", x_shape, w_shape, [2], extra=out), "float32", monkeypatch)
-
-
-def test_a_1x1_conv_reading_its_input_as_the_columns(monkeypatch):
-    x_shape, w_shape = (2, 2, 4, 4), (3, 2, 1, 1)
-    _check(_conv_program("float32", x_shape, w_shape),
-           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch)
-
-
-def test_relu_without_bias_keeps_its_group_apart(monkeypatch):
-    """relu's gradient masks by its input, the convolution's result: two readers."""
-    x_shape, w_shape = (2, 2, 4, 4), (3, 2, 3, 3)
-    _check(_conv_program("float32", x_shape, w_shape, with_bias=False, padding=1),
-           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch, fused=0)
-
-
-def test_a_fetched_sum_with_the_bias_is_an_output_of_the_epilogue(monkeypatch):
-    x_shape, w_shape = (2, 3, 4, 4), (4, 3, 3, 3)
-    _check(_conv_program("float32", x_shape, w_shape, fetch="pre", padding=1),
-           _feeds("float32", x_shape, w_shape, [2]), "float32", monkeypatch)
-
-
-def test_a_result_read_after_the_segment_keeps_its_group_apart(monkeypatch):
-    x_shape, w_shape, out = (2, 3, 4, 4), (4, 3, 3, 3), (2, 4, 4, 4)
-    build = _conv_program("float32", x_shape, w_shape, with_bias=False, extra=out,
-                          fetch="conv", batch=2, padding=1)
-    feeds = _feeds("float32", x_shape, w_shape, [2], extra=out)
-    _check(build, feeds, "float32", monkeypatch, fused=0)
-    build = _conv_program("float32", x_shape, w_shape, with_bias=False, extra=out, batch=2,
-                          padding=1)
-    _check(build, feeds, "float32", monkeypatch)   # not fetched: it fuses
-
-
-def test_a_group_reading_two_convolutions_is_the_later_ones_epilogue(monkeypatch):
+def _two_convolutions():
     """relu(conv(x, v) + conv(x, w)): the group reads the second conv's result, made after
     the first, so it is the second's epilogue, reading the first's result as an operand."""
     def build():
@@ -140,43 +78,12 @@ def test_a_group_reading_two_convolutions_is_the_later_ones_epilogue(monkeypatch
         return prog, [y, *ir_backward.grad(loss, [x, v, w])]
     feeds = [{"x": RNG.standard_normal((n, 2, 5, 5)), "v": RNG.standard_normal((3, 2, 3, 3)),
               "w": RNG.standard_normal((3, 2, 1, 1))} for n in (2, 1)]
-    _check(build, feeds, "float64", monkeypatch)
+    return build, feeds
 
 
-def test_a_cnn_training_step_updates_its_state_alike(monkeypatch):
-    """Two SGD steps of conv -> relu -> pool -> dense on a dynamic batch: the parameters,
-    updated in place, and the losses are those without epilogues and the interpreter's."""
-    def build():
-        prog = sg.Program()
-        with sg.program_guard(prog):
-            x = sg.data("x", [None, 2, 6, 6], "float32")
-            w = sg.parameter("w", [4, 2, 3, 3], "float32",
-                             init=np.random.default_rng(1).standard_normal((4, 2, 3, 3)))
-            b = sg.parameter("b", [4], "float32", init=np.zeros(4))
-            d = sg.parameter("d", [36, 1], "float32",
-                             init=np.random.default_rng(2).standard_normal((36, 1)))
-            h = nn.max_pool2d(nn.relu(nn.conv2d(x, w, b, padding=1)), 2, 2, 0)
-            loss = sg.mean(sg.reshape(h, [-1, 36]) @ d)
-        sg.optimizer.SGD(0.1).minimize(loss)
-        return prog, [loss]
-    compiled = [sg.compile(*build(), backend=backend) for backend in ("interpreter", "c")]
-    with monkeypatch.context() as patch:
-        patch.setattr(epilogues, "BLOCKS", {})
-        compiled.append(sg.compile(*build(), backend="c"))
-    assert [_fused(c) for c in compiled[1:]] == [1, 0]
-    for n in (3, 2):
-        x = RNG.standard_normal((n, 2, 6, 6)).astype("float32")
-        expected, fused, plain = (fn(x=x)[0] for fn in compiled)
-        np.testing.assert_array_equal(fused, plain)
-        np.testing.assert_allclose(fused, expected, rtol=1e-5)
-    for name in ("w", "b", "d"):
-        np.testing.assert_array_equal(compiled[1].state[name], compiled[2].state[name])
-        np.testing.assert_allclose(compiled[1].state[name], compiled[0].state[name],
-                                   rtol=1e-5, atol=1e-6)
-
-
-def test_a_scan_of_convolutions_is_a_c_loop_with_the_epilogue(monkeypatch):
-    """h <- relu(conv(h, w) + b) three times, and its gradient: the loop's body fuses too."""
+def _scan_of_convolutions():
+    """h <- relu(conv(h, w) + b) / 2 three times, and its gradient: a C loop whose body
+    fuses too."""
     def build():
         prog = sg.Program()
         with sg.program_guard(prog):
@@ -190,11 +97,10 @@ def test_a_scan_of_convolutions_is_a_c_loop_with_the_epilogue(monkeypatch):
         return prog, [loss, *ir_backward.grad(loss, [h0, w, b])]
     feeds = [{"h0": RNG.standard_normal((2, 3, 4, 4)), "xs": np.zeros((3, 1)),
               "w": RNG.standard_normal((3, 3, 3, 3)) * 0.3, "b": RNG.standard_normal(3)}]
-    _check(build, feeds, "float64", monkeypatch)
+    return build, feeds
 
 
-
-def test_a_dense_layer_takes_no_epilogue(monkeypatch):
+def _dense_layer():
     """tanh(x @ w + b) @ v: the matmuls stay apart from their groups (the epilogues of
     ``BLOCKS`` are the convolutions')."""
     def build():
@@ -210,7 +116,103 @@ def test_a_dense_layer_takes_no_epilogue(monkeypatch):
               "w": RNG.standard_normal((5, 7)).astype("float32"),
               "b": RNG.standard_normal(7).astype("float32"),
               "v": RNG.standard_normal((7, 3)).astype("float32")}]
-    _check(build, feeds, "float32", monkeypatch, fused=0)
+    return build, feeds
+
+
+def _conv_case(dtype, x_shape, w_shape, batches, extra=None, fused=1, **options):
+    return (_conv_program(dtype, x_shape, w_shape, extra=extra, **options),
+            _feeds(dtype, x_shape, w_shape, batches, extra=extra), dtype, fused)
+
+
+_OUT = (2, 4, 4, 4)
+# name -> (build, feeds, dtype, how many native functions compute an epilogue)
+CASES = {
+    # relu(conv + bias), a dynamic batch fed at three sizes
+    "bias_relu_dynamic_batch_float32": _conv_case("float32", (2, 3, 6, 6), (4, 3, 3, 3),
+                                                  [2, 3, 1], padding=1),
+    "bias_relu_dynamic_batch_float64": _conv_case("float64", (2, 3, 6, 6), (4, 3, 3, 3),
+                                                  [2, 1], padding=1),
+    # an operand shaped like the result, with groups and stride
+    "residual_groups_stride": _conv_case("float32", (2, 4, 7, 7), (6, 2, 3, 3), [2],
+                                         extra=(2, 6, 3, 3), pool=3, batch=2, stride=2,
+                                         groups=2),
+    # a 1x1 conv reads its input as the columns
+    "1x1_conv": _conv_case("float32", (2, 2, 4, 4), (3, 2, 1, 1), [2]),
+    # relu's gradient masks by its input, the convolution's result: two readers
+    "relu_without_bias_stays_apart": _conv_case("float32", (2, 2, 4, 4), (3, 2, 3, 3), [2],
+                                                with_bias=False, padding=1, fused=0),
+    # the fetched sum with the bias is an output of the epilogue
+    "fetched_pre_activation": _conv_case("float32", (2, 3, 4, 4), (4, 3, 3, 3), [2],
+                                         fetch="pre", padding=1),
+    # a result read after the segment keeps its group apart; not read, it fuses
+    "result_read_after_stays_apart": _conv_case("float32", (2, 3, 4, 4), (4, 3, 3, 3), [2],
+                                                extra=_OUT, with_bias=False, fetch="conv",
+                                                batch=2, padding=1, fused=0),
+    "result_not_read_after": _conv_case("float32", (2, 3, 4, 4), (4, 3, 3, 3), [2],
+                                        extra=_OUT, with_bias=False, batch=2, padding=1),
+    "two_convolutions_summed": (*_two_convolutions(), "float64", 1),
+    "scan_of_convolutions": (*_scan_of_convolutions(), "float64", 1),
+    "dense_layer_takes_none": (*_dense_layer(), "float32", 0),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled() -> dict:
+    """Every case's program compiled for C without epilogues and with them, in one batch:
+    ``{name: (plain, with_epilogues)}``."""
+    built = {}
+    with c_backend.deferred():
+        for name, (build, _, _, _) in CASES.items():
+            with mock.patch.dict(epilogues.BLOCKS, clear=True):
+                plain = sg.compile(*build(), backend="c")
+            built[name] = plain, sg.compile(*build(), backend="c")
+    return built
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_epilogue_gives_the_bytes_of_the_group_and_the_interpreters_results(name):
+    build, feeds_list, dtype, fused = CASES[name]
+    plain, with_epilogues = _compiled()[name]
+    assert (_fused(plain), _fused(with_epilogues)) == (0, fused)
+    reference = sg.compile(*build(), backend="interpreter")
+    for feeds in feeds_list:
+        expected, before, after = reference(**feeds), plain(**feeds), with_epilogues(**feeds)
+        for e, b, a in zip(expected, before, after):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == e.dtype and a.shape == e.shape
+            np.testing.assert_allclose(a, e, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+
+
+def test_a_cnn_training_step_updates_its_state_alike():
+    """Two SGD steps of conv -> relu -> pool -> dense on a dynamic batch: the parameters,
+    updated in place, and the losses are those without epilogues and the interpreter's."""
+    def build():
+        prog = sg.Program()
+        with sg.program_guard(prog):
+            x = sg.data("x", [None, 2, 6, 6], "float32")
+            w = sg.parameter("w", [4, 2, 3, 3], "float32",
+                             init=np.random.default_rng(1).standard_normal((4, 2, 3, 3)))
+            b = sg.parameter("b", [4], "float32", init=np.zeros(4))
+            d = sg.parameter("d", [36, 1], "float32",
+                             init=np.random.default_rng(2).standard_normal((36, 1)))
+            h = nn.max_pool2d(nn.relu(nn.conv2d(x, w, b, padding=1)), 2, 2, 0)
+            loss = sg.mean(sg.reshape(h, [-1, 36]) @ d)
+        sg.optimizer.SGD(0.1).minimize(loss)
+        return prog, [loss]
+    with c_backend.deferred():
+        compiled = [sg.compile(*build(), backend=backend) for backend in ("interpreter", "c")]
+        with mock.patch.dict(epilogues.BLOCKS, clear=True):
+            compiled.append(sg.compile(*build(), backend="c"))
+    assert [_fused(c) for c in compiled[1:]] == [1, 0]
+    for n in (3, 2):
+        x = RNG.standard_normal((n, 2, 6, 6)).astype("float32")
+        expected, fused, plain = (fn(x=x)[0] for fn in compiled)
+        np.testing.assert_array_equal(fused, plain)
+        np.testing.assert_allclose(fused, expected, rtol=1e-5)
+    for name in ("w", "b", "d"):
+        np.testing.assert_array_equal(compiled[1].state[name], compiled[2].state[name])
+        np.testing.assert_allclose(compiled[1].state[name], compiled[0].state[name],
+                                   rtol=1e-5, atol=1e-6)
 
 
 def _random_conv(rng, dtype):
