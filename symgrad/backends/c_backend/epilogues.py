@@ -26,8 +26,9 @@ group's own, bit for bit. A group fuses when (:func:`fuse`):
 - one of its outputs has the result's dtype (the GEMM's target).
 
 ``matmul`` takes none: a per-block epilogue in its GEMM's blocks (``c/native.h.j2``) was built
-and measured on 2026-11-27, and W1's step took 1.01x to 1.03x the time without it (paired in
-one process), at batch 4096 as well (see ``docs/codegen.md``).
+and measured on 2026-11-27; W1's step took 0.998x to 1.03x the time without it (paired in
+one process, six runs, five of them slower), and it gained nothing at batch 4096 either (see
+``docs/codegen.md``).
 
 The epilogue's function (``c/epilogue.c.j2``), which the convolution's chunk calls after each
 GEMM with its block's rows (``sg_o0`` is the GEMM's target, ``sg_e0`` the bias)::
