@@ -168,6 +168,7 @@ def fuse(members, kinds, readers, escaping, resolve, overwritten=(), opaque=()) 
     otherwise (transposes)."""
     place = {member.op: k for k, member in enumerate(members)}
     made_at = {v: k for k, member in enumerate(members) for v in member.results}
+    overwritten, opaque = set(overwritten), set(opaque)
     fused, taken = {}, set()
     for k, (member, kind) in enumerate(zip(members, kinds)):
         result = member.results[0] if kind in BLOCKS else None
@@ -179,8 +180,7 @@ def fuse(members, kinds, readers, escaping, resolve, overwritten=(), opaque=()) 
         j = place.get(reading.pop())
         if j is None or j <= k or j in taken:
             continue
-        candidate = _candidate(member, members[j], kind, set(overwritten),
-                               set(opaque))
+        candidate = _candidate(member, members[j], kind, overwritten, opaque)
         if candidate is None or any(k <= made_at.get(resolve(v), -1) < j
                                     for v, _ in candidate.operands):
             continue
@@ -199,18 +199,17 @@ def render_context(member, scalars, options, environment) -> dict:
     ``sg_epilogue``), ``channel`` (the loads of the per-channel operands), ``body`` (the
     lines per element, ``sg_at`` its offset), ``cols`` and ``channels`` (the length of a
     row of the result and the channels whose rows follow each other: :data:`BLOCKS`),
-    ``target``, the C ``types`` of the parameters, the ``outputs`` (Values) and the group's
-    ``note``."""
+    ``target``, the C types of the operands (``reads``) and outputs (``writes``), how many
+    ``outputs`` and the group's ``note``."""
     plan, result = member.group.plan, member.native.results[0]
     renderer = GroupRenderer(plan, scalars, options, environment)
     operands, outputs = member.operands, member.group.results
-    types = [c_type(v.dtype) for v, _ in operands] + [c_type(v.dtype) for v in outputs]
-    parameters = [f"const {t} *sg_e{j}" for j, t in enumerate(types[:len(operands)])]
-    parameters += [f"{t} *restrict sg_o{k}" for k, t in enumerate(types[len(operands):])]
-    pointers = [f"const {c_type(v.dtype)} *restrict sg_e{j} = sg_e->in[{j}];"
-                for j, (v, _) in enumerate(operands)]
-    pointers += [f"{c_type(v.dtype)} *restrict sg_o{k} = sg_e->out[{k}];"
-                 for k, v in enumerate(outputs)]
+    reads = [c_type(v.dtype) for v, _ in operands]
+    writes = [c_type(v.dtype) for v in outputs]
+    parameters = [f"const {t} *sg_e{j}" for j, t in enumerate(reads)]
+    parameters += [f"{t} *restrict sg_o{k}" for k, t in enumerate(writes)]
+    pointers = [f"const {t} *restrict sg_e{j} = sg_e->in[{j}];" for j, t in enumerate(reads)]
+    pointers += [f"{t} *restrict sg_o{k} = sg_e->out[{k}];" for k, t in enumerate(writes)]
     local, channel = {result: "sg_v"}, []
     for j, (value, read) in enumerate(operands):
         if read == "full":
@@ -227,5 +226,5 @@ def render_context(member, scalars, options, environment) -> dict:
     axis = BLOCKS[member.kind]
     return dict(parameters=parameters, pointers=pointers, channel=channel, body=body,
                 cols=math.prod(result.shape[axis + 1:]), channels=result.shape[axis],
-                operands=len(operands), target=member.target, types=types, outputs=outputs,
-                note=member.group.note)
+                operands=len(operands), outputs=len(outputs), target=member.target,
+                reads=reads, writes=writes, note=member.group.note)

@@ -160,7 +160,7 @@ def render_native_function(op, kind, transposed, environment, threads=0, flush=F
     result."""
     result = op.results[0]
     window = window_context(op, kind) if kind != "matmul" else \
-        dict(g={}, direct=False, rows=False, pooling=False, epilogue=None)
+        dict(g={}, direct=False, rows=False, pooling=False)
     window.update(epilogue=epilogue)
     code = environment.get_template("c/native_op.c.j2").render(
         name="@NAME@", number="", note="@NOTE@", kind=kind, inputs=len(op.inputs),
@@ -173,8 +173,8 @@ def render_native_function(op, kind, transposed, environment, threads=0, flush=F
     T = c_type(result.dtype)
     if epilogue is None:
         return _native_piece(name, code, [T] * len(op.inputs), [T])
-    types, operands = epilogue["types"], epilogue["operands"]
-    return _native_piece(name, code, [T] * len(op.inputs) + types[:operands], types[operands:])
+    return _native_piece(name, code, [T] * len(op.inputs) + epilogue["reads"],
+                         epilogue["writes"])
 
 
 def _native_piece(name, code, inputs, results) -> Piece:

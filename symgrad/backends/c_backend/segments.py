@@ -20,11 +20,11 @@ see :mod:`.native_ops`), a convolution computing the loop group after it on each
 GEMM writes (:class:`.epilogues.EpilogueMember`), two independent matmuls side by side
 (:class:`PairMember`, from ``c/matmul_pair.c.j2``) or a row op (:class:`OpMember`: the
 softmax family and ``one_hot``, from ``c/row_op.c.j2``, see :mod:`.row_ops`), called alike:
-``fn(sg_d, pointers...)`` with the sizes it reads in ``sg_d``. A view the segments absorb (a reshape, a transpose of a matrix or a
-stack read by matmuls: :mod:`.views`) is no member: its readers get its operand's buffer; a
-broadcast they read is a loop group of its own (:func:`~.kernels.broadcast_plan`). So a
-training step whose ops C computes (W1, W7, W8 of ``benchmarks/cpu.py``) is one call, where
-each matmul and row op used to return to Python.
+``fn(sg_d, pointers...)`` with the sizes it reads in ``sg_d``. A view the segments absorb (a
+reshape, a transpose of a matrix or a stack read by matmuls: :mod:`.views`) is no member: its
+readers get its operand's buffer; a broadcast they read is a loop group of its own
+(:func:`~.kernels.broadcast_plan`). So a training step whose ops C computes (W1, W7, W8 of
+``benchmarks/cpu.py``) is one call, where each matmul and row op used to return to Python.
 Errors are Python exceptions (``TypeError``, ``ValueError``, ``MemoryError``,
 ``RuntimeError`` without a BLAS) raised from the host's call.
 """
